@@ -1,0 +1,142 @@
+"""Raw per-request timestamps, and every latency metric derived from them in one place.
+
+All times are seconds on one monotonic clock (`time.monotonic()` / `perf_counter` are the same CLOCK_MONOTONIC on
+Linux, shared across processes on a host). Only chunks that carried at least one generated token are kept in
+`chunk_times`: role-only, usage-only and `[DONE]` chunks are not tokens and would otherwise corrupt TTFT and ITL.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["ErrorClass", "RequestRecord", "TokenSource"]
+
+
+class ErrorClass:
+    CONNECT = "connect"
+    TIMEOUT = "timeout"
+    HTTP_429 = "http_429"
+    HTTP_4XX = "http_4xx"
+    HTTP_5XX = "http_5xx"
+    STREAM_INTERRUPTED = "stream_interrupted"
+    MALFORMED = "malformed"
+    SERVER_ERROR = "server_error"  # an error payload inside a 200 stream
+    ALL = (CONNECT, TIMEOUT, HTTP_429, HTTP_4XX, HTTP_5XX, STREAM_INTERRUPTED, MALFORMED, SERVER_ERROR)
+
+    @staticmethod
+    def for_status(status: int) -> str:
+        if status == 429:
+            return ErrorClass.HTTP_429
+        if 400 <= status < 500:
+            return ErrorClass.HTTP_4XX
+        return ErrorClass.HTTP_5XX
+
+
+class TokenSource:
+    """Where per-chunk token counts came from; the report states it because ITL depends on it."""
+
+    SERVER = "server"  # cumulative usage in every chunk (continuous_usage_stats) or per-chunk timings
+    ASSUMED_ONE = "one_per_chunk"  # no per-chunk counts: each content chunk assumed to be one token
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    request_id: str
+    variant: str
+    mix: str
+    bucket: str = ""
+    scheduled: float | None = None
+    sent: float = 0.0
+    done: float | None = None
+    status: int = 0
+    error: str | None = None
+    error_detail: str = ""
+    chunk_times: list[float] = field(default_factory=list)
+    chunk_tokens: list[int] = field(default_factory=list)
+    token_source: str = TokenSource.ASSUMED_ONE
+    prompt_tokens: int | None = None  # from the server's usage
+    output_tokens: int | None = None  # from the server's usage
+    prompt_tokens_target: int = 0
+    max_tokens: int = 0
+    warmup: bool = False
+    partial_bytes: bytes = b""
+
+    # ---- derived metrics (seconds) -------------------------------------------------------------------------
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @property
+    def first_token(self) -> float | None:
+        return self.chunk_times[0] if self.chunk_times else None
+
+    @property
+    def ttft(self) -> float | None:
+        return self.chunk_times[0] - self.sent if self.chunk_times else None
+
+    @property
+    def e2e(self) -> float | None:
+        return None if self.done is None else self.done - self.sent
+
+    @property
+    def queue_delay(self) -> float | None:
+        return None if self.scheduled is None else self.sent - self.scheduled
+
+    @property
+    def tokens_received(self) -> int:
+        return sum(self.chunk_tokens)
+
+    @property
+    def output_token_count(self) -> int:
+        """Server usage when it sent one, else what the chunks added up to."""
+        return self.output_tokens if self.output_tokens is not None else self.tokens_received
+
+    def itl_samples(self) -> list[tuple[float, int]]:
+        """Per-token inter-token latency as (gap/k, k): a chunk with k tokens after gap g is k samples of g/k."""
+        t, n = self.chunk_times, self.chunk_tokens
+        return [((t[i] - t[i - 1]) / n[i], n[i]) for i in range(1, len(t)) if n[i] > 0]
+
+    def icl_samples(self) -> list[float]:
+        """Inter-chunk latency: one sample per gap between token-carrying chunks (what the wire shows)."""
+        t = self.chunk_times
+        return [t[i] - t[i - 1] for i in range(1, len(t))]
+
+    @property
+    def tpot(self) -> float | None:
+        """(last_token − first_token) / (output_tokens − tokens_in_first_chunk).
+
+        Dividing by n − 1 instead comes out low whenever the first chunk already carries several tokens.
+        """
+        if len(self.chunk_times) < 2:
+            return None
+        denom = self.output_token_count - self.chunk_tokens[0]
+        if denom <= 0:
+            return None
+        return (self.chunk_times[-1] - self.chunk_times[0]) / denom
+
+    def to_json(self) -> dict[str, Any]:
+        """One JSONL row for raw record shards: raw timestamps plus the headline derived values."""
+        return {
+            "id": self.request_id,
+            "variant": self.variant,
+            "mix": self.mix,
+            "bucket": self.bucket,
+            "scheduled": self.scheduled,
+            "sent": self.sent,
+            "done": self.done,
+            "status": self.status,
+            "error": self.error,
+            "error_detail": self.error_detail[:500],
+            "chunk_times": self.chunk_times,
+            "chunk_tokens": self.chunk_tokens,
+            "token_source": self.token_source,
+            "prompt_tokens": self.prompt_tokens,
+            "output_tokens": self.output_tokens,
+            "prompt_tokens_target": self.prompt_tokens_target,
+            "max_tokens": self.max_tokens,
+            "warmup": self.warmup,
+            "ttft": self.ttft,
+            "tpot": self.tpot,
+            "e2e": self.e2e,
+        }

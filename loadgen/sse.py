@@ -1,0 +1,102 @@
+"""Incremental Server-Sent Events parser.
+
+Bytes arrive in arbitrary pieces: an event may be split across reads, a read may hold many events, and line ends may
+be LF, CRLF or CR (a CRLF can itself be split between two reads). The parser yields the `data` payload of each
+complete event as bytes, untouched, so the caller decides how to decode it (orjson on the hot path).
+
+Fast path: servers send one `data:` line per event and LF line ends, so a whole event is one `find(b"\\n\\n")` away.
+"""
+
+from __future__ import annotations
+
+__all__ = ["SSEEvent", "SSEParser"]
+
+
+class SSEEvent:
+    """One dispatched event. `event` is None for the default "message" type."""
+
+    __slots__ = ("data", "event")
+
+    def __init__(self, data: bytes, event: str | None = None) -> None:
+        self.data = data
+        self.event = event
+
+    def __repr__(self) -> str:
+        return f"SSEEvent(data={self.data!r}, event={self.event!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SSEEvent) and (self.data, self.event) == (other.data, other.event)
+
+
+class SSEParser:
+    """Feed bytes, get complete events; `close()` tells whether the stream ended mid-event."""
+
+    __slots__ = ("_buf", "_pending_cr", "bytes_received", "comments")
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+        # The previous read ended in CR: a LF starting the next read belongs to it.
+        self._pending_cr = False
+        self.bytes_received = 0
+        self.comments = 0
+
+    def feed(self, data: bytes) -> list[SSEEvent]:
+        self.bytes_received += len(data)
+        if self._pending_cr:
+            self._pending_cr = False
+            if data[:1] == b"\n":
+                data = data[1:]
+        if b"\r" in data:
+            # A trailing CR already ends its line; if the next read starts with LF, that LF is the CRLF's second half.
+            self._pending_cr = data.endswith(b"\r")
+            data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        buf = self._buf
+        buf += data
+        events: list[SSEEvent] = []
+        start = 0
+        while True:
+            end = buf.find(b"\n\n", start)
+            if end < 0:
+                break
+            block = bytes(buf[start:end])
+            start = end + 2
+            ev = self._parse_block(block)
+            if ev is not None:
+                events.append(ev)
+        if start:
+            del buf[:start]
+        return events
+
+    def close(self) -> tuple[list[SSEEvent], bytes]:
+        """End of stream. Returns events completed by EOF-as-line-end, and any bytes of an unfinished event.
+
+        Per the SSE spec an event without its blank line is discarded; we hand back its bytes so the caller can
+        classify a truncated stream and keep the partial payload for the error record.
+        """
+        self._pending_cr = False
+        leftover = bytes(self._buf).strip(b"\n")
+        self._buf.clear()
+        return [], leftover
+
+    def _parse_block(self, block: bytes) -> SSEEvent | None:
+        if block.startswith(b"data: ") and b"\n" not in block:
+            return SSEEvent(block[6:])
+        data_lines: list[bytes] = []
+        event: str | None = None
+        for line in block.split(b"\n"):
+            if not line:
+                continue
+            if line[0:1] == b":":
+                self.comments += 1
+                continue
+            name, sep, value = line.partition(b":")
+            if sep and value[0:1] == b" ":
+                value = value[1:]
+            if name == b"data":
+                data_lines.append(value)
+            elif name == b"event":
+                event = value.decode("utf-8", "replace")
+            # `id` and `retry` only matter for reconnection, which a benchmark must not do.
+        if not data_lines:
+            return None
+        return SSEEvent(b"\n".join(data_lines), event)

@@ -1,0 +1,62 @@
+from __future__ import annotations
+
+import pytest
+
+from loadgen.aggregate import Aggregate
+from loadgen.records import ErrorClass, RequestRecord, TokenSource
+
+
+def _rec(variant: str, mix: str, sent: float, times: list[float], tokens: list[int], **kw: object) -> RequestRecord:
+    rec = RequestRecord(f"{variant}-{sent}", variant, mix, sent=sent, done=times[-1] if times else sent + 1)
+    rec.chunk_times, rec.chunk_tokens = list(times), list(tokens)
+    rec.output_tokens = sum(tokens)
+    rec.prompt_tokens = 100
+    rec.token_source = TokenSource.SERVER
+    for k, v in kw.items():
+        setattr(rec, k, v)
+    return rec
+
+
+def test_add_records_every_metric_per_variant_and_mix() -> None:
+    agg = Aggregate()
+    agg.add(_rec("a", "chat", 0.0, [0.1, 0.14, 0.18], [4, 4, 4]), wall_time=1000.2)
+    agg.add(_rec("a", "chat", 0.0, [], [], error=ErrorClass.HTTP_429), wall_time=1000.5)
+    agg.add(_rec("a", "rag", 0.0, [0.3], [1], warmup=True), wall_time=999.0)
+    g = agg.group("a", "chat")
+    assert (g.requests, g.ok, g.errors) == (2, 1, {"http_429": 1})
+    assert g.output_tokens == 12 and g.prompt_tokens == 100
+    assert g.hists["itl"].count == 8  # two gaps × 4 tokens
+    assert g.hists["icl"].count == 2
+    assert g.hists["itl"].percentile(50) == pytest.approx(0.010, rel=1e-3)
+    assert g.hists["tpot"].percentile(50) == pytest.approx(0.08 / 8, rel=1e-3)
+    assert agg.group("a", "rag").warmup_excluded == 1 and agg.group("a", "rag").requests == 0
+    assert agg.timeline == {1000: [2, 1, 12]}
+
+
+def test_delta_wire_round_trip_merges_without_double_counting() -> None:
+    worker = Aggregate()
+    master = Aggregate()
+    for i in range(10):
+        worker.add(_rec("a", "chat", 0.0, [0.1 + i / 1000, 0.2], [1, 1]), wall_time=5.0)
+        if i % 3 == 0:
+            master.merge_wire(worker.take_delta())
+    master.merge_wire(worker.take_delta())
+    master.merge_wire(worker.take_delta())  # an empty delta adds nothing
+    g = master.group("a", "chat")
+    assert g.requests == 10 and g.hists["ttft"].count == 10
+    assert master.timeline == {5: [10, 10, 20]}
+    assert worker.is_empty()
+
+
+def test_wire_version_is_checked() -> None:
+    with pytest.raises(ValueError, match="wire version"):
+        Aggregate().merge_wire({"v": 99})
+
+
+def test_merged_variant_sums_mixes() -> None:
+    agg = Aggregate()
+    agg.add(_rec("a", "chat", 0.0, [0.1], [1]), 1.0)
+    agg.add(_rec("a", "rag", 0.0, [0.2], [1]), 1.0)
+    agg.add(_rec("b", "rag", 0.0, [0.3], [1]), 1.0)
+    assert agg.merged_variant("a").requests == 2
+    assert agg.variants() == ["a", "b"]
