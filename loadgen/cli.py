@@ -1,0 +1,146 @@
+"""`loadgen` command line: validate, run, demo, sim, report."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import orjson
+import yaml
+
+from .config import load_scenario
+from .config_errors import ConfigError
+
+EXIT_USAGE = 2
+EXIT_UNTRUSTWORTHY = 3
+DEMO_VARIANTS = ("baseline", "int8", "spec-decode")
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    try:
+        sc = load_scenario(args.file)
+    except ConfigError as e:
+        print(e, file=sys.stderr)
+        return EXIT_USAGE
+    names = ", ".join(v.name for v in sc.variants)
+    mixes = ", ".join(f"{m.name}×{m.weight:g}" for m in sc.traffic.mixes)
+    print(
+        f"{args.file}: OK — scenario {sc.name!r}: variants [{names}], mixes [{mixes}], "
+        f"{sc.load.users} users for {sc.load.duration:g}s (warm-up {sc.load.warmup:g}s), {len(sc.slos)} SLOs"
+    )
+    return 0
+
+
+def _run(scenario_path: Path, args: argparse.Namespace) -> int:
+    from .runner import RunOptions, preflight, run_scenario
+
+    try:
+        sc = load_scenario(scenario_path)
+    except ConfigError as e:
+        print(e, file=sys.stderr)
+        return EXIT_USAGE
+    problems = preflight(sc)
+    if problems:
+        print("loadgen: target unreachable, nothing was run:", file=sys.stderr)
+        for p in problems:
+            print(f"  {p}", file=sys.stderr)
+        return EXIT_UNTRUSTWORTHY
+    report_dir = Path(args.report_dir or sc.report_dir)
+    opts = RunOptions(
+        scenario_path=scenario_path,
+        workers=args.workers,
+        report_dir=report_dir,
+        duration=args.duration,
+        raw_records=Path(args.raw_records) if args.raw_records else None,
+    )
+    code = run_scenario(sc, opts)
+    md = report_dir / "report.md"
+    if md.exists() and not args.quiet:
+        print(md.read_text(encoding="utf-8"))
+        print(f"Reports: {report_dir / 'report.json'}  {md}")
+    elif not md.exists():
+        print(f"loadgen: the run wrote no report; see the logs in {report_dir}", file=sys.stderr)
+        return code or EXIT_UNTRUSTWORTHY
+    return code
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    return _run(Path(args.file), args)
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from importlib.resources import files
+
+    from .sim.launch import start_sim_process
+
+    report_dir = Path(args.report_dir or "loadgen-report")
+    report_dir.mkdir(parents=True, exist_ok=True)
+    doc = yaml.safe_load(files("loadgen").joinpath("examples/demo.yaml").read_text(encoding="utf-8"))
+    print(f"loadgen demo: simulator with variants {', '.join(DEMO_VARIANTS)}; {args.workers} workers", flush=True)
+    with start_sim_process(list(DEMO_VARIANTS), seed=0) as sim:
+        for v in doc["variants"]:
+            v["base_url"] = sim.base_url(v["name"])
+        scenario_path = report_dir / "demo-scenario.yaml"
+        scenario_path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+        print(f"running {args.duration or doc['load']['duration']} of mixed chat/rag/code load …", flush=True)
+        code = _run(scenario_path, args)
+    # The demo shows a report; SLO verdicts are in it, but only a broken run fails the command.
+    return code if code in (EXIT_USAGE, EXIT_UNTRUSTWORTHY) else 0
+
+
+def _cmd_sim(args: argparse.Namespace, rest: list[str]) -> int:
+    from .sim.__main__ import main as sim_main
+
+    return sim_main(rest)
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from .report import render_markdown
+
+    try:
+        report = orjson.loads(Path(args.file).read_bytes())
+    except (OSError, orjson.JSONDecodeError) as e:
+        print(f"loadgen: cannot read report {args.file}: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    print(render_markdown(report))
+    return int(report.get("exit_code", 0))
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="loadgen", description="Load generation for LLM inference deployments.")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    v = sub.add_parser("validate", help="check a scenario file; errors name the field and line (exit 2)")
+    v.add_argument("file")
+
+    def run_flags(sp: argparse.ArgumentParser, workers: int) -> None:
+        sp.add_argument("--workers", type=int, default=workers, help="worker processes (0 = one local process)")
+        sp.add_argument("--report-dir", default=None, help="where report.json / report.md go")
+        sp.add_argument("--duration", default=None, help="override load.duration (e.g. 30s)")
+        sp.add_argument("--raw-records", default=None, help="also write every raw request record as JSONL here")
+        sp.add_argument("--quiet", action="store_true", help="do not print the Markdown report")
+
+    r = sub.add_parser("run", help="run a scenario headless: Locust master + N workers on loopback")
+    r.add_argument("file")
+    run_flags(r, workers=2)
+    d = sub.add_parser("demo", help="simulator with 3 variants + ~60 s of mixed load; prints the report")
+    run_flags(d, workers=2)
+    sub.add_parser(
+        "sim", help="serve the simulated OpenAI-compatible engine (see `loadgen sim --help`)", add_help=False
+    )
+    rp = sub.add_parser("report", help="render a report.json as Markdown")
+    rp.add_argument("file")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["sim"]:
+        return _cmd_sim(argparse.Namespace(), argv[1:])
+    args = _parser().parse_args(argv)
+    handlers = {"validate": _cmd_validate, "run": _cmd_run, "demo": _cmd_demo, "report": _cmd_report}
+    return handlers[args.cmd](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,127 @@
+"""Runs a scenario headless: a Locust master and N worker processes on loopback (or one local process).
+
+Each process runs the packaged locustfile; the master's exit code is the run's (0 SLOs met, 1 breached,
+2 bad configuration, 3 not trustworthy). Locust's own console output goes to log files in the report folder so
+that what the user reads is loadgen's report.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from .config import Scenario
+
+__all__ = ["RunOptions", "preflight", "run_scenario"]
+
+LOCUSTFILE = Path(__file__).with_name("glue") / "locustfile.py"
+
+
+@dataclass
+class RunOptions:
+    scenario_path: Path
+    workers: int = 0
+    report_dir: Path | None = None
+    duration: str | None = None
+    raw_records: Path | None = None
+    extra_env: dict[str, str] = field(default_factory=dict)
+    quiet: bool = False
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def preflight(scenario: Scenario, timeout: float = 3.0) -> list[str]:
+    """TCP-connect to every variant once; returns one message per unreachable variant."""
+    problems = []
+    for v in scenario.variants:
+        u = urlsplit(v.base_url)
+        port = u.port or (443 if u.scheme == "https" else 80)
+        try:
+            with socket.create_connection((u.hostname or "", port), timeout=timeout):
+                pass
+        except OSError as e:
+            problems.append(f"variant {v.name!r}: cannot connect to {u.hostname}:{port} ({e.strerror or e})")
+    return problems
+
+
+def _locust_cmd(opts: RunOptions, report_dir: Path) -> list[str]:
+    cmd = [
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        str(LOCUSTFILE),
+        "--scenario",
+        str(opts.scenario_path),
+        "--report-dir",
+        str(report_dir),
+        "--headless",
+        "--only-summary",
+    ]
+    if opts.duration:
+        cmd += ["--loadgen-duration", opts.duration]
+    if opts.raw_records:
+        cmd += ["--raw-records", str(opts.raw_records)]
+    return cmd
+
+
+def run_scenario(scenario: Scenario, opts: RunOptions) -> int:
+    report_dir = Path(opts.report_dir or scenario.report_dir)
+    report_dir.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, **opts.extra_env, "PYTHONUNBUFFERED": "1"}
+    base = _locust_cmd(opts, report_dir)
+    procs: list[subprocess.Popen[bytes]] = []
+    logs = []
+    try:
+        if opts.workers <= 0:
+            master_cmd = base
+        else:
+            port = _free_port()
+            master_cmd = base + [
+                "--master",
+                "--master-bind-host",
+                "127.0.0.1",
+                "--master-bind-port",
+                str(port),
+                "--expect-workers",
+                str(opts.workers),
+                "--expect-workers-max-wait",
+                "60",
+            ]
+            for i in range(opts.workers):
+                log = open(report_dir / f"locust-worker-{i}.log", "wb")  # noqa: SIM115
+                logs.append(log)
+                wcmd = base + ["--worker", "--master-host", "127.0.0.1", "--master-port", str(port)]
+                procs.append(subprocess.Popen(wcmd, stdout=log, stderr=subprocess.STDOUT, env=env))
+        mlog = open(report_dir / "locust-master.log", "wb")  # noqa: SIM115
+        logs.append(mlog)
+        master = subprocess.Popen(master_cmd, stdout=mlog, stderr=subprocess.STDOUT, env=env)
+        try:
+            code = master.wait()
+        except KeyboardInterrupt:
+            master.send_signal(signal.SIGTERM)
+            code = master.wait()
+        deadline = time.monotonic() + 15
+        for p in procs:
+            try:
+                p.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                p.kill()
+        return code
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+        for f in logs:
+            f.close()

@@ -1,0 +1,14 @@
+"""Streaming LLM users driven by a loadgen scenario.
+
+    locust -f locustfiles/llm.py --scenario loadgen/examples/demo.yaml            # web UI on :8089
+    locust -f locustfiles/llm.py --scenario FILE --headless                      # runs load.duration, writes report
+"""
+
+from loadgen.glue.plugin import register
+from loadgen.glue.user import LLMUser
+
+register()
+
+
+class StreamingLLMUser(LLMUser):
+    pass
