@@ -174,14 +174,19 @@ def current_report(environment: Environment) -> dict[str, Any]:
     started = col.started_wall or time.time()
     stopped = col.stopped_wall or time.time()
     window = max(0.0, stopped - started - scenario.load.warmup)
-    workers = {wid: h.summary() for wid, h in sorted(col_view.health.items())}
+    runner = environment.runner
+    if isinstance(runner, MasterRunner):
+        label = {wid: f"worker-{runner.get_worker_index(wid)}" for wid in col_view.health}
+    else:
+        label = {wid: wid for wid in col_view.health}
+    workers = {label[wid]: h.summary() for wid, h in sorted(col_view.health.items())}
     reasons = verdict(workers, HealthThresholds())
     run = {
         "duration_s": round(stopped - started, 3),
         "warmup_s": scenario.load.warmup,
         "users": getattr(environment.parsed_options, "num_users", None),
         "workers": workers,
-        "lost_workers": col.lost_workers(),
+        "lost_workers": [label.get(w, w) for w in col.lost_workers()],
         "untrustworthy_reasons": reasons,
     }
     return build_report(scenario, col_view.aggregate, window, run)

@@ -1,0 +1,89 @@
+"""Shared helpers for loopback integration tests: write a scenario, run `loadgen run`, read what it produced."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+import yaml
+
+from loadgen.sim.truth import TruthRequest
+
+
+def write_scenario(path: Path, variants: dict[str, str], **over: Any) -> Path:
+    """A short, dense scenario: short prompts and outputs so a few seconds hold many requests."""
+    doc: dict[str, Any] = {
+        "name": "itest",
+        "seed": 7,
+        "variants": [
+            {"name": n, "base_url": url, "model": "loadgen-sim", "continuous_usage_stats": True} for n, url in variants.items()
+        ],
+        "traffic": {
+            "mixes": [{"name": "short", "weight": 1}],
+            "custom_mixes": {
+                "short": {
+                    "buckets": [{"name": "s", "prompt_tokens": [30, 120], "weight": 1}],
+                    "output_tokens": [20, 60],
+                }
+            },
+        },
+        "load": {"users": 16, "spawn_rate": 100, "duration": "6s", "warmup": 0},
+        "report_dir": str(path.parent / "report"),
+    }
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(doc.get(key), dict):
+            doc[key].update(value)
+        else:
+            doc[key] = value
+    path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def run_loadgen(scenario: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "loadgen.cli", "run", str(scenario), "--quiet", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def read_records(directory: Path) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    for shard in sorted(directory.glob("records-*.jsonl")):
+        rows += [orjson.loads(line) for line in shard.read_bytes().splitlines() if line.strip()]
+    return rows
+
+
+def read_report(report_dir: Path) -> dict[str, Any]:
+    return orjson.loads((report_dir / "report.json").read_bytes())  # type: ignore[no-any-return]
+
+
+def quantile(values: list[float], q: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, int(q * len(s)))]
+
+
+def compare_with_truth(records: list[dict[str, Any]], truth: dict[str, TruthRequest]) -> dict[str, list[float]]:
+    """Per-request errors of loadgen's timestamps against the simulator's write times (seconds).
+
+    TTFT error = client first-token arrival − server first-token write (both TTFTs share the client's `sent`).
+    ITL error = per-token gap seen by the client − per-token gap written by the server, chunk by chunk.
+    """
+    ttft_err: list[float] = []
+    itl_err: list[float] = []
+    icl_err: list[float] = []
+    for r in records:
+        if r["error"] is not None:
+            continue
+        t = truth[r["id"]]
+        assert r["chunk_tokens"] == t.chunk_tokens, r["id"]
+        c, s, n = r["chunk_times"], t.chunk_times, t.chunk_tokens
+        ttft_err.append(c[0] - s[0])
+        for i in range(1, len(c)):
+            icl_err.append((c[i] - c[i - 1]) - (s[i] - s[i - 1]))
+            itl_err.append((c[i] - c[i - 1]) / n[i] - (s[i] - s[i - 1]) / n[i])
+    return {"ttft": ttft_err, "itl": itl_err, "icl": icl_err}
