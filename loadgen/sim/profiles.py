@@ -1,0 +1,140 @@
+"""Deployment-variant profiles for the simulated inference engine.
+
+A profile is the whole cost model of one variant: how long prefill and decode steps take, how many sequences fit,
+and whether speculative decoding or prefix caching is on. The numbers are shaped after a mid-size model on one GPU
+(tens of ms per decode step, prefill an order of magnitude cheaper per token than decode) so that the latencies a
+load test sees look plausible, not to predict any real deployment.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from loadgen.registry import Registry
+
+#: Prefix-cache granularity, as in vLLM's paged KV cache: only whole blocks are shared between requests.
+BLOCK_SIZE = 16
+
+
+@dataclass(frozen=True, slots=True)
+class SimProfile:
+    """Cost model of one simulated deployment variant (all times in milliseconds)."""
+
+    name: str
+    #: Largest batch: sequences decoded together in one step (vLLM ``--max-num-seqs``).
+    max_num_seqs: int = 64
+    #: KV-cache capacity in tokens; a sequence reserves ``prompt + max_tokens`` of it while it runs.
+    kv_cache_tokens: int = 262_144
+    #: Prompt tokens prefilled per step at most (vLLM ``--max-num-batched-tokens``): a burst of arrivals is admitted
+    #: over several steps instead of one huge step that stalls every running stream. A longer prompt still goes
+    #: alone (the simulator does not split a prompt across steps).
+    max_prefill_tokens_per_step: int = 8192
+    #: Prefill cost per 1000 prompt tokens that are not served from the prefix cache.
+    prefill_ms_per_1k_tokens: float = 20.0
+    #: Fixed cost of one forward pass (weights streamed from HBM once per step).
+    decode_base_ms: float = 10.0
+    #: Extra cost per sequence in the batch.
+    decode_ms_per_seq: float = 0.05
+    #: Extra cost per 1000 tokens of context (prompt + generated) held by the batch: attention reads the KV cache.
+    decode_ms_per_1k_ctx: float = 0.02
+    #: Speculative decoding: up to ``spec_k`` tokens per step per sequence (1 = off).
+    spec_k: int = 1
+    #: Probability that each draft token is accepted; drafts are checked in order and stop at the first reject.
+    spec_acceptance: float = 0.0
+    #: Reuse the KV of prompt blocks (16 tokens) that earlier requests already computed.
+    prefix_caching: bool = False
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if self.max_num_seqs < 1:
+            raise ValueError(f"profile {self.name!r}: max_num_seqs must be >= 1")
+        if self.max_prefill_tokens_per_step < 1:
+            raise ValueError(f"profile {self.name!r}: max_prefill_tokens_per_step must be >= 1")
+        if self.kv_cache_tokens < BLOCK_SIZE:
+            raise ValueError(f"profile {self.name!r}: kv_cache_tokens must be >= {BLOCK_SIZE}")
+        if self.spec_k < 1:
+            raise ValueError(f"profile {self.name!r}: spec_k must be >= 1")
+        if not 0.0 <= self.spec_acceptance <= 1.0:
+            raise ValueError(f"profile {self.name!r}: spec_acceptance must be within [0, 1]")
+        costs = (self.prefill_ms_per_1k_tokens, self.decode_base_ms, self.decode_ms_per_seq, self.decode_ms_per_1k_ctx)
+        if min(costs) < 0:
+            raise ValueError(f"profile {self.name!r}: costs must be >= 0")
+
+    @property
+    def expected_tokens_per_step(self) -> float:
+        """Mean tokens a running sequence emits per step: 1 + a + a^2 + ... + a^(k-1)."""
+        a = self.spec_acceptance
+        return float(sum(a**i for i in range(self.spec_k)))
+
+    def decode_step_ms(self, batch: int, ctx_tokens: int) -> float:
+        """Duration of one decode step for ``batch`` sequences holding ``ctx_tokens`` tokens of context."""
+        return self.decode_base_ms + self.decode_ms_per_seq * batch + self.decode_ms_per_1k_ctx * ctx_tokens / 1000
+
+    def prefill_ms(self, uncached_tokens: int) -> float:
+        return self.prefill_ms_per_1k_tokens * uncached_tokens / 1000
+
+    def scaled(self, name: str, factor: float, description: str, **changes: Any) -> SimProfile:
+        """A copy with every prefill/decode cost multiplied by ``factor`` (plus any field ``changes``)."""
+        return replace(
+            self,
+            name=name,
+            prefill_ms_per_1k_tokens=self.prefill_ms_per_1k_tokens * factor,
+            decode_base_ms=self.decode_base_ms * factor,
+            decode_ms_per_seq=self.decode_ms_per_seq * factor,
+            decode_ms_per_1k_ctx=self.decode_ms_per_1k_ctx * factor,
+            description=description,
+            **changes,
+        )
+
+
+def _builtin_profiles() -> list[SimProfile]:
+    baseline = SimProfile(
+        name="baseline",
+        description="FP16 weights, no speculation, no prefix caching: the reference variant.",
+    )
+    return [
+        baseline,
+        baseline.scaled(
+            "int8",
+            0.6,
+            "INT8 weight quantization: every step moves fewer bytes, so prefill and decode cost x0.6.",
+        ),
+        # x1.25 per step for running the draft model, but ~2.53 tokens per step at k=4, a=0.7: about 2x faster
+        # per output token than baseline, and several tokens per SSE chunk (what trips per-chunk ITL math).
+        baseline.scaled(
+            "spec-decode",
+            1.25,
+            "Speculative decoding, 4 tokens per step at most, 70% draft acceptance (~2.5 tokens per chunk).",
+            spec_k=4,
+            spec_acceptance=0.7,
+        ),
+        replace(
+            baseline,
+            name="prefix-cache",
+            prefix_caching=True,
+            description="Baseline with automatic prefix caching: shared prompt prefixes skip prefill.",
+        ),
+        # FP8 KV cache halves bytes per cached token: twice the capacity, slightly cheaper attention.
+        replace(
+            baseline,
+            name="fp8-kv",
+            kv_cache_tokens=2 * baseline.kv_cache_tokens,
+            max_num_seqs=128,
+            decode_ms_per_1k_ctx=baseline.decode_ms_per_1k_ctx * 0.6,
+            description="FP8 KV cache: twice the KV capacity and batch size, cheaper attention per context token.",
+        ),
+    ]
+
+
+def profile_registry() -> Registry[SimProfile]:
+    """A fresh registry of the built-in profiles (callers may register their own without affecting others)."""
+    registry: Registry[SimProfile] = Registry("simulator profile")
+    for profile in _builtin_profiles():
+        registry.register(profile.name, profile)
+    return registry
+
+
+def get_profile(name: str) -> SimProfile:
+    """The built-in profile ``name``; an unknown name raises ``UnknownNameError`` listing the known ones."""
+    return profile_registry().get(name)
