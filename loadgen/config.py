@@ -1,0 +1,505 @@
+"""The scenario: one strict, typed, described model of everything a run needs, and its YAML loader.
+
+Unknown keys are errors and every field carries a description: the same model feeds the CLI, the docs and the Helm
+chart's ``values.schema.json``. Loading never raises anything but ``ConfigError``, whose issues carry the field path
+(``variants[0].dialect``) and the YAML line, so a typo is a one-line fix rather than a traceback.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    ValidationError,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
+
+from .config_errors import (
+    ConfigError,
+    ConfigIssue,
+    SubpathIssues,
+    compose_yaml,
+    describe_value,
+    duplicate_key_issues,
+    in_file_order,
+    translate_validation_error,
+)
+from .dialects import DIALECT_NAMES
+from .durations import parse_duration
+from .registry import UnknownNameError
+
+__all__ = [
+    "SLO",
+    "Bucket",
+    "ConfigError",
+    "ConfigIssue",
+    "Load",
+    "MixDef",
+    "MixRef",
+    "Scenario",
+    "Traffic",
+    "Variant",
+    "load_scenario",
+    "parse_scenario",
+    "scenario_json_schema",
+    "validate_scenario",
+]
+
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# RFC 9110 header field-name token characters.
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+_DURATION_PATTERN = r"^\s*((\d+(\.\d*)?|\.\d+)(ms|h|m|s)?)+\s*$"
+
+MetricName = Literal["ttft", "itl", "icl", "tpot", "e2e", "queue_delay"]
+StatName = Literal["p50", "p90", "p95", "p99", "p99.9", "mean", "max"]
+
+
+def _seconds(value: Any) -> float:
+    return parse_duration(value)
+
+
+def _token_range(value: Any) -> tuple[int, int]:
+    # Checked by hand: pydantic's tuple errors ("Field required" at prompt_tokens[1]) don't say what to write.
+    expected = "expected [min, max]: two whole numbers >= 1 with min <= max"
+    if not isinstance(value, list | tuple) or len(value) != 2:
+        raise ValueError(f"{expected}, got {describe_value(value)}")
+    lo, hi = value
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (lo, hi)):
+        raise ValueError(f"{expected}, got {describe_value(list(value))}")
+    if lo < 1 or hi < lo:
+        raise ValueError(f"{expected}, got [{lo}, {hi}]")
+    return (lo, hi)
+
+
+Duration = Annotated[
+    float,
+    BeforeValidator(_seconds),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "number", "minimum": 0},
+                {"type": "string", "pattern": _DURATION_PATTERN},
+            ]
+        }
+    ),
+]
+TokenRange = Annotated[
+    tuple[int, int],
+    BeforeValidator(_token_range),
+    WithJsonSchema(
+        {
+            "type": "array",
+            "prefixItems": [{"type": "integer", "minimum": 1}, {"type": "integer", "minimum": 1}],
+            "minItems": 2,
+            "maxItems": 2,
+        }
+    ),
+]
+PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False, strict=True)]
+MixName = Annotated[str, Field(pattern=NAME_PATTERN)]
+
+
+class Variant(BaseModel):
+    """One deployment under test: an endpoint, the model it serves, and how to talk to it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(
+        pattern=NAME_PATTERN,
+        description="Short unique name used in reports and metrics, e.g. `baseline`, `int8`, `spec-decode`.",
+    )
+    base_url: str = Field(
+        description="Server root, e.g. `http://127.0.0.1:8000`. The dialect appends its path "
+        "(`/v1/chat/completions`), so leave out `/v1`. A trailing slash is dropped.",
+    )
+    model: str = Field(min_length=1, description="Model name sent in each request's `model` field.")
+    dialect: str = Field(
+        default="openai-chat",
+        description=f"Wire protocol of the server; one of: {', '.join(sorted(DIALECT_NAMES))}.",
+    )
+    api_key_env: str | None = Field(
+        default=None,
+        json_schema_extra={"pattern": f"^{_ENV_NAME.pattern}$"},
+        description="NAME of the environment variable holding the API key (e.g. `OPENAI_API_KEY`, or one filled "
+        "from a Kubernetes Secret). The key itself never goes in the scenario. Null: no auth.",
+    )
+    headers: dict[str, str] = Field(
+        default_factory=dict,
+        description="Extra HTTP headers sent with every request. Not for credentials: use `api_key_env`.",
+    )
+    connect_timeout: Duration = Field(
+        default=10.0, gt=0, description="Longest wait to open a connection (seconds, or e.g. `10s`)."
+    )
+    read_timeout: Duration = Field(
+        default=60.0,
+        gt=0,
+        description="Longest silence allowed between bytes of a response, including before the first token "
+        "(seconds, or e.g. `60s`). A stalled stream fails after this long.",
+    )
+    request_timeout: Duration = Field(
+        default=600.0,
+        gt=0,
+        description="Longest a whole request may take, stream included (seconds, or e.g. `10m`).",
+    )
+    continuous_usage_stats: StrictBool = Field(
+        default=False,
+        description="The server reports cumulative token usage in every stream chunk (vLLM's "
+        "`stream_options.continuous_usage_stats`), which gives exact tokens per chunk for ITL.",
+    )
+    baseline: StrictBool = Field(
+        default=False,
+        description="Compare the other variants against this one. At most one variant may set it; "
+        "without it, the first variant is the baseline.",
+    )
+    weight: PositiveFloat = Field(
+        default=1.0,
+        description="Relative share of users sent to this variant when variants run concurrently.",
+    )
+
+    @field_validator("base_url")
+    @classmethod
+    def _check_base_url(cls, value: str) -> str:
+        url = value.strip().rstrip("/")
+        parts = urlsplit(url)
+        if "@" in parts.netloc:
+            # Not echoed: it holds a password.
+            raise ValueError(
+                "credentials don't belong in base_url: set api_key_env to the NAME of an environment "
+                "variable holding the key"
+            )
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ValueError(f"expected an http:// or https:// URL of the server root, got {value!r}")
+        if parts.query or parts.fragment:
+            raise ValueError(f"expected the server root without a query or fragment, got {value!r}")
+        if parts.path.endswith("/v1"):
+            raise ValueError(
+                f"{value!r} ends in /v1, but the dialect appends /v1/...; give the server root, "
+                f"e.g. {url[: -len('/v1')]!r}"
+            )
+        return url
+
+    @field_validator("dialect")
+    @classmethod
+    def _check_dialect(cls, value: str) -> str:
+        if value not in DIALECT_NAMES:
+            raise ValueError(str(UnknownNameError("dialect", value, sorted(DIALECT_NAMES))))
+        return value
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _check_api_key_env(cls, value: str | None) -> str | None:
+        # Never echo the value: it is exactly where someone pastes a key by mistake.
+        if value is not None and not _ENV_NAME.fullmatch(value):
+            raise ValueError(
+                "expected the NAME of an environment variable holding the key (letters, digits, '_'; "
+                "e.g. OPENAI_API_KEY), not the key itself"
+            )
+        return value
+
+    @field_validator("headers")
+    @classmethod
+    def _check_headers(cls, value: dict[str, str]) -> dict[str, str]:
+        issues: list[tuple[tuple[str | int, ...], str]] = []
+        for key, header_value in value.items():
+            if key.lower() in ("authorization", "proxy-authorization"):
+                issues.append(
+                    (
+                        (key,),
+                        "credentials don't belong in the scenario: set api_key_env to the NAME of an "
+                        "environment variable holding the key, and the dialect sends the Authorization header",
+                    )
+                )
+            elif not _HEADER_NAME.fullmatch(key):
+                issues.append(((key,), f"{key!r} is not a valid HTTP header name"))
+            elif "\r" in header_value or "\n" in header_value:
+                issues.append(((key,), "header values may not contain line breaks"))
+        if issues:
+            raise SubpathIssues(issues)
+        return value
+
+
+class Bucket(BaseModel):
+    """A band of prompt lengths within a mix, drawn with probability proportional to its weight."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=NAME_PATTERN, description="Bucket name used in reports, e.g. `short`.")
+    prompt_tokens: TokenRange = Field(
+        description="[min, max] prompt length in tokens, system prompt included; drawn uniformly."
+    )
+    weight: PositiveFloat = Field(default=1.0, description="Relative frequency of this bucket within the mix.")
+
+
+class MixDef(BaseModel):
+    """A traffic mix: prompt-length buckets, an output-length range and an optional shared system prompt."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    buckets: list[Bucket] = Field(min_length=1, description="Prompt-length buckets (at least one).")
+    output_tokens: TokenRange = Field(
+        description="[min, max] tokens to generate (`max_tokens`), drawn uniformly per request."
+    )
+    system_prompt_tokens: StrictInt = Field(
+        default=0,
+        ge=0,
+        description="Length of a system prompt shared by every request of this mix: the reusable prefix that "
+        "prefix caching feeds on. Counts toward each request's prompt length. 0: no system prompt.",
+    )
+    description: str = Field(default="", description="Free text shown in reports.")
+
+    @model_validator(mode="after")
+    def _check(self) -> MixDef:
+        issues: list[tuple[tuple[str | int, ...], str]] = []
+        seen: set[str] = set()
+        for i, bucket in enumerate(self.buckets):
+            if bucket.name in seen:
+                issues.append((("buckets", i, "name"), f"bucket {bucket.name!r} is defined twice"))
+            seen.add(bucket.name)
+        shortest = min(bucket.prompt_tokens[0] for bucket in self.buckets)
+        # The prompt proper needs at least one word (its unique tag) after the shared system prompt.
+        if self.system_prompt_tokens >= shortest:
+            issues.append(
+                (
+                    ("system_prompt_tokens",),
+                    f"must be smaller than the shortest bucket's minimum prompt length ({shortest}), "
+                    "since the system prompt counts toward the prompt length",
+                )
+            )
+        if issues:
+            raise SubpathIssues(issues)
+        return self
+
+
+class MixRef(BaseModel):
+    """A mix used by this scenario, and its share of requests."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(description="A built-in mix (`chat`, `rag`, `code`) or a key of `traffic.custom_mixes`.")
+    weight: PositiveFloat = Field(default=1.0, description="Relative share of requests drawn from this mix.")
+
+
+class Traffic(BaseModel):
+    """What requests look like: which mixes, in what proportions."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    mixes: list[MixRef] = Field(
+        default_factory=lambda: [MixRef(name="chat", weight=1.0)],
+        min_length=1,
+        description="Mixes to draw requests from, each with a weight. Default: only `chat`.",
+    )
+    custom_mixes: dict[MixName, MixDef] = Field(
+        default_factory=dict,
+        description="Mixes defined here, by name; a name may not shadow a built-in one.",
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> Traffic:
+        # Imported here: mixes.py builds its built-ins from MixDef, defined above.
+        from .mixes import BUILTIN_MIX_NAMES
+
+        issues: list[tuple[tuple[str | int, ...], str]] = []
+        for name in self.custom_mixes:
+            if name in BUILTIN_MIX_NAMES:
+                issues.append((("custom_mixes", name), f"{name!r} is a built-in mix; give the custom mix another name"))
+        known = sorted({*BUILTIN_MIX_NAMES, *self.custom_mixes})
+        seen: set[str] = set()
+        for i, ref in enumerate(self.mixes):
+            if ref.name not in known:
+                issues.append((("mixes", i, "name"), str(UnknownNameError("mix", ref.name, known))))
+            elif ref.name in seen:
+                issues.append((("mixes", i, "name"), f"mix {ref.name!r} is listed twice; merge the weights"))
+            seen.add(ref.name)
+        if issues:
+            raise SubpathIssues(issues)
+        return self
+
+
+class Load(BaseModel):
+    """How hard and how long: closed-loop users."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    users: StrictInt = Field(default=16, ge=1, description="Concurrent simulated users (in-flight requests).")
+    spawn_rate: PositiveFloat = Field(default=16.0, description="Users started per second until `users` run.")
+    duration: Duration = Field(
+        default=60.0, gt=0, description="Length of the run, warm-up included (seconds, or e.g. `5m`)."
+    )
+    warmup: Duration = Field(
+        default=0.0,
+        ge=0,
+        description="Leading part of the run excluded from results, while caches fill and users spawn; "
+        "shorter than `duration`.",
+    )
+    think_time: Duration = Field(
+        default=0.0, ge=0, description="Pause between a user's requests (seconds, or e.g. `500ms`)."
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> Load:
+        if self.warmup >= self.duration:
+            raise SubpathIssues(
+                [
+                    (
+                        ("warmup",),
+                        f"warm-up ({self.warmup:g}s) must be shorter than the duration ({self.duration:g}s), "
+                        "or nothing is measured",
+                    )
+                ]
+            )
+        return self
+
+
+class SLO(BaseModel):
+    """A service-level objective: a statistic of a latency metric that must stay at or under a bound."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    metric: MetricName = Field(
+        description="ttft: time to first token; itl: inter-token latency (per token); icl: inter-chunk latency; "
+        "tpot: time per output token (per request); e2e: whole request; queue_delay: send lag behind schedule."
+    )
+    stat: StatName = Field(description="Statistic of the metric's distribution that is checked.")
+    max_ms: PositiveFloat = Field(description="Bound in milliseconds: met when the statistic is <= this.")
+    variant: str | None = Field(default=None, description="Variant this SLO applies to; null: every variant.")
+    mix: str | None = Field(default=None, description="Mix this SLO applies to; null: all traffic together.")
+
+
+def _default_slos() -> list[SLO]:
+    return [SLO(metric="ttft", stat="p99", max_ms=3000.0), SLO(metric="e2e", stat="p99", max_ms=10000.0)]
+
+
+class Scenario(BaseModel):
+    """A complete load-test scenario: variants to compare, the traffic to send them, load, and SLOs."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(default="scenario", min_length=1, description="Name of the scenario, shown in reports.")
+    seed: StrictInt = Field(
+        default=0,
+        ge=0,
+        description="Seed of the request stream. The same seed replays the same prompts and lengths against "
+        "every variant and in every run.",
+    )
+    variants: list[Variant] = Field(
+        min_length=1, description="Deployments under test (at least one), with unique names."
+    )
+    traffic: Traffic = Field(default_factory=Traffic, description="Request mixes.")
+    load: Load = Field(default_factory=Load, description="Users, ramp, duration.")
+    slos: list[SLO] = Field(
+        default_factory=_default_slos,
+        description="Objectives checked after the run; any breach exits with status 1. "
+        "Default: TTFT p99 <= 3000 ms and E2E p99 <= 10000 ms. An empty list checks nothing.",
+    )
+    report_dir: str = Field(default="loadgen-report", min_length=1, description="Directory the reports are written to.")
+
+    @model_validator(mode="after")
+    def _check(self) -> Scenario:
+        issues: list[tuple[tuple[str | int, ...], str]] = []
+        names: set[str] = set()
+        baseline_at: int | None = None
+        for i, variant in enumerate(self.variants):
+            if variant.name in names:
+                issues.append((("variants", i, "name"), f"variant {variant.name!r} is defined twice"))
+            names.add(variant.name)
+            if variant.baseline:
+                if baseline_at is not None:
+                    issues.append(
+                        (
+                            ("variants", i, "baseline"),
+                            f"variants[{baseline_at}] is already the baseline; only one variant may be",
+                        )
+                    )
+                else:
+                    baseline_at = i
+        mix_names = [ref.name for ref in self.traffic.mixes]
+        for i, slo in enumerate(self.slos):
+            if slo.variant is not None and slo.variant not in names:
+                message = str(UnknownNameError("variant", slo.variant, sorted(names)))
+                issues.append((("slos", i, "variant"), message))
+            if slo.mix is not None and slo.mix not in mix_names:
+                message = f"mix {slo.mix!r} is not in traffic.mixes: {sorted(mix_names)}"
+                issues.append((("slos", i, "mix"), message))
+        if issues:
+            raise SubpathIssues(issues)
+        return self
+
+    @property
+    def baseline_variant(self) -> Variant:
+        """The variant flagged ``baseline: true``, else the first one."""
+        return next((v for v in self.variants if v.baseline), self.variants[0])
+
+    def variant(self, name: str) -> Variant:
+        """The variant called ``name``; raises ``UnknownNameError`` listing the known ones."""
+        for variant in self.variants:
+            if variant.name == name:
+                return variant
+        raise UnknownNameError("variant", name, [v.name for v in self.variants])
+
+
+def scenario_json_schema() -> dict[str, Any]:
+    """JSON schema of a scenario (``additionalProperties: false`` throughout), for the Helm chart and editors."""
+    return Scenario.model_json_schema()
+
+
+# --- loading -------------------------------------------------------------------------------------------------
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and validate a scenario file; every problem raises ``ConfigError``."""
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError([ConfigIssue("", "file not found")], source) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError([ConfigIssue("", f"not UTF-8 text ({exc.reason} at byte {exc.start})")], source) from None
+    except OSError as exc:
+        raise ConfigError([ConfigIssue("", f"cannot read the file: {exc.strerror or exc}")], source) from None
+    return parse_scenario(text, source)
+
+
+def parse_scenario(text: str, source: str = "<string>") -> Scenario:
+    """Validate a scenario given as YAML text; ``source`` names it in error messages."""
+    root, data = compose_yaml(text, source)
+    if not isinstance(data, dict):
+        issue = ConfigIssue(
+            "", f"expected a mapping of scenario fields (variants, traffic, load, ...), got {describe_value(data)}", 1
+        )
+        raise ConfigError([issue], source)
+    issues = duplicate_key_issues(root)
+    try:
+        scenario = Scenario.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(in_file_order([*issues, *translate_validation_error(exc, Scenario, root)]), source) from None
+    except RecursionError:
+        issue = ConfigIssue("", "the document refers to itself (a recursive YAML anchor)", None)
+        raise ConfigError([*issues, issue], source) from None
+    if issues:
+        raise ConfigError(in_file_order(issues), source)
+    return scenario
+
+
+def validate_scenario(data: object, source: str = "<data>") -> Scenario:
+    """Validate an already-parsed scenario (e.g. a file merged with CLI overrides); raises ``ConfigError``."""
+    if not isinstance(data, dict):
+        raise ConfigError(
+            [ConfigIssue("", f"expected a mapping of scenario fields, got {describe_value(data)}")], source
+        )
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(translate_validation_error(exc, Scenario, None), source) from None

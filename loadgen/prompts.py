@@ -1,0 +1,203 @@
+"""A seeded, replayable stream of synthetic requests drawn from the scenario's traffic mixes.
+
+Request ``i`` of stream ``s`` depends only on (seed, s, i), so the same stream can be replayed against every
+variant and any request regenerated on its own. Prompts are common English words (about one token each in real
+tokenizers), so a prompt of N words is close to N tokens. Each prompt opens with a tag unique to the request, so
+unrelated requests never share a cacheable prefix; the mix's system prompt, by contrast, is identical across all
+of its requests, which is what prefix caching feeds on.
+
+Generation runs on the load generator's event loop before every request, so it is a few slices of one
+precomputed string, not a loop over words.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import math
+import random
+import struct
+from bisect import bisect_right
+from dataclasses import dataclass
+from itertools import accumulate
+from typing import TYPE_CHECKING
+
+from .config import MixDef
+from .mixes import resolve_mixes
+
+if TYPE_CHECKING:
+    from .config import Scenario
+
+__all__ = ["WORDS", "RequestSampler", "RequestSpec", "sampler_for"]
+
+# Short, frequent English words: each is a single token (with its leading space) in the common BPE vocabularies.
+_WORD_TEXT = """
+    the of and to in is it you that he was for on are with as his they be at one have this from or had by word but
+    what some we can out other were all there when up use your how said an each she which do their time if will way
+    about many then them write would like so these her long make thing see him two has look more day could go come
+    did number sound no most people my over know water than call first who may down side been now find any new work
+    part take get place made live where after back little only round man year came show every good me give our
+    under name very through just form great think say help low line differ turn cause much mean before move right
+    boy old too same tell does set three want air well also play small end put home read hand port large spell add
+    even land here must big high such follow act why ask men change went light kind off need house picture try us
+    again animal point mother world near build self earth father head stand own page should country found answer
+    school grow study still learn plant cover food sun four between state keep eye never last let thought city tree
+    cross farm hard start might story saw far sea draw left late run while press close night real life few north
+    open seem together next white children begin got walk example ease paper group always music those both mark
+    often letter until mile river car feet care second book carry took science eat room friend began idea fish
+    mountain stop once base hear horse cut sure watch color face wood main enough plain girl usual young ready
+    above ever red list though feel talk bird soon body dog family direct pose leave song measure door product
+    black short numeral class wind question happen complete ship area half rock order fire south problem piece told
+    knew pass since top whole king space heard best hour better true during hundred five remember step early hold
+    west ground interest reach fast verb sing listen six table travel less morning ten simple several vowel toward
+    war lay against pattern slow center love person money serve appear road map rain rule govern pull cold notice
+    voice unit power town fine certain fly fall lead cry dark machine note wait plan figure star box noun field
+    rest correct able pound done beauty drive stood contain front teach week final gave green oh quick develop
+    ocean warm free minute strong special mind behind clear tail produce fact street inch multiply nothing course
+    stay wheel full force blue object decide surface deep moon island foot system busy test record boat common gold
+    possible plane stead dry wonder laugh thousand ago ran check game shape equate hot miss brought heat snow tire
+    bring yes distant fill east paint language among
+"""
+WORDS: tuple[str, ...] = tuple(_WORD_TEXT.split())
+
+# Prompt text is a window, at a random offset, onto an endless repetition of one block of this many random words.
+# A block, not a pool as long as the longest prompt: building a sampler (once per Locust user, on the event loop)
+# then takes about a tenth of a millisecond and a few tens of KB instead of milliseconds and half a MB.
+_BLOCK_WORDS = 2048
+# Fixed so the block, hence every prompt, is the same on every worker and in every run.
+_POOL_SEED = 0x10AD6E4
+
+
+@dataclass(slots=True)
+class RequestSpec:
+    """One request to send: built on the hot path, hence a plain slotted dataclass."""
+
+    index: int
+    mix: str
+    bucket: str
+    system_prompt: str  # "" when the mix has none
+    prompt: str
+    prompt_tokens: int  # target length: words in system_prompt + words in prompt
+    max_tokens: int
+
+
+# Six independent 64-bit draws per request, read from one digest.
+_DRAWS = struct.Struct(">6Q")
+_TWO_53 = float(1 << 53)
+
+
+def _stable_int(*parts: object) -> int:
+    # Python's hash() is salted per process; workers and replays must agree, so hash the text instead.
+    digest = hashlib.blake2b("\x1f".join(map(str, parts)).encode(), digest_size=16).digest()
+    return int.from_bytes(digest, "big")
+
+
+def _pick(draw: int, cum_weights: list[float]) -> int:
+    """Index drawn with probability proportional to weight, given cumulative weights."""
+    # 53 bits keep the fraction exactly below 1; the min() guards the rounding of the product.
+    return min(bisect_right(cum_weights, (draw >> 11) / _TWO_53 * cum_weights[-1]), len(cum_weights) - 1)
+
+
+def _below(draw: int, n: int) -> int:
+    """Map a uniform 64-bit draw to [0, n) by multiply-shift (bias below n / 2**64)."""
+    return (draw * n) >> 64
+
+
+class _MixTable:
+    """A mix flattened for fast drawing: cumulative bucket weights and plain tuples."""
+
+    __slots__ = ("name", "cum_weights", "buckets", "output", "system_prompt", "system_words")
+
+    def __init__(self, name: str, mix: MixDef, system_prompt: str) -> None:
+        self.name = name
+        self.cum_weights = list(accumulate(b.weight for b in mix.buckets))
+        self.buckets = [(b.name, b.prompt_tokens[0], b.prompt_tokens[1]) for b in mix.buckets]
+        self.output = mix.output_tokens
+        self.system_prompt = system_prompt
+        self.system_words = mix.system_prompt_tokens
+
+
+class RequestSampler:
+    """Deterministic request stream: the same (seed, stream) always yields the same specs, in order.
+
+    ``next()`` walks the stream; ``spec_at(i)`` is request ``i`` of it, computed on its own from a hash of
+    (seed, stream, i). The draws are read straight from that hash: seeding a ``random.Random`` per request cost
+    about 4 us, more than all the rest of ``spec_at``.
+    """
+
+    def __init__(self, mixes: dict[str, MixDef], weights: dict[str, float], seed: int, stream: int = 0) -> None:
+        if not weights:
+            raise ValueError("no mixes to draw from: weights is empty")
+        for name, weight in weights.items():
+            if name not in mixes:
+                raise ValueError(f"mix {name!r} has a weight but no definition; defined: {sorted(mixes)}")
+            if not (weight > 0 and math.isfinite(weight)):
+                raise ValueError(f"mix {name!r} has weight {weight!r}; weights must be finite and > 0")
+        self.seed = seed
+        self.stream = stream
+        self._next_index = 0
+        self._prefix = f"{seed}\x1f{stream}\x1f"
+        # Sorted, so the stream does not depend on the order mixes were listed in.
+        names = sorted(weights)
+        self._mix_cum = list(accumulate(weights[name] for name in names))
+        self._tables: list[_MixTable] = []
+        for name in names:
+            mix = mixes[name]
+            # Depends on the seed and mix only, not the stream: every worker and user shares the prefix.
+            system_rng = random.Random(_stable_int("system", seed, name))
+            system_prompt = " ".join(system_rng.choices(WORDS, k=mix.system_prompt_tokens))
+            self._tables.append(_MixTable(name, mix, system_prompt))
+        words = random.Random(_POOL_SEED).choices(WORDS, k=_BLOCK_WORDS)
+        # The block (each word followed by one space) and the character offset of every word in it, so a window
+        # of n words is one slice, or a few pieces when it wraps around the block.
+        self._block = " ".join(words) + " "
+        self._block_starts = [0, *accumulate(len(word) + 1 for word in words)]
+
+    def with_stream(self, stream: int) -> RequestSampler:
+        """The same scenario's stream ``stream``, sharing this sampler's precomputed text.
+
+        Building a sampler costs ~0.1-0.3 ms (the word block, the mixes' system prompts); a fork costs a copy of a
+        few references, and shares the block's memory.
+        """
+        fork = copy.copy(self)
+        fork.stream = stream
+        fork._next_index = 0
+        fork._prefix = f"{self.seed}\x1f{stream}\x1f"
+        return fork
+
+    def next(self) -> RequestSpec:
+        """The next request of this stream."""
+        spec = self.spec_at(self._next_index)
+        self._next_index += 1
+        return spec
+
+    def spec_at(self, index: int) -> RequestSpec:
+        """Request ``index`` of this stream (the same as the ``index``-th ``next()``, counting from 0)."""
+        digest = hashlib.blake2b(f"{self._prefix}{index}".encode(), digest_size=_DRAWS.size).digest()
+        d_mix, d_bucket, d_len, d_out, d_start, d_tag = _DRAWS.unpack(digest)
+        table = self._tables[_pick(d_mix, self._mix_cum)]
+        bucket, lo, hi = table.buckets[_pick(d_bucket, table.cum_weights)]
+        prompt_tokens = lo + _below(d_len, hi - lo + 1)
+        out_lo, out_hi = table.output
+        max_tokens = out_lo + _below(d_out, out_hi - out_lo + 1)
+        # The tag is one of the prompt's words; the rest come from the pool at a random offset.
+        body_words = prompt_tokens - table.system_words - 1
+        tag = f"r{d_tag & 0xFFFFFF:06x}-{index}"
+        prompt = f"{tag} {self._window(_below(d_start, _BLOCK_WORDS), body_words)}" if body_words > 0 else tag
+        return RequestSpec(index, table.name, bucket, table.system_prompt, prompt, prompt_tokens, max_tokens)
+
+    def _window(self, first: int, n_words: int) -> str:
+        """``n_words`` words of the endlessly repeated block, from word ``first`` (< block size) on."""
+        block, starts = self._block, self._block_starts
+        laps, end = divmod(first + n_words, _BLOCK_WORDS)
+        if laps == 0:
+            return block[starts[first] : starts[end] - 1]
+        # The joined pieces end with the space after the last word (or are one full block when end == 0).
+        return "".join([block[starts[first] :], *([block] * (laps - 1)), block[: starts[end]]])[:-1]
+
+
+def sampler_for(scenario: Scenario, stream: int) -> RequestSampler:
+    """The request stream ``stream`` of ``scenario``: its mixes, weights and seed."""
+    mixes = resolve_mixes(scenario.traffic)
+    weights = {ref.name: ref.weight for ref in scenario.traffic.mixes}
+    return RequestSampler(mixes, weights, scenario.seed, stream)
