@@ -19,7 +19,7 @@ from locust import events
 from locust.env import Environment
 from locust.runners import LocalRunner, MasterRunner, WorkerRunner
 
-from ..config import load_scenario
+from ..config import load_scenario, validate_scenario
 from ..config_errors import ConfigError
 from ..health import HealthThresholds, verdict
 from ..report import build_report, render_markdown, write_reports
@@ -58,10 +58,16 @@ def _on_init(environment: Environment, **_: Any) -> None:
     except ConfigError as e:
         sys.stderr.write(f"{e}\n")
         sys.exit(2)
-    if getattr(opts, "loadgen_duration", ""):
-        from ..durations import parse_duration
-
-        scenario.load.duration = parse_duration(opts.loadgen_duration)
+    override: str = getattr(opts, "loadgen_duration", "") or ""
+    if override:
+        # Re-validate with the override so its rules (e.g. warm-up < duration) still hold.
+        data = scenario.model_dump()
+        data["load"]["duration"] = override
+        try:
+            scenario = validate_scenario(data, source=f"{path} (--loadgen-duration)")
+        except ConfigError as e:
+            sys.stderr.write(f"{e}\n")
+            sys.exit(2)
     rt = Runtime(environment, scenario, getattr(opts, "raw_records", "") or None)
     environment.loadgen = rt  # type: ignore[attr-defined]
     runner = environment.runner
@@ -229,7 +235,9 @@ def _on_quitting(environment: Environment, **_: Any) -> None:
 def _add_web_routes(environment: Environment) -> None:
     from flask import Response
 
-    app = environment.web_ui.app  # type: ignore[union-attr]
+    app = environment.web_ui.app if environment.web_ui is not None else None
+    if app is None:
+        return
 
     @app.route("/loadgen/report.json")
     def _report_json() -> Any:

@@ -142,4 +142,5 @@ def runtime_of(environment: Environment) -> Runtime:
     rt = getattr(environment, "loadgen", None)
     if rt is None:
         raise RuntimeError("loadgen is not initialised: run the locustfile with --scenario FILE")
-    return rt  # type: ignore[no-any-return]
+    assert isinstance(rt, Runtime)
+    return rt

@@ -19,7 +19,8 @@ def write_scenario(path: Path, variants: dict[str, str], **over: Any) -> Path:
         "name": "itest",
         "seed": 7,
         "variants": [
-            {"name": n, "base_url": url, "model": "loadgen-sim", "continuous_usage_stats": True} for n, url in variants.items()
+            {"name": n, "base_url": url, "model": "loadgen-sim", "continuous_usage_stats": True}
+            for n, url in variants.items()
         ],
         "traffic": {
             "mixes": [{"name": "short", "weight": 1}],

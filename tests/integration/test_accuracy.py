@@ -5,8 +5,6 @@ Tolerances (issue #2): per request, TTFT and per-token ITL errors have median |e
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from loadgen.sim.launch import start_sim_process

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from loadgen.histogram import RELATIVE_ERROR
@@ -76,4 +74,3 @@ def test_merged_percentiles_equal_raw_within_histogram_error(distributed_run: di
                 exact_ms = _hdr_percentile(values, p) * 1e3
                 # HDR bucket edge (0.1 %) + microsecond rounding of each sample.
                 assert got[name] == pytest.approx(exact_ms, rel=RELATIVE_ERROR, abs=0.002), (v["name"], metric, name)
-
