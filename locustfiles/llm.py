@@ -1,7 +1,7 @@
 """Streaming LLM users driven by a loadgen scenario.
 
-    locust -f locustfiles/llm.py --scenario loadgen/examples/demo.yaml            # web UI on :8089
-    locust -f locustfiles/llm.py --scenario FILE --headless                      # runs load.duration, writes report
+locust -f locustfiles/llm.py --scenario loadgen/examples/demo.yaml            # web UI on :8089
+locust -f locustfiles/llm.py --scenario FILE --headless                      # runs load.duration, writes report
 """
 
 from loadgen.glue.plugin import register
