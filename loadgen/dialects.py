@@ -49,6 +49,7 @@ class RequestLike(Protocol):
 class Dialect(Protocol):
     name: str
     path: str
+    framing: str  # "sse" or "ndjson"
 
     def build_body(
         self, spec: RequestLike, model: str, continuous_usage: bool, extra: dict[str, Any] | None = None
@@ -82,6 +83,7 @@ def _usage_fields(obj: dict[str, Any]) -> tuple[int | None, dict[str, Any] | Non
 class _OpenAIBase:
     name = ""
     path = ""
+    framing = "sse"
 
     def _stream_options(self, continuous_usage: bool) -> dict[str, Any]:
         opts: dict[str, Any] = {"include_usage": True}
