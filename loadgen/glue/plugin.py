@@ -17,7 +17,7 @@ from typing import Any
 import gevent
 from locust import events
 from locust.env import Environment
-from locust.runners import LocalRunner, MasterRunner, WorkerRunner
+from locust.runners import STATE_MISSING, LocalRunner, MasterRunner, WorkerRunner
 
 from ..config import load_scenario, validate_scenario
 from ..config_errors import ConfigError
@@ -149,13 +149,15 @@ def finish_run(environment: Environment) -> dict[str, Any]:
     col.stopped_wall = time.time()
     runner.stop()
     if isinstance(runner, MasterRunner):
-        expected = {c.id for c in runner.clients.all} | col.seen
-        for wid in sorted(expected):
+        # Ask only live workers; one that went missing (killed, partitioned) is reported as lost, with what it
+        # delivered before.
+        alive = {c.id for c in runner.clients.all if c.state != STATE_MISSING}
+        for wid in sorted(alive):
             runner.send_message("loadgen_flush", None, client_id=wid)
         deadline = time.monotonic() + _FLUSH_TIMEOUT
-        while not expected <= col.final and time.monotonic() < deadline:
+        while not alive <= col.final and time.monotonic() < deadline:
             gevent.sleep(0.05)
-        col.seen |= expected
+        col.seen |= alive
     else:
         rt.on_test_stop()
         col.merge_report("local", rt.take_report(), final=True)

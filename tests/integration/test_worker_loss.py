@@ -1,0 +1,55 @@
+"""A worker killed with SIGKILL mid-run: the master finishes, names the lost worker, counts nothing twice."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from loadgen.runner import LOCUSTFILE, _free_port
+from loadgen.sim.launch import start_sim_process
+
+from .harness import read_records, read_report, write_scenario
+
+
+def test_sigkilled_worker_is_reported_lost_and_nothing_is_double_counted(tmp_path: Path) -> None:
+    with start_sim_process(["baseline"]) as sim:
+        scenario = write_scenario(
+            tmp_path / "s.yaml", {"baseline": sim.base_url("baseline")}, load={"users": 12, "duration": "9s"}
+        )
+        port = _free_port()
+        base = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--scenario", str(scenario), "--headless"]
+        base += ["--raw-records", str(tmp_path / "raw"), "--report-dir", str(tmp_path / "report")]
+        master = subprocess.Popen(
+            [*base, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port)]
+            + ["--expect-workers", "2"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        worker_cmd = [*base, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port)]
+        workers = [subprocess.Popen(worker_cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(2)]
+        try:
+            time.sleep(5)
+            os.kill(workers[0].pid, signal.SIGKILL)
+            _, err = master.communicate(timeout=60)
+        finally:
+            for p in (master, *workers):
+                if p.poll() is None:
+                    p.kill()
+    assert master.returncode in (0, 1), err.decode()[-2000:]
+    report = read_report(tmp_path / "report")
+    assert len(report["run"]["lost_workers"]) == 1
+    assert len(report["run"]["workers"]) == 2
+    records = read_records(tmp_path / "raw")
+    shards = {p.name.split("-")[1] for p in (tmp_path / "raw").glob("records-*.jsonl")}
+    assert len(shards) == 2
+    survivor = f"{workers[1].pid}"
+    survivor_records = [r for r in records if r["id"].split("-")[1] == survivor]
+    overall = report["variants"][0]["overall"]
+    counted = overall["requests"] + overall["warmup_excluded"]
+    # Everything the survivor did is in the report; the dead worker contributes at most what it recorded.
+    assert len(survivor_records) <= counted <= len(records)
+    assert len({r["id"] for r in records}) == len(records)
