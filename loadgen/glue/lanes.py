@@ -37,6 +37,7 @@ class Lane:
         "_request_timeout",
         "_continuous",
         "_model",
+        "_secret",
     )
 
     def __init__(self, scenario: Scenario, variant: Variant, stream_id: int, worker_tag: str) -> None:
@@ -50,10 +51,12 @@ class Lane:
             "User-Agent": "loadgen",
             **variant.headers,
         }
+        self._secret: str | None = None
         if variant.api_key_env:
             key = os.environ.get(variant.api_key_env, "")
             if key:
                 headers["Authorization"] = f"Bearer {key}"
+                self._secret = key
         self._head = self._conn.head_bytes(self._dialect.path, headers)
         self._sampler: RequestSampler = sampler_for(scenario, stream_id)
         self._rid_prefix = f"{worker_tag}-{variant.name}-{stream_id}"
@@ -99,6 +102,10 @@ class Lane:
             timeout.close()
         if not rec.sent:
             rec.sent = rec.done or time.monotonic()
+        if self._secret is not None and rec.error is not None:
+            # Servers echo bad keys in error bodies ("Incorrect API key provided: sk-…"); reports must not.
+            rec.error_detail = rec.error_detail.replace(self._secret, "***")
+            rec.partial_bytes = rec.partial_bytes.replace(self._secret.encode(), b"***")
         rec.warmup = rec.sent < warmup_end
         return rec
 
