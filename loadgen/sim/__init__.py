@@ -4,6 +4,7 @@ Pure asyncio (no gevent / locust imports), so it can run in its own process or o
 """
 
 from loadgen.sim.engine import Engine, SimSequence, StepPlan
+from loadgen.sim.faults import FaultSpec, UnknownFaultKnobError, fault_knobs, parse_fault_arg
 from loadgen.sim.launch import SimProcess, SimServerThread, SimStartError, start_sim_process
 from loadgen.sim.profiles import SimProfile, get_profile, profile_registry
 from loadgen.sim.server import SimCluster, VariantServer, VariantSpec, parse_variant
@@ -11,6 +12,7 @@ from loadgen.sim.truth import TruthLog, TruthRequest, load_truth
 
 __all__ = [
     "Engine",
+    "FaultSpec",
     "SimCluster",
     "SimProcess",
     "SimProfile",
@@ -20,10 +22,13 @@ __all__ = [
     "StepPlan",
     "TruthLog",
     "TruthRequest",
+    "UnknownFaultKnobError",
     "VariantServer",
     "VariantSpec",
+    "fault_knobs",
     "get_profile",
     "load_truth",
+    "parse_fault_arg",
     "parse_variant",
     "profile_registry",
     "start_sim_process",

@@ -15,12 +15,14 @@ import sys
 from pathlib import Path
 
 from loadgen.registry import UnknownNameError
+from loadgen.sim.faults import fault_knobs, parse_fault_arg
 from loadgen.sim.profiles import profile_registry
-from loadgen.sim.server import SimCluster, VariantSpec, parse_variant
+from loadgen.sim.server import SimCluster, VariantSpec, parse_variant, with_faults
 
 
 def build_parser() -> argparse.ArgumentParser:
     known = ", ".join(profile_registry().names())
+    knobs = ", ".join(fault_knobs())
     p = argparse.ArgumentParser(
         prog="loadgen sim",
         description="Simulated OpenAI-compatible LLM inference servers (one port per variant).",
@@ -34,7 +36,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--truth-log", type=Path, default=None, help="write ground-truth chunk times to this JSONL file")
-    p.add_argument("--seed", type=int, default=0, help="seed of the speculative-decoding acceptance draws")
+    p.add_argument(
+        "--fault",
+        action="append",
+        default=[],
+        metavar="VARIANT:KNOB=VALUE",
+        help=f"inject faults into a variant (repeatable), e.g. baseline:rate_429=0.2. Knobs: {knobs}",
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of the speculative-decoding and fault draws")
     p.add_argument("--log-level", default="WARNING", help="Python logging level for the simulator's own logs")
     return p
 
@@ -63,6 +72,11 @@ def main(argv: list[str] | None = None) -> int:
     registry = profile_registry()
     try:
         specs = [parse_variant(v, registry) for v in args.variant]
+        faults: dict[str, dict[str, float]] = {}
+        for text in args.fault:
+            variant, knob, value = parse_fault_arg(text)
+            faults.setdefault(variant, {})[knob] = value  # a repeated knob: the last one wins, as usual for flags
+        specs = with_faults(specs, faults)
     except (UnknownNameError, ValueError) as e:
         print(f"loadgen sim: {e}", file=sys.stderr)
         return 2

@@ -11,8 +11,10 @@ the connection is closed, since the framing of whatever follows can no longer be
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import socket
+import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -158,6 +160,10 @@ class Response:
             self._finish()
         return t
 
+    def reset(self) -> None:
+        """Abort the connection with a TCP RST (fault injection); ``on_abort`` then runs as for a client hang-up."""
+        self._conn.reset()
+
     def _finish(self) -> None:
         self.done = True
         self._conn.response_done(self)
@@ -223,6 +229,19 @@ class HttpConnection(asyncio.Protocol):
             self._transport.resume_reading()
         if not self._processing:
             self._process()
+
+    def reset(self) -> None:
+        # SO_LINGER with a zero timeout makes close() send RST instead of FIN: the client sees ECONNRESET, not a
+        # clean EOF. abort() (not close()) so a client that stopped reading cannot keep the connection alive; what
+        # is still in the transport's buffer is dropped, which on loopback is nothing in practice.
+        if self.closed or self._transport is None:
+            return
+        self.closed = True  # nothing more goes out; connection_lost still follows and runs on_abort
+        sock = self._transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self._transport.abort()
 
     def _close(self) -> None:
         if not self.closed and self._transport is not None:

@@ -13,13 +13,16 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Self
+from typing import IO, Self, TypeVar
 
-from loadgen.sim.server import SimCluster, parse_variant
+from loadgen.sim.server import SimCluster, parse_variant, with_faults
 from loadgen.sim.truth import TruthLog
+
+T = TypeVar("T")
 
 
 class SimStartError(RuntimeError):
@@ -92,11 +95,20 @@ def start_sim_process(
     host: str = "127.0.0.1",
     seed: int = 0,
     timeout: float = 15.0,
+    faults: Mapping[str, Mapping[str, float]] | None = None,
 ) -> SimProcess:
-    """Spawn ``python -m loadgen.sim`` with ``variants`` (``NAME[=PROFILE][:PORT]``) and wait until it listens."""
+    """Spawn ``python -m loadgen.sim`` with ``variants`` (``NAME[=PROFILE][:PORT]``) and wait until it listens.
+
+    ``faults`` is ``{variant: {knob: value}}`` (knobs of ``loadgen.sim.faults.FaultSpec``); it is validated here
+    first, so a typo raises ``ValueError`` in the caller instead of a child exiting with status 2.
+    """
+    with_faults([parse_variant(v) for v in variants], faults)
     cmd = [sys.executable, "-m", "loadgen.sim", "--host", host, "--seed", str(seed)]
     for v in variants:
         cmd += ["--variant", v]
+    for name, knobs in (faults or {}).items():
+        for knob, value in knobs.items():
+            cmd += ["--fault", f"{name}:{knob}={float(value)!r}"]
     if truth_log is not None:
         cmd += ["--truth-log", str(truth_log)]
     env = dict(os.environ)
@@ -128,10 +140,12 @@ class SimServerThread(_Endpoints):
         host: str = "127.0.0.1",
         seed: int = 0,
         timeout: float = 15.0,
+        faults: Mapping[str, Mapping[str, float]] | None = None,
     ) -> None:
         self.host = host
         self.ports = {}
-        self.cluster = SimCluster([parse_variant(v) for v in variants], host, seed, truth_log)
+        specs = with_faults([parse_variant(v) for v in variants], faults)
+        self.cluster = SimCluster(specs, host, seed, truth_log)
         self._loop = asyncio.new_event_loop()
         self._ready: Future[dict[str, int]] = Future()
         # asyncio.Event binds to a loop on first use, so it can be made here and set from stop() at any time.
@@ -168,16 +182,20 @@ class SimServerThread(_Endpoints):
         finally:
             await self.cluster.close()
 
+    def call(self, fn: Callable[[], T], timeout: float = 5.0) -> T:
+        """Run ``fn`` on the server's loop thread and return its result: the safe way to read or poke its state
+        (engines, truth log, the loop's tasks) from a test thread."""
+
+        async def _call() -> T:
+            return fn()
+
+        return asyncio.run_coroutine_threadsafe(_call(), self._loop).result(timeout)
+
     def flush_truth(self, timeout: float = 5.0) -> None:
         """Write the truth log's buffer now (from the server's own loop, so no record is racing the swap)."""
         if self.cluster.truth is None or self._loop.is_closed():
             return
-        truth = self.cluster.truth
-
-        async def _flush() -> None:
-            truth.flush()
-
-        asyncio.run_coroutine_threadsafe(_flush(), self._loop).result(timeout)
+        self.call(self.cluster.truth.flush, timeout)
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the servers, flush the truth log, join the thread."""

@@ -3,15 +3,19 @@
 Streams are framed exactly like vLLM's: the SSE head goes out together with a role-only chunk as soon as the
 request is accepted (before any token), then one event per engine step carrying that step's tokens, the last one
 with ``finish_reason: "length"``, an optional usage chunk, and ``data: [DONE]``.
+
+A variant's ``FaultSpec`` (``loadgen.sim.faults``) bends this on purpose: error statuses, resets, cut or corrupted
+streams, stalls and slow headers, each logged to the truth log and counted in ``loadgen_sim_faults_total``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +27,25 @@ from prometheus_client.registry import Collector
 
 from loadgen.registry import Registry
 from loadgen.sim.engine import Engine, RequestTooLargeError, SimSequence
+from loadgen.sim.faults import (
+    ERROR_EVENT,
+    HTTP_429,
+    HTTP_500,
+    HTTP_503,
+    JSON_ERROR_ON_STREAM,
+    MALFORMED,
+    RESET,
+    SLOW_HEADERS,
+    STALL,
+    FaultInjector,
+    FaultPlan,
+    FaultSpec,
+)
 from loadgen.sim.http import Request, Response, serve_http
 from loadgen.sim.profiles import SimProfile, profile_registry
 from loadgen.sim.truth import TruthLog
+
+_log = logging.getLogger(__name__)
 
 DEFAULT_MAX_TOKENS = 16
 
@@ -59,6 +79,18 @@ class VariantSpec:
     name: str
     profile: SimProfile
     port: int = 0
+    faults: FaultSpec = field(default_factory=FaultSpec)
+
+
+def with_faults(specs: list[VariantSpec], faults: Mapping[str, Mapping[str, float]] | None) -> list[VariantSpec]:
+    """``specs`` with the fault knobs ``{variant: {knob: value}}`` applied; unknown variants or knobs raise."""
+    if not faults:
+        return list(specs)
+    names = {s.name for s in specs}
+    unknown = sorted(set(faults) - names)
+    if unknown:
+        raise ValueError(f"faults given for unknown variant(s) {unknown}; variants: {sorted(names)}")
+    return [replace(s, faults=FaultSpec.from_dict(faults[s.name])) if s.name in faults else s for s in specs]
 
 
 def parse_variant(text: str, profiles: Registry[SimProfile] | None = None) -> VariantSpec:
@@ -157,12 +189,63 @@ class _EngineCollector(Collector):
         yield c
 
 
+class _FaultCollector(Collector):
+    """``loadgen_sim_faults_total{fault=...}``: every fault name is exported, 0 until injected, so rate() works."""
+
+    def __init__(self, faults: FaultInjector) -> None:
+        self._faults = faults
+
+    def collect(self) -> Iterator[Metric]:
+        c = CounterMetricFamily("loadgen_sim_faults", "Faults injected by the simulator.", labels=["fault"])
+        for fault, count in self._faults.counts.items():
+            c.add_metric([fault], count)
+        yield c
+
+
+# Status, message and OpenAI error type of the faults answered instead of a completion.
+_FAULT_REPLIES: dict[str, tuple[int, str, str]] = {
+    HTTP_500: (500, "simulated internal server error (loadgen sim fault injection)", "InternalServerError"),
+    HTTP_429: (429, "simulated rate limit: too many requests (loadgen sim fault injection)", "RateLimitError"),
+    HTTP_503: (503, "simulated overload: service unavailable (loadgen sim fault injection)", "ServiceUnavailableError"),
+    JSON_ERROR_ON_STREAM: (
+        400,
+        "simulated JSON error on a streaming request (loadgen sim fault injection)",
+        "BadRequestError",
+    ),
+}
+
+# One pending piece of output while a stream is held: (bytes, tokens it carries, faults that take effect with it).
+_Out = tuple[bytes, int, tuple[str, ...]]
+
+# How a response ends: normally ("done"), or through a fault (CUT / ERROR_EVENT / RESET); None = more to come.
+_DONE = "done"
+
+_ERROR_EVENT = (
+    b'data: {"error": {"message": "simulated mid-stream failure (loadgen sim fault injection)", '
+    b'"type": "server_error", "code": 500}}\n\ndata: [DONE]\n\n'
+)
+_CHOICES_OPEN = b'"choices":['
+
+
+def _truncated(event: bytes) -> bytes:
+    """The event cut right after ``"choices":[``: what a proxy or a crashed writer leaves behind."""
+    cut = event.find(_CHOICES_OPEN)
+    body = event[: cut + len(_CHOICES_OPEN)] if cut >= 0 else event[: len(event) // 2]
+    return body.rstrip(b"\n") + b"\n\n"
+
+
 class _Stream:
-    """One request in flight: the engine's token sink, writing SSE events (or the final JSON) to the client."""
+    """One request in flight: the engine's token sink, writing SSE events (or the final JSON) to the client.
+
+    Output can be *held* (headers delayed by ``slow_headers_s``, or a stall): the engine keeps generating, the
+    events queue up in order in ``pending`` together with how the stream ends, and all of it goes out in one write
+    when the hold ends. Truth records are taken at that write, so they stay the times the client could see.
+    """
 
     __slots__ = (
         "server", "response", "rid", "cid", "model", "chat", "stream", "include_usage", "continuous",
         "prompt_tokens", "created", "vocab_offset", "arrival", "first_token", "seq",
+        "plan", "hold", "pending", "pending_end", "malformed_sent",
     )  # fmt: skip
 
     def __init__(
@@ -177,6 +260,7 @@ class _Stream:
         opts: dict[str, Any],
         prompt_tokens: int,
         vocab_offset: int,
+        plan: FaultPlan | None = None,
     ) -> None:
         self.server, self.response, self.rid, self.arrival = server, response, rid, arrival
         self.chat, self.stream, self.model = chat, stream, model
@@ -189,6 +273,11 @@ class _Stream:
         self.vocab_offset = vocab_offset
         self.first_token: float | None = None
         self.seq: SimSequence | None = None
+        self.plan = plan
+        self.hold: asyncio.TimerHandle | None = None
+        self.pending: list[_Out] = []
+        self.pending_end: str | None = None
+        self.malformed_sent = False
 
     def _chunk(self, choices: list[dict[str, Any]], completion_tokens: int | None) -> bytes:
         obj: dict[str, Any] = {
@@ -222,28 +311,117 @@ class _Stream:
         vocab, off = _VOCAB, self.vocab_offset + start
         return "".join(vocab[(off + i) % len(vocab)] for i in range(n))
 
+    # ---- output: start, hold, flush ----
+    def begin(self) -> None:
+        """Called once the request is queued: send the head now, or hold it for ``slow_headers_s``."""
+        plan = self.plan
+        if plan is not None and plan.slow_headers_s > 0:
+            self.server.record_fault(self.rid, SLOW_HEADERS, time.monotonic())
+            if self.stream and self.chat:
+                self.pending.append((self.role_chunk(), 0, ()))
+            self._hold_for(plan.slow_headers_s)
+        elif self.stream:
+            headers = [("x-request-id", self.rid)]
+            self.response.start_stream(200, "text/event-stream", headers, self.role_chunk() if self.chat else b"")
+
+    def _hold_for(self, seconds: float) -> None:
+        self.hold = asyncio.get_running_loop().call_later(seconds, self._release)
+
+    def _release(self) -> None:
+        self.hold = None
+        items, end = self.pending, self.pending_end
+        self.pending, self.pending_end = [], None
+        try:
+            self._flush(items, end)
+        except Exception:
+            # A timer callback has no caller to report to: log, and drop the connection rather than leave the
+            # client waiting on a response that will never come.
+            _log.exception("fault-injected output of request %s failed", self.rid)
+            self.response.reset()
+
+    def _emit(self, item: _Out | None, end: str | None) -> None:
+        if self.hold is not None:
+            if item is not None:
+                self.pending.append(item)
+            self.pending_end = end
+        else:
+            self._flush([item] if item is not None else [], end)
+
+    def _flush(self, items: list[_Out], end: str | None) -> None:
+        r, server = self.response, self.server
+        if not r.connected:
+            return
+        if not self.stream:
+            if end == RESET:
+                server.record_fault(self.rid, RESET, time.monotonic())
+                r.reset()
+            elif end == _DONE:
+                body, n, _ = items[-1]
+                t = r.send(200, body, headers=[("x-request-id", self.rid)])
+                server.record_tokens(self, t, n)
+                server.record_finish(self, t)
+            return
+        data = b"".join(chunk for chunk, _, _ in items)
+        closes = end is not None and end != RESET  # done, cut and error_event all end the chunked body cleanly
+        if not r.started:
+            t = r.start_stream(200, "text/event-stream", [("x-request-id", self.rid)], data)
+            if closes:
+                r.write(b"", end=True)
+        else:
+            t = r.write(data, end=closes)
+        had_token = self.first_token is not None
+        for _, n, faults in items:
+            if n:
+                server.record_tokens(self, t, n)
+            for fault in faults:
+                server.record_fault(self.rid, fault, t)
+        if end == _DONE:
+            server.record_finish(self, t)
+        elif end is not None:
+            server.record_fault(self.rid, end, t)
+            if end == RESET:
+                r.reset()  # connection_lost then runs abort(), which records the abort
+            elif server.truth is not None:  # the request did not complete: same record as a client hang-up
+                server.truth.abort(self.rid, server.name, t)
+        elif not had_token and self.first_token is not None and self.plan is not None and self.plan.stall_s > 0:
+            # The first token chunk just went out and more will follow: go silent now.
+            server.record_fault(self.rid, STALL, t)
+            self._hold_for(self.plan.stall_s)
+
+    # ---- engine sink ----
     def on_tokens(self, seq: SimSequence, n_tokens: int, finished: bool) -> None:
         if not self.response.connected:
             return  # connection_lost is about to abort this sequence
-        if self.stream:
-            finish = "length" if finished else None
-            events = self._chunk(
-                [self._choice(self.text(seq.generated - n_tokens, n_tokens), finish)],
-                seq.generated if self.continuous else None,
-            )
-            if finished:
-                if self.include_usage:
-                    events += self._chunk([], seq.generated)
-                events += b"data: [DONE]\n\n"
-            t = self.response.write(events, end=finished)
-            self.server.record_tokens(self, t, n_tokens)
-        elif finished:
-            t = self.response.send(200, self._full_response(seq.generated), headers=[("x-request-id", self.rid)])
-            self.server.record_tokens(self, t, seq.generated)
-        else:
+        plan = self.plan
+        end = plan.end if plan is not None and plan.end is not None and seq.generated >= plan.end_at else None
+        if end is not None:
+            # Free the batch slot and KV now, even if the output is still held: the stream ends here.
+            self.server.engine.abort(seq)
+        if not self.stream:
+            if end == RESET:
+                self._emit(None, RESET)
+            elif finished:
+                self._emit((self._full_response(seq.generated), seq.generated, ()), _DONE)
             return  # non-streamed: nothing to send until the last token
-        if finished:
-            self.server.record_finish(self, t)
+        # A stream ended by a fault never reports a finish_reason, even if the engine happened to finish.
+        finish = "length" if finished and end is None else None
+        event = self._chunk(
+            [self._choice(self.text(seq.generated - n_tokens, n_tokens), finish)],
+            seq.generated if self.continuous else None,
+        )
+        faults: tuple[str, ...] = ()
+        if plan is not None and plan.malformed_at and not self.malformed_sent and seq.generated >= plan.malformed_at:
+            self.malformed_sent = True
+            event = _truncated(event) + event
+            faults = (MALFORMED,)
+        if end is None and finished:
+            if self.include_usage:
+                event += self._chunk([], seq.generated)
+            event += b"data: [DONE]\n\n"
+            end = _DONE
+        elif end == ERROR_EVENT:
+            event += _ERROR_EVENT
+        self._emit((event, n_tokens, faults), end)
 
     def _full_response(self, completion_tokens: int) -> bytes:
         text = self.text(0, completion_tokens)
@@ -264,6 +442,9 @@ class _Stream:
         return orjson.dumps(obj)
 
     def abort(self) -> None:
+        if self.hold is not None:  # the timer would write to a dead connection and keep this object alive
+            self.hold.cancel()
+            self.hold = None
         if self.seq is not None:
             self.server.engine.abort(self.seq)
         if self.server.truth is not None:
@@ -273,16 +454,26 @@ class _Stream:
 class VariantServer:
     """HTTP front end + engine + metrics of one variant."""
 
-    def __init__(self, name: str, profile: SimProfile, seed: int = 0, truth: TruthLog | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        profile: SimProfile,
+        seed: int = 0,
+        truth: TruthLog | None = None,
+        faults: FaultSpec | None = None,
+    ) -> None:
         self.name = name
         self.profile = profile
         self.engine = Engine(profile, seed=f"{seed}:{name}")  # per-variant stream, stable if variants are added
+        # Its own RNG stream: enabling faults must not shift the engine's speculative-decoding draws.
+        self.faults = FaultInjector(faults or FaultSpec(), seed=f"{seed}:{name}:faults")
         self.truth = truth
         self.port = 0
         self._server: asyncio.Server | None = None
         self._requests = 0
         self.metrics = CollectorRegistry(auto_describe=True)
         self.metrics.register(_EngineCollector(self.engine, name))
+        self.metrics.register(_FaultCollector(self.faults))
         self._ttft = Histogram(
             "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", ["model_name"],
             registry=self.metrics, buckets=_TTFT_BUCKETS,
@@ -316,6 +507,11 @@ class VariantServer:
         self._e2e.observe(t - stream.arrival)
         if self.truth is not None:
             self.truth.finish(stream.rid, self.name, t)
+
+    def record_fault(self, rid: str, fault: str, t: float) -> None:
+        self.faults.counts[fault] += 1
+        if self.truth is not None:
+            self.truth.fault(rid, self.name, t, fault)
 
     # ---- routing ----
     def handle(self, request: Request, response: Response) -> None:
@@ -374,7 +570,13 @@ class VariantServer:
         if not isinstance(model, str):
             raise ApiError(400, "'model' must be a string")
 
-        s = _Stream(self, response, rid, request.arrival, chat, stream, model, opts, len(words), self._requests)
+        plan = self.faults.draw(max_tokens, stream)
+        if plan is not None and plan.reply is not None:
+            if self.truth is not None:
+                self.truth.arrival(rid, self.name, request.arrival)
+            self._fault_reply(response, rid, plan)
+            return
+        s = _Stream(self, response, rid, request.arrival, chat, stream, model, opts, len(words), self._requests, plan)
         self._requests += 1
         try:
             s.seq = self.engine.submit(rid, words, max_tokens, s)
@@ -383,9 +585,28 @@ class VariantServer:
         if self.truth is not None:
             self.truth.arrival(rid, self.name, request.arrival)
         response.on_abort = s.abort
-        if stream:
-            headers = [("x-request-id", rid)]
-            response.start_stream(200, "text/event-stream", headers, s.role_chunk() if chat else b"")
+        s.begin()
+
+    def _fault_reply(self, response: Response, rid: str, plan: FaultPlan) -> None:
+        """Answer with the error status ``plan.reply`` instead of running the request (after ``slow_headers_s``)."""
+        fault = plan.reply
+        assert fault is not None
+        status, message, type_ = _FAULT_REPLIES[fault]
+        headers = [("x-request-id", rid)]
+        if fault == HTTP_429:
+            headers.append(("retry-after", "1"))
+        body = ApiError(status, message, type_).body()
+
+        def send() -> None:
+            if response.connected and not response.started:
+                self.record_fault(rid, fault, response.send(status, body, headers=headers))
+
+        if plan.slow_headers_s > 0:
+            self.record_fault(rid, SLOW_HEADERS, time.monotonic())
+            timer = asyncio.get_running_loop().call_later(plan.slow_headers_s, send)
+            response.on_abort = timer.cancel  # a client that gives up must not leave the timer behind
+        else:
+            send()
 
 
 class SimCluster:
@@ -400,7 +621,7 @@ class SimCluster:
         self.host = host
         self.specs = specs
         self.truth = TruthLog(truth_log) if truth_log is not None else None
-        self.servers = [VariantServer(s.name, s.profile, seed, self.truth) for s in specs]
+        self.servers = [VariantServer(s.name, s.profile, seed, self.truth, s.faults) for s in specs]
         self.ports: dict[str, int] = {}
 
     async def start(self) -> dict[str, int]:

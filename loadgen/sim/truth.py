@@ -1,4 +1,5 @@
-"""Ground-truth log: when the simulator wrote each token-carrying chunk, to grade the load generator against.
+"""Ground-truth log: when the simulator wrote each token-carrying chunk (and which faults it injected), to grade
+the load generator against.
 
 Timestamps are ``time.monotonic()`` (CLOCK_MONOTONIC, system-wide on Linux), taken immediately before the
 ``transport.write`` of the chunk, so a client process on the same machine can compare its own receive times.
@@ -19,12 +20,12 @@ from typing import IO
 
 import orjson
 
-# (kind, rid, variant, t, n) -- n is 0 for arrival / finish / abort.
-_Record = tuple[str, str, str, float, int]
+# (kind, rid, variant, t, n, fault) -- n is 0 except for tokens, fault is "" except for injected faults.
+_Record = tuple[str, str, str, float, int, str]
 
 
 class TruthLog:
-    """Buffered JSONL writer of chunk/arrival/finish times. Not thread-safe: record from the loop thread only."""
+    """Buffered JSONL writer of chunk/arrival/finish/fault times. Not thread-safe: record from the loop thread only."""
 
     def __init__(self, path: Path | str, flush_interval: float = 1.0) -> None:
         self.path = Path(path)
@@ -41,16 +42,20 @@ class TruthLog:
 
     # ---- hot path ----
     def token(self, rid: str, variant: str, t: float, n: int) -> None:
-        self._buf.append(("token", rid, variant, t, n))
+        self._buf.append(("token", rid, variant, t, n, ""))
 
     def arrival(self, rid: str, variant: str, t: float) -> None:
-        self._buf.append(("arrival", rid, variant, t, 0))
+        self._buf.append(("arrival", rid, variant, t, 0, ""))
 
     def finish(self, rid: str, variant: str, t: float) -> None:
-        self._buf.append(("finish", rid, variant, t, 0))
+        self._buf.append(("finish", rid, variant, t, 0, ""))
 
     def abort(self, rid: str, variant: str, t: float) -> None:
-        self._buf.append(("abort", rid, variant, t, 0))
+        self._buf.append(("abort", rid, variant, t, 0, ""))
+
+    def fault(self, rid: str, variant: str, t: float, fault: str) -> None:
+        """An injected fault (``loadgen.sim.faults.FAULT_NAMES``) taking effect at ``t``."""
+        self._buf.append(("fault", rid, variant, t, 0, fault))
 
     # ---- flushing ----
     def start(self) -> None:
@@ -78,9 +83,11 @@ class TruthLog:
             return
         dumps = orjson.dumps
         lines = []
-        for kind, rid, variant, t, n in batch:
+        for kind, rid, variant, t, n, fault in batch:
             if kind == "token":
                 rec: dict[str, object] = {"rid": rid, "variant": variant, "t": t, "n": n, "kind": kind}
+            elif kind == "fault":
+                rec = {"rid": rid, "variant": variant, "kind": kind, "fault": fault, "t": t}
             else:
                 rec = {"rid": rid, "variant": variant, "kind": kind, "t": t}
             lines.append(dumps(rec))
@@ -114,6 +121,8 @@ class TruthRequest:
     aborted: bool = False
     chunk_times: list[float] = field(default_factory=list)
     chunk_tokens: list[int] = field(default_factory=list)
+    #: Injected faults, in the order they took effect (``loadgen.sim.faults.FAULT_NAMES``).
+    faults: list[str] = field(default_factory=list)
 
     @property
     def output_tokens(self) -> int:
@@ -157,4 +166,6 @@ def load_truth(path: Path | str, variant: str | None = None) -> dict[str, TruthR
             elif kind == "abort":
                 req.aborted = True
                 req.finish = rec["t"]
+            elif kind == "fault":
+                req.faults.append(rec["fault"])
     return out

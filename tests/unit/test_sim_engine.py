@@ -137,7 +137,7 @@ def test_prefill_budget_spreads_a_burst_over_steps() -> None:
     for i in range(5):
         engine.submit(f"r{i}", words(400), 10, Recorder())
     engine.submit("big", words(3000), 10, Recorder())
-    admitted = []
+    admitted: list[list[str]] = []
     while (plan := engine.plan_step()) is not None and len(admitted) < 4:
         admitted.append([s.rid for s in plan.admitted])
         assert plan.uncached_prompt_tokens <= 1000 or len(plan.admitted) == 1
