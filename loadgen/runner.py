@@ -35,7 +35,7 @@ class RunOptions:
     quiet: bool = False
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -87,7 +87,7 @@ def run_scenario(scenario: Scenario, opts: RunOptions) -> int:
         if opts.workers <= 0:
             master_cmd = base
         else:
-            port = _free_port()
+            port = free_port()
             master_cmd = base + [
                 "--master",
                 "--master-bind-host",

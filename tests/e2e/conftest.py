@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.runner import _free_port
+from loadgen.runner import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -32,7 +32,7 @@ def _install() -> tuple[Path, Path]:
 @pytest.fixture(scope="session")
 def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     model, server = _install()
-    port = _free_port()
+    port = free_port()
     log = (tmp_path_factory.mktemp("llama") / "server.log").open("wb")
     # Run the binary itself: the console-script wrapper does not forward SIGTERM.
     proc = subprocess.Popen(

@@ -63,6 +63,12 @@ def read_report(report_dir: Path) -> dict[str, Any]:
     return orjson.loads((report_dir / "report.json").read_bytes())  # type: ignore[no-any-return]
 
 
+def hdr_rank_percentile(values: list[float], p: float) -> float:
+    """The exact sample hdrhistogram's percentile rule picks: rank round(p % of N), at least 1."""
+    s = sorted(values)
+    return s[max(1, int(p * len(s) / 100 + 0.5)) - 1]
+
+
 def quantile(values: list[float], q: float) -> float:
     s = sorted(values)
     return s[min(len(s) - 1, int(q * len(s)))]

@@ -8,12 +8,7 @@ from loadgen.histogram import RELATIVE_ERROR
 from loadgen.sim.launch import start_sim_process
 from loadgen.sim.truth import load_truth
 
-from .harness import read_records, read_report, run_loadgen, write_scenario
-
-
-def _hdr_percentile(values: list[float], p: float) -> float:
-    s = sorted(values)
-    return s[max(1, int(p * len(s) / 100 + 0.5)) - 1]
+from .harness import hdr_rank_percentile, read_records, read_report, run_loadgen, write_scenario
 
 
 @pytest.fixture(scope="module")
@@ -71,6 +66,6 @@ def test_merged_percentiles_equal_raw_within_histogram_error(distributed_run: di
             got = v["overall"]["metrics_ms"][metric]
             assert got["count"] == len(values)
             for name, p in (("p50", 50.0), ("p99", 99.0)):
-                exact_ms = _hdr_percentile(values, p) * 1e3
+                exact_ms = hdr_rank_percentile(values, p) * 1e3
                 # HDR bucket edge (0.1 %) + microsecond rounding of each sample.
                 assert got[name] == pytest.approx(exact_ms, rel=RELATIVE_ERROR, abs=0.002), (v["name"], metric, name)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.runner import _free_port
+from loadgen.runner import free_port
 
 from .harness import write_scenario
 
@@ -102,7 +102,7 @@ def test_canary_key_not_in_web_ui(tmp_path: Path, echo_server: str) -> None:
             "continuous_usage_stats: true", "continuous_usage_stats: true\n  api_key_env: LG_CANARY_KEY"
         )
     )
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [
             sys.executable,

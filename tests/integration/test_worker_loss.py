@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from loadgen.runner import LOCUSTFILE, _free_port
+from loadgen.runner import LOCUSTFILE, free_port
 from loadgen.sim.launch import start_sim_process
 
 from .harness import read_records, read_report, write_scenario
@@ -20,7 +20,7 @@ def test_sigkilled_worker_is_reported_lost_and_nothing_is_double_counted(tmp_pat
         scenario = write_scenario(
             tmp_path / "s.yaml", {"baseline": sim.base_url("baseline")}, load={"users": 12, "duration": "9s"}
         )
-        port = _free_port()
+        port = free_port()
         base = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--scenario", str(scenario), "--headless"]
         base += ["--raw-records", str(tmp_path / "raw"), "--report-dir", str(tmp_path / "report")]
         master = subprocess.Popen(
