@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
+import orjson
 from pydantic import (
     BaseModel,
     BeforeValidator,
@@ -158,6 +159,15 @@ class Variant(BaseModel):
         description="The server reports cumulative token usage in every stream chunk (vLLM's "
         "`stream_options.continuous_usage_stats`), which gives exact tokens per chunk for ITL.",
     )
+    extra_body: dict[str, Any] = Field(
+        default_factory=dict,
+        description="JSON merged into every request body the dialect builds, e.g. `{ignore_eos: true}` (vLLM, "
+        "so every request generates its full output length), `{cache_prompt: false}` (llama.cpp), "
+        "`{timings_per_token: true}` (llama.cpp's OpenAI server: exact tokens per chunk), "
+        "`{options: {num_ctx: 8192}}` (Ollama), `{return_num_output_tokens: true}` (Triton's vLLM backend). "
+        "Nested mappings merge with the dialect's own (Ollama `options`, TGI `parameters`); other values "
+        "replace it. Not for credentials: use `api_key_env`.",
+    )
     baseline: StrictBool = Field(
         default=False,
         description="Compare the other variants against this one. At most one variant may set it; "
@@ -206,6 +216,19 @@ class Variant(BaseModel):
                 "expected the NAME of an environment variable holding the key (letters, digits, '_'; "
                 "e.g. OPENAI_API_KEY), not the key itself"
             )
+        return value
+
+    @field_validator("extra_body")
+    @classmethod
+    def _check_extra_body(cls, value: dict[str, Any]) -> dict[str, Any]:
+        try:
+            orjson.dumps(value)
+        except TypeError as exc:
+            raise ValueError(
+                f"expected JSON values (mappings, lists, strings, numbers, booleans, null): {exc}"
+            ) from None
+        if value.get("stream", True) is not True:
+            raise ValueError("`stream` must stay true: loadgen measures streamed responses")
         return value
 
     @field_validator("headers")

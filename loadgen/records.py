@@ -61,6 +61,9 @@ class RequestRecord:
     max_tokens: int = 0
     warmup: bool = False
     partial_bytes: bytes = b""
+    # The server's own timings for this request (llama.cpp `timings`, Ollama durations), in llama.cpp's key names
+    # and milliseconds: ground truth to check TTFT / TPOT against.
+    server_timings: dict[str, Any] | None = None
 
     # ---- derived metrics (seconds) -------------------------------------------------------------------------
     @property
@@ -110,7 +113,12 @@ class RequestRecord:
         """
         if len(self.chunk_times) < 2:
             return None
-        denom = self.output_token_count - self.chunk_tokens[0]
+        if self.token_source == TokenSource.SERVER:
+            # Exact per-chunk counts: exactly the tokens that arrived inside the (first, last) span. The server's
+            # usage total can include a token that never came as a chunk (EOS with an empty delta).
+            denom = self.tokens_received - self.chunk_tokens[0]
+        else:
+            denom = self.output_token_count - self.chunk_tokens[0]
         if denom <= 0:
             return None
         return (self.chunk_times[-1] - self.chunk_times[0]) / denom
@@ -139,4 +147,5 @@ class RequestRecord:
             "ttft": self.ttft,
             "tpot": self.tpot,
             "e2e": self.e2e,
+            "server_timings": self.server_timings,
         }

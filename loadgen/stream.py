@@ -2,26 +2,54 @@
 
 Pure: the network reader hands over `(arrival_time, bytes)` as they come off the socket, so this is tested with
 byte streams cut at every possible point, and the reader stays a thin loop.
+
+Tokens per chunk: when the server reports counts (a cumulative count such as vLLM's continuous usage, TGI's token
+index or llama.cpp's `tokens_predicted`, or a per-chunk count such as Triton's `num_output_tokens`) from the first
+token on, every chunk's tokens are the count's advance, counted at the chunk where the count moved (also when that
+chunk's text is empty: a multibyte character held back, EOS). Otherwise each chunk with output is one token, and a
+count that turns up later (totals on the last chunk) is not used for per-chunk counts: it would land every token
+on the last chunk.
 """
 
 from __future__ import annotations
 
-from .dialects import Dialect
+from .dialects import Chunk, Dialect, describe_error_body
 from .ndjson import NDJSONParser
 from .records import ErrorClass, RequestRecord, TokenSource
-from .sse import SSEParser
+from .sse import SSEEvent, SSEParser
 
 __all__ = ["StreamAccumulator"]
 
 
+class _SSEParser(SSEParser):
+    """SSE, plus an `error:` field line dispatched as an "error" event.
+
+    llama.cpp's server (before late 2025) reports an error inside a stream as `error: {...}\\n\\n`: a field the SSE
+    spec ignores, so a strict parser drops the event and the stream merely looks cut short.
+    """
+
+    __slots__ = ()
+
+    def _parse_block(self, block: bytes) -> SSEEvent | None:
+        ev = super()._parse_block(block)
+        if ev is None:
+            for line in block.split(b"\n"):
+                if line.startswith(b"error:"):
+                    value = line[6:]
+                    return SSEEvent(value[1:] if value[:1] == b" " else value, "error")
+        return ev
+
+
 class StreamAccumulator:
-    __slots__ = ("record", "_dialect", "_parser", "_last_cum", "saw_done", "finished")
+    __slots__ = ("record", "_dialect", "_parser", "_counted", "_exact", "saw_done", "finished")
 
     def __init__(self, record: RequestRecord, dialect: Dialect) -> None:
         self.record = record
         self._dialect = dialect
-        self._parser: SSEParser | NDJSONParser = NDJSONParser() if dialect.framing == "ndjson" else SSEParser()
-        self._last_cum = 0
+        self._parser: SSEParser | NDJSONParser = NDJSONParser() if dialect.framing == "ndjson" else _SSEParser()
+        self._counted = 0  # tokens counted so far
+        # Whether per-chunk token counts come from the server: decided by the first chunk that carried tokens.
+        self._exact: bool | None = None
         self.saw_done = False
         # Set once the stream can be abandoned: its end marker seen, or an error that ends it.
         self.finished = False
@@ -41,23 +69,35 @@ class StreamAccumulator:
             self._on_payload(t, ev.data, ev.event)
 
     def _on_payload(self, t: float, payload: bytes, event: str | None) -> None:
+        self._on_chunk(t, self._dialect.parse(payload), payload, event)
+
+    def _on_chunk(self, t: float, chunk: Chunk, payload: bytes, event: str | None) -> None:
         rec = self.record
-        chunk = self._dialect.parse(payload)
+        if event == "error":  # some servers name the event instead of the payload
+            self._fail(ErrorClass.SERVER_ERROR, chunk.error or describe_error_body(payload))
+            return
         if chunk.error is not None:
             is_malformed = chunk.error.startswith(("malformed", "stream chunk is not"))
             self._fail(ErrorClass.MALFORMED if is_malformed else ErrorClass.SERVER_ERROR, chunk.error)
             return
-        if event == "error":  # some servers name the event instead of the payload
-            self._fail(ErrorClass.SERVER_ERROR, payload[:500].decode("utf-8", "replace"))
-            return
-        if chunk.cum_tokens is not None:
-            k = chunk.cum_tokens - self._last_cum
-            if k > 0:
-                self._last_cum = chunk.cum_tokens
-            rec.token_source = TokenSource.SERVER
-        else:
+        k = 0
+        from_server = False
+        if self._exact is not False:
+            if chunk.tokens is not None:
+                k, from_server = chunk.tokens, True
+            elif chunk.cum_tokens is not None:
+                k, from_server = chunk.cum_tokens - self._counted, True
+            if from_server and k <= 0 and chunk.has_output and self._exact is None:
+                # Text before the count moved: a count that lags the text cannot time the first token.
+                from_server = False
+        if not from_server:
             k = 1 if chunk.has_output else 0
         if k > 0:
+            if self._exact is None:
+                self._exact = from_server
+                if from_server:
+                    rec.token_source = TokenSource.SERVER
+            self._counted += k
             rec.chunk_times.append(t)
             rec.chunk_tokens.append(k)
         usage = chunk.usage
@@ -68,6 +108,8 @@ class StreamAccumulator:
                 rec.prompt_tokens = pt
             if isinstance(ct, int):
                 rec.output_tokens = ct
+        if chunk.server_timings is not None:
+            rec.server_timings = chunk.server_timings
         if chunk.done:
             # [DONE], or a final chunk that also carries the last tokens and totals (TGI, llama.cpp, Ollama).
             self.saw_done = True
@@ -75,19 +117,25 @@ class StreamAccumulator:
             rec.done = t
 
     def finish(self, t: float) -> RequestRecord:
-        """End of body. A stream that ended without its end marker is `stream_interrupted`."""
+        """End of a complete body. A stream that ended without its end marker is `stream_interrupted`, unless the
+        dialect has no end marker (Triton), where the complete body is the orderly end."""
         rec = self.record
         _, leftover = self._parser.close()
         if leftover and not self.finished and isinstance(self._parser, NDJSONParser):
-            # NDJSON's last object may come without a trailing newline.
-            self._on_payload(t, leftover, None)
-            leftover = b""
+            # NDJSON's last object may come without a trailing newline; one that does not parse was cut short.
+            chunk = self._dialect.parse(leftover)
+            if chunk.error is None or not chunk.error.startswith("malformed"):
+                self._on_chunk(t, chunk, leftover, None)
+                leftover = b""
         if rec.done is None:
             rec.done = t
         if rec.error is None and not self.saw_done:
-            rec.error = ErrorClass.STREAM_INTERRUPTED
-            rec.error_detail = "stream ended before its end marker ([DONE] / final chunk)"
-            rec.partial_bytes = leftover[:2048]
+            if self._dialect.ends_at_eof and not leftover:
+                self.saw_done = True
+            else:
+                rec.error = ErrorClass.STREAM_INTERRUPTED
+                rec.error_detail = "stream ended before its end marker ([DONE] / final chunk)"
+                rec.partial_bytes = leftover[:2048]
         return rec
 
     def fail(self, t: float, error_class: str, detail: str) -> RequestRecord:

@@ -12,7 +12,7 @@ import time
 import gevent
 
 from ..config import Scenario, Variant
-from ..dialects import get_dialect
+from ..dialects import describe_error_body, get_dialect
 from ..prompts import RequestSampler, sampler_for
 from ..records import ErrorClass, RequestRecord
 from ..stream import StreamAccumulator
@@ -37,6 +37,7 @@ class Lane:
         "_request_timeout",
         "_continuous",
         "_model",
+        "_extra_body",
         "_secret",
     )
 
@@ -47,7 +48,7 @@ class Lane:
         self._conn = StreamConnection(Endpoint(variant.base_url), variant.connect_timeout, variant.read_timeout)
         headers = {
             "Content-Type": "application/json",
-            "Accept": "text/event-stream",
+            "Accept": self._dialect.accept,
             "User-Agent": "loadgen",
             **variant.headers,
         }
@@ -57,12 +58,13 @@ class Lane:
             if key:
                 headers["Authorization"] = f"Bearer {key}"
                 self._secret = key
-        self._head = self._conn.head_bytes(self._dialect.path, headers)
+        self._head = self._conn.head_bytes(self._dialect.path_for(variant.model), headers)
         self._sampler: RequestSampler = sampler_for(scenario, stream_id)
         self._rid_prefix = f"{worker_tag}-{variant.name}-{stream_id}"
         self._request_timeout = variant.request_timeout
         self._continuous = variant.continuous_usage_stats
         self._model = variant.model
+        self._extra_body = variant.extra_body or None
 
     def close(self) -> None:
         self._conn.close()
@@ -80,7 +82,7 @@ class Lane:
             max_tokens=spec.max_tokens,
         )
         acc = StreamAccumulator(rec, self._dialect)
-        body = self._dialect.build_body(spec, self._model, self._continuous)
+        body = self._dialect.build_body(spec, self._model, self._continuous, self._extra_body)
         extra = b"X-Request-Id: " + rid.encode() + b"\r\n"
         timeout = gevent.Timeout(self._request_timeout, _Deadline)
         timeout.start()
@@ -92,7 +94,9 @@ class Lane:
             else:
                 rec.done = time.monotonic()
                 rec.error = ErrorClass.for_status(status)
-                rec.error_detail = err_body[:500].decode("utf-8", "replace")
+                # The server's own message (`error.message`, TGI / Ollama `error`, FastAPI `detail`), not raw JSON.
+                # Kept longer than reports show so that a key echoed in it is redacted whole below.
+                rec.error_detail = describe_error_body(err_body, 2000)
         except TransportError as e:
             acc.fail(time.monotonic(), e.error_class, e.detail)
         except _Deadline:
@@ -106,6 +110,8 @@ class Lane:
             # Servers echo bad keys in error bodies ("Incorrect API key provided: sk-…"); reports must not.
             rec.error_detail = rec.error_detail.replace(self._secret, "***")
             rec.partial_bytes = rec.partial_bytes.replace(self._secret.encode(), b"***")
+        if len(rec.error_detail) > 500:
+            rec.error_detail = rec.error_detail[:499] + "…"
         rec.warmup = rec.sent < warmup_end
         return rec
 

@@ -22,6 +22,7 @@ from loadgen.config import (
     scenario_json_schema,
     validate_scenario,
 )
+from loadgen.dialects import DIALECT_NAMES
 from loadgen.durations import format_duration, parse_duration
 from loadgen.registry import UnknownNameError
 
@@ -176,9 +177,7 @@ def test_wrong_type_nested_in_second_variant() -> None:
 def test_unknown_dialect_lists_known_ones() -> None:
     issue = one_issue(MINIMAL + "    dialect: tgi2\n")
     assert (issue.path, issue.line) == ("variants[0].dialect", 5)
-    assert issue.message == (
-        "dialect 'tgi2' is not registered. Available dialects: ['openai-chat', 'openai-completions']"
-    )
+    assert issue.message == f"dialect 'tgi2' is not registered. Available dialects: {sorted(DIALECT_NAMES)}"
 
 
 def test_rendered_error_line() -> None:
@@ -186,7 +185,7 @@ def test_rendered_error_line() -> None:
         parse_scenario(MINIMAL + "    dialect: tgi2\n", "scenario.yaml")
     assert str(info.value) == (
         "scenario.yaml:5: variants[0].dialect: dialect 'tgi2' is not registered. "
-        "Available dialects: ['openai-chat', 'openai-completions']"
+        f"Available dialects: {sorted(DIALECT_NAMES)}"
     )
     assert info.value.exit_code == 2
 

@@ -1,0 +1,201 @@
+"""What every dialect shares: the `Chunk` a payload becomes, the `Dialect` protocol, and small JSON helpers.
+
+Parsing runs once per stream payload on the hot path, so the helpers are plain functions over orjson's dicts and a
+payload that is not what a server should send becomes a `Chunk` with an error, never an exception.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+from urllib.parse import quote
+
+import orjson
+
+__all__ = [
+    "Chunk",
+    "Dialect",
+    "DialectBase",
+    "RequestLike",
+    "as_count",
+    "describe_error_body",
+    "error_message",
+    "load_object",
+    "merge_extra",
+]
+
+
+class Chunk:
+    """What one stream payload told us. Built per chunk on the hot path, hence slots and positional init.
+
+    - `has_output`: the payload carried at least one generated token (content, reasoning, tool call, special token).
+    - `cum_tokens`: the server's cumulative count of generated tokens, when it reports one per chunk; the tokens this
+      chunk carried are the count's advance since the last chunk that moved it (so several tokens in one chunk, and a
+      chunk held back for a multibyte character, are counted exactly).
+    - `tokens`: the number of tokens this chunk carried, when the server reports a per-chunk (not cumulative) count.
+    - `usage`: totals with the keys `prompt_tokens` / `completion_tokens` (other servers' names normalised to these).
+    - `done`: this payload ends the stream; it may also carry tokens and usage, which are counted first.
+    - `error`: an error message; one starting with "malformed" is classified `malformed`, any other `server_error`.
+    - `server_timings`: the server's own timings in llama.cpp's key names and milliseconds (`prompt_n`, `prompt_ms`,
+      `predicted_n`, `predicted_ms`, `predicted_per_token_ms`, ...), from llama.cpp's `timings` or Ollama's durations.
+    """
+
+    __slots__ = ("done", "has_output", "cum_tokens", "usage", "error", "finish_reason", "server_timings", "tokens")
+
+    def __init__(
+        self,
+        done: bool = False,
+        has_output: bool = False,
+        cum_tokens: int | None = None,
+        usage: dict[str, Any] | None = None,
+        error: str | None = None,
+        finish_reason: str | None = None,
+        server_timings: dict[str, Any] | None = None,
+        tokens: int | None = None,
+    ) -> None:
+        self.done = done
+        self.has_output = has_output
+        self.cum_tokens = cum_tokens
+        self.usage = usage
+        self.error = error
+        self.finish_reason = finish_reason
+        self.server_timings = server_timings
+        self.tokens = tokens
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__ if getattr(self, k) not in (None, False))
+        return f"Chunk({fields})"
+
+
+class RequestLike(Protocol):
+    system_prompt: str
+    prompt: str
+    max_tokens: int
+
+
+class Dialect(Protocol):
+    name: str
+    path: str  # may hold `{model}` (Triton); `path_for` fills it in
+    framing: str  # "sse" or "ndjson"
+    accept: str  # the Accept header the server expects
+    # True when the stream has no end marker of its own: a complete HTTP body (chunked terminator, or the
+    # Content-Length reached) is the orderly end. A body cut short is a transport error, reported by the connection.
+    ends_at_eof: bool
+
+    def path_for(self, model: str) -> str: ...
+
+    def build_body(
+        self, spec: RequestLike, model: str, continuous_usage: bool, extra: dict[str, Any] | None = None
+    ) -> bytes: ...
+
+    def parse(self, payload: bytes) -> Chunk: ...
+
+
+class DialectBase:
+    """Defaults shared by the concrete dialects."""
+
+    name = ""
+    path = ""
+    framing = "sse"
+    accept = "text/event-stream"
+    ends_at_eof = False
+
+    def path_for(self, model: str) -> str:
+        if "{model}" in self.path:
+            # A Triton model name may carry a version: `ensemble/versions/2`.
+            return self.path.format(model=quote(model, safe="/"))
+        return self.path
+
+
+def joined_prompt(spec: RequestLike) -> str:
+    """System prompt and prompt as one text, for servers that take a raw prompt."""
+    return f"{spec.system_prompt} {spec.prompt}" if spec.system_prompt else spec.prompt
+
+
+def merge_extra(body: dict[str, Any], extra: dict[str, Any] | None) -> bytes:
+    """`extra` merged into `body`, then serialised. Nested mappings merge (Ollama `options`, TGI `parameters`);
+    any other value replaces the dialect's. `extra` itself is never modified."""
+    if extra:
+        _merge_into(body, extra)
+    return orjson.dumps(body)
+
+
+def _merge_into(base: dict[str, Any], extra: dict[str, Any]) -> None:
+    for key, value in extra.items():
+        current = base.get(key)
+        if isinstance(value, dict) and isinstance(current, dict):
+            merged = dict(current)
+            _merge_into(merged, value)
+            base[key] = merged
+        else:
+            base[key] = value
+
+
+def load_object(payload: bytes) -> dict[str, Any] | Chunk:
+    """The payload as a JSON object, or an error `Chunk` saying why it is not one."""
+    try:
+        obj = orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        return Chunk(error=f"malformed JSON in stream chunk: {payload[:120]!r}")
+    if not isinstance(obj, dict):
+        return Chunk(error=f"malformed stream chunk (not a JSON object): {payload[:120]!r}")
+    return obj
+
+
+def as_count(value: Any) -> int | None:
+    """A token count from JSON: a non-negative int, or a one-element list of one (Triton tensors); else None."""
+    if isinstance(value, list) and len(value) == 1:
+        value = value[0]
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return None
+
+
+def error_message(obj: dict[str, Any]) -> str | None:
+    """The error an object reports, in any of the shapes servers use, or None.
+
+    `{"error": {"message", "type"}}` (OpenAI, vLLM, llama.cpp), `{"error": "...", "error_type"}` (TGI),
+    `{"error": "..."}` (Ollama, Triton), `{"object": "error", "message"}` (older vLLM, SGLang).
+    """
+    err = obj.get("error")
+    if err is not None:
+        if isinstance(err, dict):
+            msg = err.get("message") or err.get("msg") or err.get("type") or err
+            etype = err.get("type")
+        else:
+            msg, etype = err, obj.get("error_type")
+        text = str(msg)
+        return f"{etype}: {text}" if isinstance(etype, str) and etype and etype != text else text
+    if obj.get("object") == "error":
+        etype = obj.get("type")
+        text = str(obj.get("message", "error"))
+        return f"{etype}: {text}" if isinstance(etype, str) and etype else text
+    return None
+
+
+def describe_error_body(body: bytes, limit: int = 500) -> str:
+    """The server's own error message from a non-200 response body (or an error event), truncated to `limit`.
+
+    Falls back to FastAPI's `detail`, a bare `message`, and finally the body's text.
+    """
+    text: str | None = None
+    try:
+        obj = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        obj = None
+    if isinstance(obj, dict):
+        text = error_message(obj)
+        if text is None:
+            detail = obj.get("detail")
+            if isinstance(detail, str):
+                text = detail
+            elif isinstance(detail, list) and detail and isinstance(detail[0], dict):  # pydantic validation errors
+                first = detail[0]
+                loc = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
+                text = f"{loc}: {first.get('msg', '')}" if loc else str(first.get("msg", detail))
+            elif isinstance(obj.get("message"), str):
+                text = obj["message"]
+    if text is None:
+        text = body.decode("utf-8", "replace").strip()
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return text

@@ -1,0 +1,70 @@
+"""llama.cpp's native `POST /completion` (llama-server).
+
+Request: `{"prompt", "n_predict", "stream": true}` (+ `timings_per_token: true` with `continuous_usage_stats`).
+Stream (SSE, no `[DONE]`): `data: {"content", "stop": false, "tokens_predicted", "tokens_evaluated", ...}`;
+`tokens_predicted` is the cumulative count of generated tokens, so a chunk held back for a multibyte character
+(the next chunk then carries two tokens) and the EOS token (empty content, count advanced) are counted where the
+count moved. Older servers lack it in partial chunks; then `timings.predicted_n` (with `timings_per_token`) is the
+cumulative count, and without either each non-empty chunk is one token. The last event has `stop: true`,
+`tokens_predicted`, `tokens_evaluated` (the whole prompt, cached part included), `stop_type` and `timings`
+{prompt_n, prompt_ms, predicted_n, predicted_ms, predicted_per_token_ms, ...}: kept as the record's
+`server_timings`, ground truth for TTFT (prompt_ms) and TPOT (predicted_per_token_ms).
+Errors inside the stream: `error: {"code", "message", "type"}` (an SSE field of its own, older servers) or
+`data: {"error": {...}}` (newer).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._base import Chunk, DialectBase, RequestLike, as_count, error_message, joined_prompt, load_object, merge_extra
+
+__all__ = ["LlamaCppCompletion"]
+
+
+class LlamaCppCompletion(DialectBase):
+    name = "llamacpp"
+    path = "/completion"
+
+    def build_body(
+        self, spec: RequestLike, model: str, continuous_usage: bool, extra: dict[str, Any] | None = None
+    ) -> bytes:
+        # `model` picks the model on a llama-server that hosts several (router mode); a single-model server ignores it.
+        body: dict[str, Any] = {
+            "model": model,
+            "prompt": joined_prompt(spec),
+            "n_predict": spec.max_tokens,
+            "stream": True,
+        }
+        if continuous_usage:
+            body["timings_per_token"] = True
+        return merge_extra(body, extra)
+
+    def parse(self, payload: bytes) -> Chunk:
+        obj = load_object(payload)
+        if isinstance(obj, Chunk):
+            return obj
+        msg = error_message(obj)
+        if msg is not None:
+            return Chunk(error=msg)
+        content = obj.get("content")
+        has_output = isinstance(content, str) and bool(content)
+        timings = obj.get("timings")
+        if not isinstance(timings, dict):
+            timings = None
+        predicted = as_count(obj.get("tokens_predicted"))
+        cum = predicted
+        if cum is None and timings is not None:
+            cum = as_count(timings.get("predicted_n"))
+        if obj.get("stop") is not True:
+            return Chunk(False, has_output, cum, None, None, None, timings)
+        usage: dict[str, Any] = {}
+        prompt = as_count(obj.get("tokens_evaluated"))
+        if prompt is not None:
+            usage["prompt_tokens"] = prompt
+        if predicted is not None:
+            usage["completion_tokens"] = predicted
+        stop_type = obj.get("stop_type")
+        return Chunk(
+            True, has_output, cum, usage or None, None, stop_type if isinstance(stop_type, str) else None, timings
+        )

@@ -1,0 +1,120 @@
+"""OpenAI chat and completions streams, as served by vLLM, SGLang, llama.cpp's OAI server, TensorRT-LLM
+(`trtllm-serve`), LightLLM, TGI's Messages API and hosted OpenAI-compatible APIs.
+
+Quirks handled here:
+- usage arrives in a final chunk with empty `choices` (totals, not tokens carried by that chunk);
+- vLLM / SGLang with `stream_options.continuous_usage_stats` put cumulative `usage` in every chunk: exact per-chunk
+  token counts, including an empty-content chunk whose count advanced (a character held back until its last byte);
+- llama.cpp's server sends `timings` (and, with `timings_per_token: true`, a cumulative `timings.predicted_n` in
+  every chunk, used as the token count when there is no per-chunk usage);
+- EOS arrives as a chunk with `finish_reason` and an empty delta: not a token unless the server's count advanced;
+- older llama.cpp / TGI put `usage` on the last chunk that still has `choices`: the accumulator only trusts
+  cumulative counts that started with the first token, so those totals are not dumped onto the last chunk.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._base import Chunk, DialectBase, RequestLike, as_count, error_message, joined_prompt, load_object, merge_extra
+
+__all__ = ["OpenAIChat", "OpenAICompletions"]
+
+_DONE = Chunk(done=True)
+
+
+class _OpenAIBase(DialectBase):
+    def _stream_options(self, continuous_usage: bool) -> dict[str, Any]:
+        opts: dict[str, Any] = {"include_usage": True}
+        if continuous_usage:
+            opts["continuous_usage_stats"] = True
+        return opts
+
+    def parse(self, payload: bytes) -> Chunk:
+        if payload == b"[DONE]":
+            return _DONE
+        obj = load_object(payload)
+        if isinstance(obj, Chunk):
+            return obj
+        msg = error_message(obj)
+        if msg is not None:
+            return Chunk(error=msg)
+        usage = obj.get("usage")
+        if not isinstance(usage, dict):
+            usage = None
+        timings = obj.get("timings")  # llama.cpp
+        if not isinstance(timings, dict):
+            timings = None
+        choices = obj.get("choices")
+        if not choices:
+            # The final usage-only chunk: totals for the request, not tokens carried by this chunk.
+            return Chunk(False, False, None, usage, None, None, timings)
+        choice = choices[0] if isinstance(choices, list) else None
+        if not isinstance(choice, dict):
+            return Chunk(error=f"malformed choice in stream chunk: {payload[:120]!r}")
+        cum = as_count(usage.get("completion_tokens")) if usage is not None else None
+        if cum is None and timings is not None:
+            cum = as_count(timings.get("predicted_n"))
+        finish = choice.get("finish_reason")
+        return Chunk(
+            False,
+            self._choice_has_output(choice),
+            cum,
+            usage,
+            None,
+            finish if isinstance(finish, str) else None,
+            timings,
+        )
+
+    def _choice_has_output(self, choice: dict[str, Any]) -> bool:
+        raise NotImplementedError
+
+
+class OpenAIChat(_OpenAIBase):
+    name = "openai-chat"
+    path = "/v1/chat/completions"
+
+    def build_body(
+        self, spec: RequestLike, model: str, continuous_usage: bool, extra: dict[str, Any] | None = None
+    ) -> bytes:
+        messages = []
+        if spec.system_prompt:
+            messages.append({"role": "system", "content": spec.system_prompt})
+        messages.append({"role": "user", "content": spec.prompt})
+        body: dict[str, Any] = {
+            "model": model,
+            "messages": messages,
+            "max_tokens": spec.max_tokens,
+            "stream": True,
+            "stream_options": self._stream_options(continuous_usage),
+        }
+        return merge_extra(body, extra)
+
+    def _choice_has_output(self, choice: dict[str, Any]) -> bool:
+        delta = choice.get("delta")
+        if not isinstance(delta, dict):
+            return False
+        # Reasoning models stream thoughts before content; both are generated tokens and count for TTFT.
+        return bool(
+            delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning") or delta.get("tool_calls")
+        )
+
+
+class OpenAICompletions(_OpenAIBase):
+    name = "openai-completions"
+    path = "/v1/completions"
+
+    def build_body(
+        self, spec: RequestLike, model: str, continuous_usage: bool, extra: dict[str, Any] | None = None
+    ) -> bytes:
+        body: dict[str, Any] = {
+            "model": model,
+            "prompt": joined_prompt(spec),
+            "max_tokens": spec.max_tokens,
+            "stream": True,
+            "stream_options": self._stream_options(continuous_usage),
+        }
+        return merge_extra(body, extra)
+
+    def _choice_has_output(self, choice: dict[str, Any]) -> bool:
+        return bool(choice.get("text"))

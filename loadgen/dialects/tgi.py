@@ -1,0 +1,59 @@
+"""Hugging Face TGI's native `POST /generate_stream`.
+
+Request: `{"inputs", "parameters": {"max_new_tokens", "details": true}}` (the path makes it a stream).
+Stream (SSE, `data:` without a space, `:` keep-alives): one event per generated token,
+`{"index", "token": {"id", "text", "logprob", "special"}, "generated_text": null, "details": null}`. `index` counts
+tokens from 1, so it is the cumulative count. Special tokens (EOS) are generated tokens whose text is not output;
+a token whose text is empty (a multibyte character not yet complete) is still a token. The last event carries
+`generated_text` and, because we ask for `details`, `details.generated_tokens` / `input_length`. No `[DONE]`.
+Errors inside the stream: `{"error": "...", "error_type": "generation"}`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._base import Chunk, DialectBase, RequestLike, as_count, error_message, joined_prompt, load_object, merge_extra
+
+__all__ = ["TGIGenerate"]
+
+
+class TGIGenerate(DialectBase):
+    name = "tgi"
+    path = "/generate_stream"
+
+    def build_body(
+        self, spec: RequestLike, model: str, continuous_usage: bool, extra: dict[str, Any] | None = None
+    ) -> bytes:
+        # TGI serves one model; `model` is not part of the request. Every event carries its index, so
+        # `continuous_usage` has nothing to turn on.
+        body: dict[str, Any] = {
+            "inputs": joined_prompt(spec),
+            "parameters": {"max_new_tokens": spec.max_tokens, "details": True},
+        }
+        return merge_extra(body, extra)
+
+    def parse(self, payload: bytes) -> Chunk:
+        obj = load_object(payload)
+        if isinstance(obj, Chunk):
+            return obj
+        msg = error_message(obj)
+        if msg is not None:
+            return Chunk(error=msg)
+        token = obj.get("token")
+        has_output = isinstance(token, dict)
+        done = obj.get("generated_text") is not None
+        usage: dict[str, Any] | None = None
+        finish: str | None = None
+        details = obj.get("details")
+        if isinstance(details, dict):
+            usage = {}
+            pt, ct = as_count(details.get("input_length")), as_count(details.get("generated_tokens"))
+            if pt is not None:
+                usage["prompt_tokens"] = pt
+            if ct is not None:
+                usage["completion_tokens"] = ct
+            fr = details.get("finish_reason")
+            finish = fr if isinstance(fr, str) else None
+        cum = as_count(obj.get("index")) if has_output else None
+        return Chunk(done, has_output, cum, usage, None, finish)

@@ -1,0 +1,68 @@
+"""NVIDIA Triton's generate extension: `POST /v2/models/{model}/generate_stream`.
+
+Request: `{"text_input", "max_tokens", "stream": true}`; keys that are not input tensors of the model reach it as
+parameters (TensorRT-LLM's ensemble declares `max_tokens` and `stream` as inputs, the vLLM backend reads
+`max_tokens` as a sampling parameter). A model version can be pinned with `model: name/versions/2`.
+
+Stream: SSE `data: {"model_name", "model_version", "text_output", ...}`, one event per backend response
+(TensorRT-LLM: one token per response unless speculative decoding). Errors: `data: {"error": "..."}`.
+
+End of stream: Triton sends no end marker; the stream ends when the backend's final response has been sent and
+Triton closes the chunked body. So the orderly end is the *complete* HTTP body: the connection reaches
+`StreamAccumulator.finish` only when the body's chunked terminator arrived (a body cut short is a transport error,
+`stream_interrupted`), and a body that stops inside an event is interrupted too. When the vLLM backend is asked for
+`return_finish_reason: true`, a response with a real `finish_reason` ("stop", "length") ends the stream itself.
+
+Exact token counts: the vLLM backend with `return_num_output_tokens: true` (and `return_num_input_tokens: true`)
+adds `num_output_tokens`, the tokens in this response (not cumulative), and `num_input_tokens`. Ask for them with
+the variant's `extra_body`; they are not sent by default because a model that does not declare them as inputs would
+receive them as sampling parameters.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._base import Chunk, DialectBase, RequestLike, as_count, error_message, joined_prompt, load_object, merge_extra
+
+__all__ = ["TritonGenerate"]
+
+_NOT_FINISHED = ("", "None", "null", "not_finished")
+
+
+def _first(value: Any) -> Any:
+    """Triton returns one-element tensors as a scalar or as a one-element list."""
+    if isinstance(value, list):
+        return value[0] if value else None
+    return value
+
+
+class TritonGenerate(DialectBase):
+    name = "triton"
+    path = "/v2/models/{model}/generate_stream"
+    ends_at_eof = True
+
+    def build_body(
+        self, spec: RequestLike, model: str, continuous_usage: bool, extra: dict[str, Any] | None = None
+    ) -> bytes:
+        body: dict[str, Any] = {"text_input": joined_prompt(spec), "max_tokens": spec.max_tokens, "stream": True}
+        return merge_extra(body, extra)
+
+    def parse(self, payload: bytes) -> Chunk:
+        obj = load_object(payload)
+        if isinstance(obj, Chunk):
+            return obj
+        msg = error_message(obj)
+        if msg is not None:
+            return Chunk(error=msg)
+        text = obj.get("text_output")
+        if isinstance(text, list):
+            has_output = any(isinstance(t, str) and t for t in text)
+        else:
+            has_output = isinstance(text, str) and bool(text)
+        tokens = as_count(obj.get("num_output_tokens"))
+        prompt = as_count(obj.get("num_input_tokens"))
+        usage = {"prompt_tokens": prompt} if prompt is not None else None
+        fr = _first(obj.get("finish_reason"))
+        finish = fr if isinstance(fr, str) and fr not in _NOT_FINISHED else None
+        return Chunk(finish is not None, has_output, None, usage, None, finish, None, tokens)

@@ -1,0 +1,344 @@
+"""Dialects: request paths and bodies, error bodies of non-200 responses, robustness of parsing, and the
+token-counting rules of the stream accumulator that the dialects rely on."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+import pytest
+
+from loadgen.config import Variant, scenario_json_schema
+from loadgen.dialects import DIALECT_NAMES, Chunk, describe_error_body, get_dialect
+from loadgen.records import RequestRecord, TokenSource
+from loadgen.registry import UnknownNameError
+from loadgen.stream import StreamAccumulator
+
+
+@dataclass
+class Spec:
+    prompt: str = "What is the capital of France?"
+    system_prompt: str = ""
+    max_tokens: int = 128
+
+
+def body(dialect: str, spec: Spec | None = None, continuous: bool = False, extra: Any = None) -> dict[str, Any]:
+    raw = get_dialect(dialect).build_body(spec or Spec(), "my-model", continuous, extra)
+    obj = orjson.loads(raw)
+    assert isinstance(obj, dict)
+    return obj
+
+
+# --- paths ---------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("dialect", "path", "framing", "accept"),
+    [
+        ("openai-chat", "/v1/chat/completions", "sse", "text/event-stream"),
+        ("openai-completions", "/v1/completions", "sse", "text/event-stream"),
+        ("tgi", "/generate_stream", "sse", "text/event-stream"),
+        ("triton", "/v2/models/my-model/generate_stream", "sse", "text/event-stream"),
+        ("llamacpp", "/completion", "sse", "text/event-stream"),
+        ("ollama-chat", "/api/chat", "ndjson", "application/x-ndjson"),
+        ("ollama-generate", "/api/generate", "ndjson", "application/x-ndjson"),
+    ],
+)
+def test_path_framing_and_accept(dialect: str, path: str, framing: str, accept: str) -> None:
+    d = get_dialect(dialect)
+    assert d.path_for("my-model") == path
+    assert d.framing == framing and d.accept == accept
+    assert d.ends_at_eof == (dialect == "triton")
+
+
+def test_triton_path_quotes_the_model_and_keeps_a_version() -> None:
+    d = get_dialect("triton")
+    assert d.path_for("ensemble/versions/2") == "/v2/models/ensemble/versions/2/generate_stream"
+    assert d.path_for("llama 3?") == "/v2/models/llama%203%3F/generate_stream"
+
+
+def test_registry_names_and_unknown_name() -> None:
+    assert set(DIALECT_NAMES) == {
+        "openai-chat",
+        "openai-completions",
+        "tgi",
+        "triton",
+        "llamacpp",
+        "ollama-chat",
+        "ollama-generate",
+    }
+    with pytest.raises(UnknownNameError) as info:
+        get_dialect("tgi2")
+    assert "'tgi2' is not registered" in str(info.value) and "ollama-chat" in str(info.value)
+
+
+# --- request bodies ------------------------------------------------------------------------------------------
+
+
+def test_openai_chat_body() -> None:
+    b = body("openai-chat", Spec(system_prompt="Be brief."), continuous=True)
+    assert b == {
+        "model": "my-model",
+        "messages": [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "What is the capital of France?"},
+        ],
+        "max_tokens": 128,
+        "stream": True,
+        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+    }
+    assert body("openai-chat")["stream_options"] == {"include_usage": True}
+    assert [m["role"] for m in body("openai-chat")["messages"]] == ["user"]
+
+
+def test_openai_completions_body() -> None:
+    b = body("openai-completions", Spec(system_prompt="Sys."))
+    assert b == {
+        "model": "my-model",
+        "prompt": "Sys. What is the capital of France?",
+        "max_tokens": 128,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+
+
+def test_tgi_body() -> None:
+    # The path makes it a stream; `details` gives the final event's token counts.
+    assert body("tgi", Spec(max_tokens=64)) == {
+        "inputs": "What is the capital of France?",
+        "parameters": {"max_new_tokens": 64, "details": True},
+    }
+
+
+def test_triton_body() -> None:
+    assert body("triton", Spec(max_tokens=32)) == {
+        "text_input": "What is the capital of France?",
+        "max_tokens": 32,
+        "stream": True,
+    }
+
+
+def test_llamacpp_body() -> None:
+    assert body("llamacpp", Spec(max_tokens=16)) == {
+        "model": "my-model",
+        "prompt": "What is the capital of France?",
+        "n_predict": 16,
+        "stream": True,
+    }
+    assert body("llamacpp", continuous=True)["timings_per_token"] is True
+
+
+def test_ollama_bodies() -> None:
+    assert body("ollama-chat", Spec(system_prompt="Be brief.", max_tokens=50)) == {
+        "model": "my-model",
+        "messages": [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "What is the capital of France?"},
+        ],
+        "stream": True,
+        "options": {"num_predict": 50},
+    }
+    assert body("ollama-generate", Spec(system_prompt="Be brief.", max_tokens=50)) == {
+        "model": "my-model",
+        "prompt": "What is the capital of France?",
+        "system": "Be brief.",
+        "stream": True,
+        "options": {"num_predict": 50},
+    }
+    assert "system" not in body("ollama-generate")
+
+
+@pytest.mark.parametrize(
+    ("dialect", "extra", "expected"),
+    [
+        ("openai-chat", {"ignore_eos": True, "temperature": 0}, {"ignore_eos": True, "temperature": 0}),
+        ("openai-chat", {"stream_options": {"include_usage": False}}, {"stream_options": {"include_usage": False}}),
+        ("openai-completions", {"max_tokens": 7}, {"max_tokens": 7}),
+        (
+            "tgi",
+            {"parameters": {"decoder_input_details": False}},
+            {"parameters": {"max_new_tokens": 128, "details": True, "decoder_input_details": False}},
+        ),
+        ("triton", {"return_num_output_tokens": True}, {"return_num_output_tokens": True, "max_tokens": 128}),
+        ("llamacpp", {"cache_prompt": False}, {"cache_prompt": False, "n_predict": 128}),
+        ("ollama-chat", {"options": {"num_ctx": 8192}}, {"options": {"num_predict": 128, "num_ctx": 8192}}),
+        ("ollama-generate", {"keep_alive": "5m", "raw": True}, {"keep_alive": "5m", "raw": True}),
+    ],
+)
+def test_extra_body_merges(dialect: str, extra: dict[str, Any], expected: dict[str, Any]) -> None:
+    before = orjson.dumps(extra)
+    b = body(dialect, extra=extra)
+    assert {k: b[k] for k in expected} == expected
+    assert orjson.dumps(extra) == before  # the variant's mapping is shared by every request: never modified
+
+
+# --- Variant.extra_body --------------------------------------------------------------------------------------
+
+
+def _variant(**kw: Any) -> Variant:
+    return Variant(name="v", base_url="http://127.0.0.1:8000", model="m", **kw)
+
+
+def test_variant_extra_body_default_and_value() -> None:
+    assert _variant().extra_body == {}
+    assert _variant(extra_body={"ignore_eos": True}).extra_body == {"ignore_eos": True}
+    schema = scenario_json_schema()["$defs"]["Variant"]["properties"]["extra_body"]
+    assert "ignore_eos" in schema["description"]
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ({"stream": False}, "`stream` must stay true"),
+        ({"x": {1, 2}}, "expected JSON values"),
+    ],
+)
+def test_variant_extra_body_rejects(value: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        _variant(extra_body=value)
+
+
+# --- the server's message from a non-200 response (http_4xx / http_5xx detail) --------------------------------
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (  # vLLM (recent)
+            b'{"error":{"message":"This model\'s maximum context length is 4096 tokens. However, you requested 5000 '
+            b'tokens.","type":"BadRequestError","param":null,"code":400}}',
+            "BadRequestError: This model's maximum context length is 4096 tokens. However, you requested 5000 tokens.",
+        ),
+        (  # vLLM (older), SGLang
+            b'{"object":"error","message":"max_tokens must be at least 1, got 0.","type":"BadRequestError",'
+            b'"param":null,"code":400}',
+            "BadRequestError: max_tokens must be at least 1, got 0.",
+        ),
+        (  # hosted OpenAI
+            b'{"error":{"message":"Incorrect API key provided: sk-abc***xyz.","type":"invalid_request_error",'
+            b'"param":null,"code":"invalid_api_key"}}',
+            "invalid_request_error: Incorrect API key provided: sk-abc***xyz.",
+        ),
+        (  # llama.cpp
+            b'{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it",'
+            b'"type":"exceed_context_size_error","n_prompt_tokens":9000,"n_ctx":8192}}',
+            "exceed_context_size_error: the request exceeds the available context size, try increasing it",
+        ),
+        (  # TGI
+            b'{"error":"Input validation error: `inputs` tokens + `max_new_tokens` must be <= 4096. Given: 4000 '
+            b'`inputs` tokens and 200 `max_new_tokens`","error_type":"validation"}',
+            "validation: Input validation error: `inputs` tokens + `max_new_tokens` must be <= 4096. Given: 4000 "
+            "`inputs` tokens and 200 `max_new_tokens`",
+        ),
+        (
+            b'{"error":"model \\"llama9\\" not found, try pulling it first"}',
+            'model "llama9" not found, try pulling it first',
+        ),
+        (
+            b'{"error":"Request for unknown model: \'foo\' is not found"}',
+            "Request for unknown model: 'foo' is not found",
+        ),
+        (
+            b'{"detail":[{"type":"missing","loc":["body","messages"],"msg":"Field required","input":{}}]}',
+            "messages: Field required",
+        ),
+        (b'{"detail":"Not Found"}', "Not Found"),
+        (b"<html><body>502 Bad Gateway</body></html>\r\n", "<html><body>502 Bad Gateway</body></html>"),
+        (b"", ""),
+    ],
+)
+def test_describe_error_body(raw: bytes, expected: str) -> None:
+    assert describe_error_body(raw) == expected
+
+
+def test_describe_error_body_truncates() -> None:
+    raw = orjson.dumps({"error": {"message": "x" * 5000, "type": "BadRequestError"}})
+    text = describe_error_body(raw, 300)
+    assert len(text) == 300 and text.startswith("BadRequestError: xxx") and text.endswith("…")
+    assert len(describe_error_body(b"\xff" * 900)) == 500
+
+
+# --- parsing never raises -------------------------------------------------------------------------------------
+
+JUNK = [
+    b"",
+    b"null",
+    b"[1, 2]",
+    b'"text"',
+    b"\xff\xfe",
+    b'{"choices": {"a": 1}}',
+    b'{"choices": [1]}',
+    b'{"choices": [{"delta": "x", "finish_reason": 3}], "usage": {"completion_tokens": true}}',
+    b'{"choices": [{"delta": {"content": "a"}}], "timings": {"predicted_n": -4}}',
+    b'{"token": 5, "index": true, "details": [1]}',
+    b'{"token": {"text": "a"}, "generated_text": "a", "details": {"generated_tokens": "many"}}',
+    b'{"text_output": [1, 2], "num_output_tokens": [1, 2], "finish_reason": []}',
+    b'{"content": 5, "stop": true, "tokens_predicted": "x", "timings": 3}',
+    b'{"message": "hi", "done": true, "eval_count": "x", "eval_duration": -1}',
+    b'{"error": null, "object": "error"}',
+    b'{"error": {"nested": true}}',
+    b"[DONE]",
+]
+
+
+@pytest.mark.parametrize("dialect", DIALECT_NAMES)
+def test_parse_never_raises(dialect: str) -> None:
+    d = get_dialect(dialect)
+    for payload in JUNK:
+        chunk = d.parse(payload)
+        assert isinstance(chunk, Chunk)
+        assert chunk.cum_tokens is None or (isinstance(chunk.cum_tokens, int) and chunk.cum_tokens >= 0)
+
+
+@pytest.mark.parametrize("dialect", DIALECT_NAMES)
+def test_non_json_payload_is_malformed(dialect: str) -> None:
+    chunk = get_dialect(dialect).parse(b'{"choices": [')
+    assert chunk.error is not None and chunk.error.startswith("malformed")
+
+
+# --- token counting rules the dialects rely on ----------------------------------------------------------------
+
+
+def _chat(content: str | None, completion_tokens: int | None = None, finish: str | None = None) -> bytes:
+    obj: dict[str, Any] = {"choices": [{"index": 0, "delta": {} if content is None else {"content": content}}]}
+    obj["choices"][0]["finish_reason"] = finish
+    if completion_tokens is not None:
+        obj["usage"] = {"prompt_tokens": 5, "completion_tokens": completion_tokens}
+    return b"data: " + orjson.dumps(obj) + b"\n\n"
+
+
+def _acc(dialect: str = "openai-chat") -> StreamAccumulator:
+    acc = StreamAccumulator(RequestRecord("r", "v", "chat"), get_dialect(dialect))
+    acc.on_sent(10.0)
+    return acc
+
+
+def test_a_count_that_lags_the_text_does_not_move_the_first_token() -> None:
+    # A server whose cumulative count lags one chunk behind its text: the first token is still the first text.
+    acc = _acc()
+    acc.feed(10.2, _chat("a", 0))
+    acc.feed(10.3, _chat("b", 1))
+    acc.feed(10.4, _chat("c", 2))
+    acc.feed(10.5, _chat(None, 3, "stop") + b"data: [DONE]\n\n")
+    rec = acc.finish(10.5)
+    assert rec.ttft == pytest.approx(0.2)
+    assert rec.chunk_tokens == [1, 1, 1] and rec.token_source == TokenSource.ASSUMED_ONE
+    assert rec.output_tokens == 3
+
+
+def test_server_counts_keep_counting_a_chunk_without_a_count() -> None:
+    acc = _acc()
+    acc.feed(10.2, _chat("ab", 2))
+    acc.feed(10.3, _chat("c"))  # this one chunk lacks usage: one token
+    acc.feed(10.4, _chat("de", 5))  # the count moved by 3 since the first chunk, one of them already counted
+    acc.feed(10.5, b"data: [DONE]\n\n")
+    rec = acc.finish(10.5)
+    assert rec.chunk_tokens == [2, 1, 2] and rec.token_source == TokenSource.SERVER
+
+
+def test_error_event_uses_the_servers_message() -> None:
+    acc = _acc("llamacpp")
+    acc.feed(10.1, b'error: {"code":503,"message":"Loading model","type":"unavailable_error"}\n\n')
+    rec = acc.finish(10.2)
+    assert rec.error == "server_error" and rec.error_detail == "Loading model"
