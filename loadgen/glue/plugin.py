@@ -172,8 +172,9 @@ def current_report(environment: Environment) -> dict[str, Any]:
     col = rt.collector
     assert col is not None
     scenario = rt.scenario
-    if isinstance(environment.runner, LocalRunner) and not col.reported:
-        # A single process has no reports in flight: read its own aggregate without consuming it.
+    if isinstance(environment.runner, LocalRunner) and not col.reported and "local" not in col.final:
+        # A single process has no reports in flight: read its own aggregate without consuming it. (Once its final
+        # report is in, the collector has everything; the emptied runtime would overwrite its health.)
         snapshot = Collector()
         snapshot.merge_report("local", {"agg": rt.aggregate.to_wire(), "health": rt.health.to_wire()})
         col_view = _combined(col, snapshot)
