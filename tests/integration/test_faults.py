@@ -72,3 +72,20 @@ def test_every_fault_is_classified_and_counted(tmp_path: Path) -> None:
     by_class: Counter[str] = Counter(r["error"] for r in records if r["error"] and not r["warmup"])
     assert overall["errors"] == dict(by_class)
     assert report["run"]["lost_workers"] == []
+
+
+def test_slow_headers_are_part_of_ttft_and_not_an_error(tmp_path: Path) -> None:
+    truth_path = tmp_path / "truth.jsonl"
+    with start_sim_process(["slow=int8"], truth_log=truth_path, faults={"slow": {"slow_headers_s": 0.3}}) as sim:
+        scenario = write_scenario(
+            tmp_path / "s.yaml", {"slow": sim.base_url("slow")}, load={"users": 4, "duration": "3s"}
+        )
+        proc = run_loadgen(scenario, "--workers", "0", "--raw-records", str(tmp_path / "raw"))
+    assert proc.returncode in (0, 1), proc.stdout + proc.stderr
+    truth = load_truth(truth_path)
+    records = read_records(tmp_path / "raw")
+    assert records and all(r["error"] is None for r in records)
+    for r in records:
+        assert r["ttft"] >= 0.3
+        # The held chunks arrive together once headers go out: the client's first token is no earlier.
+        assert r["chunk_times"][0] >= truth[r["id"]].chunk_times[0]
