@@ -111,6 +111,13 @@ def joined_prompt(spec: RequestLike) -> str:
     return f"{spec.system_prompt} {spec.prompt}" if spec.system_prompt else spec.prompt
 
 
+def chat_messages(spec: RequestLike) -> list[dict[str, str]]:
+    """The system prompt (if any) and the prompt as chat messages, for servers that take a conversation."""
+    messages = [{"role": "system", "content": spec.system_prompt}] if spec.system_prompt else []
+    messages.append({"role": "user", "content": spec.prompt})
+    return messages
+
+
 def merge_extra(body: dict[str, Any], extra: dict[str, Any] | None) -> bytes:
     """`extra` merged into `body`, then serialised. Nested mappings merge (Ollama `options`, TGI `parameters`);
     any other value replaces the dialect's. `extra` itself is never modified."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._base import Chunk, DialectBase, RequestLike, as_count, error_message, load_object, merge_extra
+from ._base import Chunk, DialectBase, RequestLike, as_count, chat_messages, error_message, load_object, merge_extra
 
 __all__ = ["OllamaChat", "OllamaGenerate"]
 
@@ -87,13 +87,9 @@ class OllamaChat(_OllamaBase):
     def build_body(
         self, spec: RequestLike, model: str, continuous_usage: bool, extra: dict[str, Any] | None = None
     ) -> bytes:
-        messages = []
-        if spec.system_prompt:
-            messages.append({"role": "system", "content": spec.system_prompt})
-        messages.append({"role": "user", "content": spec.prompt})
         body: dict[str, Any] = {
             "model": model,
-            "messages": messages,
+            "messages": chat_messages(spec),
             "stream": True,
             "options": {"num_predict": spec.max_tokens},
         }

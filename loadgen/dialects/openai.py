@@ -16,7 +16,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._base import Chunk, DialectBase, RequestLike, as_count, error_message, joined_prompt, load_object, merge_extra
+from ._base import (
+    Chunk,
+    DialectBase,
+    RequestLike,
+    as_count,
+    chat_messages,
+    error_message,
+    joined_prompt,
+    load_object,
+    merge_extra,
+)
 
 __all__ = ["OpenAIChat", "OpenAICompletions"]
 
@@ -77,13 +87,9 @@ class OpenAIChat(_OpenAIBase):
     def build_body(
         self, spec: RequestLike, model: str, continuous_usage: bool, extra: dict[str, Any] | None = None
     ) -> bytes:
-        messages = []
-        if spec.system_prompt:
-            messages.append({"role": "system", "content": spec.system_prompt})
-        messages.append({"role": "user", "content": spec.prompt})
         body: dict[str, Any] = {
             "model": model,
-            "messages": messages,
+            "messages": chat_messages(spec),
             "max_tokens": spec.max_tokens,
             "stream": True,
             "stream_options": self._stream_options(continuous_usage),
