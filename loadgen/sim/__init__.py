@@ -1,4 +1,5 @@
-"""Embedded simulated OpenAI-compatible inference server: the default target and the timing ground truth.
+"""Embedded simulated inference server (OpenAI, TGI and Ollama routes): the default target and the timing ground
+truth.
 
 Pure asyncio (no gevent / locust imports), so it can run in its own process or on a thread beside a test.
 """

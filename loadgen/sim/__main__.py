@@ -25,7 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     knobs = ", ".join(fault_knobs())
     p = argparse.ArgumentParser(
         prog="loadgen sim",
-        description="Simulated OpenAI-compatible LLM inference servers (one port per variant).",
+        description="Simulated LLM inference servers speaking the OpenAI, TGI and Ollama APIs (one port per variant).",
     )
     p.add_argument(
         "--variant",

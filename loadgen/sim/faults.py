@@ -55,7 +55,7 @@ class UnknownFaultKnobError(ValueError):
 class FaultSpec:
     """Fault knobs of one variant; all off by default. ``*_rate`` are probabilities per completion request."""
 
-    #: Reply HTTP 500 with an OpenAI-style JSON error body.
+    #: Reply HTTP 500 with a JSON error body in the route's shape (OpenAI, TGI or Ollama).
     error_rate: float = 0.0
     #: Reply HTTP 429 with ``Retry-After: 1``.
     rate_429: float = 0.0
@@ -66,10 +66,11 @@ class FaultSpec:
     #: After a random number (>= 1) of token chunks, reset the connection (TCP RST). Non-streamed requests are
     #: reset without any response bytes.
     reset_rate: float = 0.0
-    #: Streaming only: after some token chunks, end the chunked body cleanly but with no ``[DONE]`` and no
-    #: finish_reason.
+    #: Streaming only: after some token chunks, end the chunked body cleanly but with no end of stream (no
+    #: ``[DONE]`` / finish_reason, no TGI ``generated_text``, no Ollama ``done: true`` line).
     cut_rate: float = 0.0
-    #: Streaming only: after some token chunks, send ``data: {"error": {...}}`` then ``data: [DONE]``.
+    #: Streaming only: after some token chunks, send the route's mid-stream error (OpenAI ``data: {"error": {...}}``
+    #: then ``data: [DONE]``; TGI ``data:{"error", "error_type"}``; Ollama an ``{"error"}`` line).
     error_event_rate: float = 0.0
     #: Streaming only: insert one truncated JSON event before a token chunk; the stream then continues normally.
     malformed_rate: float = 0.0
