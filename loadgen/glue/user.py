@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import gevent
 from locust import User, task
 from locust.env import Environment
 
-from ..records import RequestRecord
+from ..records import ErrorClass, RequestRecord
 from .lanes import Lane
 from .runtime import runtime_of
 
@@ -31,6 +32,7 @@ class LLMUser(User):
         variant, stream_id = rt.assigner.next()
         self._rt = rt
         self._lane = Lane(rt.scenario, variant, stream_id, rt.worker_tag)
+        self._backoff = 0.0
 
     def wait_time(self) -> float:
         return self._rt.scenario.load.think_time
@@ -43,6 +45,13 @@ class LLMUser(User):
         rec = self._lane.run_one(self._rt.warmup_end)
         self._rt.record(rec)
         self._fire(rec)
+        if rec.error == ErrorClass.CONNECT:
+            # A target that refuses connections fails in microseconds: without a pause every user would spin,
+            # burning the worker's CPU and flooding the counts. Back off 50 ms doubling to 2 s; reset on success.
+            self._backoff = min(2.0, self._backoff * 2 or 0.05)
+            gevent.sleep(self._backoff)
+        else:
+            self._backoff = 0.0
 
     def _fire(self, rec: RequestRecord) -> None:
         fire = self.environment.events.request.fire
