@@ -11,13 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .histogram import LatencyHistogram
+from .histogram import LatencyHistogram, merge_encoded_into, record_chunk_gaps
 from .records import RequestRecord
 
 __all__ = ["METRICS", "Aggregate", "GroupStats", "WIRE_VERSION"]
 
 METRICS: tuple[str, ...] = ("ttft", "itl", "icl", "tpot", "e2e", "queue_delay")
-WIRE_VERSION = 1
+WIRE_VERSION = 2
 
 
 def _add_counts(into: dict[str, int], other: dict[str, int]) -> None:
@@ -67,14 +67,9 @@ class GroupStats:
         tpot = rec.tpot
         if tpot is not None:
             self._hist("tpot").record(tpot)
-        t, n = rec.chunk_times, rec.chunk_tokens
+        t = rec.chunk_times
         if len(t) > 1:
-            itl = self._hist("itl")
-            icl = self._hist("icl")
-            for i in range(1, len(t)):
-                gap = t[i] - t[i - 1]
-                icl.record(gap)
-                itl.record(gap / n[i], n[i])
+            record_chunk_gaps(self._hist("itl"), self._hist("icl"), t, rec.chunk_tokens)
 
     def merge(self, other: GroupStats) -> None:
         for m, h in other.hists.items():
@@ -87,9 +82,30 @@ class GroupStats:
         self.warmup_excluded += other.warmup_excluded
         _add_counts(self.token_sources, other.token_sources)
 
-    def to_wire(self) -> dict[str, Any]:
+    def reset_counters(self) -> None:
+        """Zero the counters and keep the histograms (a report interval that ships counters only)."""
+        self.requests = self.ok = self.output_tokens = self.prompt_tokens = self.warmup_excluded = 0
+        self.errors = {}
+        self.token_sources = {}
+
+    def to_wire(self, histograms: bool = True) -> dict[str, Any]:
+        # A histogram identical to another one (ICL = ITL whenever every chunk carries one token) is sent as an
+        # alias: the master decodes it once and adds it to both.
+        hists: dict[str, bytes] = {}
+        alias: dict[str, str] = {}
+        by_blob: dict[bytes, str] = {}
+        for m, h in self.hists.items() if histograms else ():
+            if not h.count:
+                continue
+            blob = h.encode()
+            first = by_blob.setdefault(blob, m)
+            if first == m:
+                hists[m] = blob
+            else:
+                alias[m] = first
         return {
-            "hists": {m: h.encode() for m, h in self.hists.items() if h.count},
+            "hists": hists,
+            "alias": alias,
             "requests": self.requests,
             "ok": self.ok,
             "errors": dict(self.errors),
@@ -100,8 +116,9 @@ class GroupStats:
         }
 
     def merge_wire(self, w: dict[str, Any]) -> None:
+        alias: dict[str, str] = w.get("alias", {})
         for m, blob in w.get("hists", {}).items():
-            self._hist(m).merge_encoded(blob)
+            merge_encoded_into(blob, [self._hist(m), *(self._hist(a) for a, src in alias.items() if src == m)])
         self.requests += int(w.get("requests", 0))
         self.ok += int(w.get("ok", 0))
         _add_counts(self.errors, w.get("errors", {}))
@@ -150,9 +167,21 @@ class Aggregate:
             "timeline": [[s, *row] for s, row in self.timeline.items()],
         }
 
-    def take_delta(self) -> dict[str, Any]:
-        wire = self.to_wire()
-        self.groups = {}
+    def take_delta(self, histograms: bool = True) -> dict[str, Any]:
+        """What accumulated since the last delta. `histograms=False` ships the counters and timeline only and keeps
+        the histograms accumulating for a later delta: merging histograms is most of the master's work per report,
+        so with many workers each sends them every few intervals (see `Runtime.hist_every`)."""
+        if histograms:
+            wire = self.to_wire()
+            self.groups = {}
+        else:
+            wire = {
+                "v": WIRE_VERSION,
+                "groups": [[v, m, g.to_wire(histograms=False)] for (v, m), g in self.groups.items()],
+                "timeline": [[s, *row] for s, row in self.timeline.items()],
+            }
+            for g in self.groups.values():
+                g.reset_counters()
         self.timeline = {}
         return wire
 

@@ -154,6 +154,19 @@ class Variant(BaseModel):
         gt=0,
         description="Longest a whole request may take, stream included (seconds, or e.g. `10m`).",
     )
+    tls_ca_file: str | None = Field(
+        default=None,
+        min_length=1,
+        description="For an `https://` base_url: a PEM file of CA certificates to trust instead of the system "
+        "store (like curl's `--cacert`), e.g. a private CA's bundle; to trust both, concatenate the system bundle "
+        "into it. A path on the machine (or in the pod) running the workers, read when they connect: a file that "
+        "cannot be loaded fails every request as `connect`. Null: the system store.",
+    )
+    tls_verify: StrictBool = Field(
+        default=True,
+        description="For an `https://` base_url: verify the server's certificate and host name. `false` turns "
+        "verification off, for testing only: anyone on the path can then read the traffic and the API key.",
+    )
     continuous_usage_stats: StrictBool = Field(
         default=False,
         description="The server reports cumulative token usage in every stream chunk (vLLM's "
@@ -199,6 +212,26 @@ class Variant(BaseModel):
                 f"e.g. {url[: -len('/v1')]!r}"
             )
         return url
+
+    @field_validator("tls_ca_file")
+    @classmethod
+    def _check_tls_ca_file(cls, value: str | None) -> str | None:
+        if value is not None and (not value.strip() or any(c in value for c in "\0\r\n")):
+            raise ValueError(f"expected the path of a PEM file, got {value!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _check_tls(self) -> Variant:
+        if urlsplit(self.base_url).scheme == "https":
+            return self
+        issues: list[tuple[tuple[str | int, ...], str]] = []
+        if self.tls_ca_file is not None:
+            issues.append((("tls_ca_file",), "only applies to an https:// base_url; base_url is http://"))
+        if not self.tls_verify:
+            issues.append((("tls_verify",), "only applies to an https:// base_url; base_url is http://"))
+        if issues:
+            raise SubpathIssues(issues)
+        return self
 
     @field_validator("dialect")
     @classmethod

@@ -42,6 +42,16 @@ class SSEParser:
 
     def feed(self, data: bytes) -> list[SSEEvent]:
         self.bytes_received += len(data)
+        if not self._buf and not self._pending_cr and data[-2:] == b"\n\n" and b"\r" not in data:
+            # The common read: whole events, LF line ends, nothing buffered. No copy into the buffer.
+            if data[:6] == b"data: " and data.find(b"\n") == len(data) - 2:
+                return [SSEEvent(data[6:-2])]
+            whole: list[SSEEvent] = []
+            for block in data[:-2].split(b"\n\n"):
+                ev = self._parse_block(block)
+                if ev is not None:
+                    whole.append(ev)
+            return whole
         if self._pending_cr:
             self._pending_cr = False
             if data[:1] == b"\n":

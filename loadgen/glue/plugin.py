@@ -8,6 +8,7 @@ answer are named in the report as lost: what they reported before is kept, nothi
 
 from __future__ import annotations
 
+import gc
 import logging
 import sys
 import time
@@ -76,9 +77,18 @@ def _on_init(environment: Environment, **_: Any) -> None:
             opts.num_users = scenario.load.users
         if getattr(opts, "spawn_rate", None) is None:
             opts.spawn_rate = scenario.load.spawn_rate
+    if not isinstance(runner, MasterRunner):
+
+        def _spawned(**_: Any) -> None:
+            # Everything alive now (modules, users, lanes, connections) lives for the whole run: keep it out of the
+            # cyclic GC's scans, whose full collections otherwise pause the loop for tens of ms with many users.
+            gc.freeze()
+
+        environment.events.spawning_complete.add_listener(_spawned)
     # report_to_master / worker_report carry no environment: these listeners close over it.
     if isinstance(runner, WorkerRunner):
         runner.register_message("loadgen_flush", _on_flush_request)
+        runner.register_message("loadgen_cadence", _on_cadence)
 
         def _report(client_id: str, data: dict[str, Any], **_: Any) -> None:
             data["loadgen"] = rt.take_report()
@@ -103,7 +113,21 @@ def _on_init(environment: Environment, **_: Any) -> None:
 def _on_flush_request(environment: Environment, msg: Any, **_: Any) -> None:
     rt = runtime_of(environment)
     rt.on_test_stop()
-    environment.runner.send_message("loadgen_final", rt.take_report())  # type: ignore[union-attr]
+    environment.runner.send_message("loadgen_final", rt.take_report(final=True))  # type: ignore[union-attr]
+
+
+def _on_cadence(environment: Environment, msg: Any, **_: Any) -> None:
+    runtime_of(environment).hist_every = max(1, int(msg.data.get("hist_every", 1)))
+
+
+# How many (worker, variant, mix) histogram sets the master merges per report interval: merging one costs it
+# ~0.2 ms (bench/scale.py). Beyond that, each worker ships its histograms every few intervals, counters every time.
+_HIST_SETS_PER_INTERVAL = 200
+
+
+def hist_every(workers: int, groups: int) -> int:
+    """Every how many reports a worker ships its histograms, for `workers` workers × `groups` (variant, mix)."""
+    return max(1, -(-workers * max(groups, 1) // _HIST_SETS_PER_INTERVAL))
 
 
 def _on_final(environment: Environment, msg: Any, **_: Any) -> None:
@@ -117,6 +141,12 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
     runner = environment.runner
     if not isinstance(runner, MasterRunner):
         rt.on_test_start()
+    else:
+        sc = rt.scenario
+        every = hist_every(runner.worker_count, len(sc.variants) * len(sc.traffic.mixes))
+        if every > 1:
+            for c in runner.clients.all:
+                runner.send_message("loadgen_cadence", {"hist_every": every}, client_id=c.id)
     if rt.collector is not None:
         rt.collector.started_wall = time.time()
         rt.collector.stopped_wall = None
@@ -124,6 +154,12 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
         opts = environment.parsed_options
         if opts is not None and opts.headless and not opts.run_time:
             gevent.spawn(_run_for_duration, environment)
+
+
+def _on_test_stopping(environment: Environment, **_: Any) -> None:
+    rt = getattr(environment, "loadgen", None)
+    if rt is not None:
+        rt.stopping = True
 
 
 def _on_test_stop(environment: Environment, **_: Any) -> None:
@@ -160,7 +196,7 @@ def finish_run(environment: Environment) -> dict[str, Any]:
         col.seen |= alive
     else:
         rt.on_test_stop()
-        col.merge_report("local", rt.take_report(), final=True)
+        col.merge_report("local", rt.take_report(final=True), final=True)
     report = write_final_report(environment)
     environment.process_exit_code = report["exit_code"]
     runner.quit()
@@ -172,6 +208,8 @@ def current_report(environment: Environment) -> dict[str, Any]:
     col = rt.collector
     assert col is not None
     scenario = rt.scenario
+    if not isinstance(environment.runner, MasterRunner):
+        rt.drain()
     if isinstance(environment.runner, LocalRunner) and not col.reported and "local" not in col.final:
         # A single process has no reports in flight: read its own aggregate without consuming it. (Once its final
         # report is in, the collector has everything; the emptied runtime would overwrite its health.)
@@ -229,7 +267,7 @@ def _on_quitting(environment: Environment, **_: Any) -> None:
         return
     if not isinstance(environment.runner, MasterRunner):
         rt.on_test_stop()
-        rt.collector.merge_report("local", rt.take_report(), final=True)
+        rt.collector.merge_report("local", rt.take_report(final=True), final=True)
     report = write_final_report(environment)
     if environment.process_exit_code is None:
         environment.process_exit_code = report["exit_code"]
@@ -261,5 +299,6 @@ def register() -> None:
     events.init_command_line_parser.add_listener(_add_arguments)
     events.init.add_listener(_on_init)
     events.test_start.add_listener(_on_test_start)
+    events.test_stopping.add_listener(_on_test_stopping)
     events.test_stop.add_listener(_on_test_stop)
     events.quitting.add_listener(_on_quitting)

@@ -34,9 +34,10 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     model, server = _install()
     port = free_port()
     log = (tmp_path_factory.mktemp("llama") / "server.log").open("wb")
-    # Run the binary itself: the console-script wrapper does not forward SIGTERM.
+    # Run the binary itself: the console-script wrapper does not forward SIGTERM. One thread: the other core is the
+    # load generator's, or its own timestamps would queue behind the engine (and the run be flagged untrustworthy).
     proc = subprocess.Popen(
-        [str(server), "-m", str(model), "-c", "8192", "-np", "4", "--metrics", "-t", "2", "--no-webui"]
+        [str(server), "-m", str(model), "-c", "8192", "-np", "4", "--metrics", "-t", "1", "--no-webui"]
         + ["--host", "127.0.0.1", "--port", str(port)],
         stdout=log,
         stderr=subprocess.STDOUT,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -13,14 +14,19 @@ import yaml
 from loadgen.sim.truth import TruthRequest
 
 
-def write_scenario(path: Path, variants: dict[str, str], **over: Any) -> Path:
-    """A short, dense scenario: short prompts and outputs so a few seconds hold many requests."""
+def write_scenario(path: Path, variants: Mapping[str, str | dict[str, Any]], **over: Any) -> Path:
+    """A short, dense scenario: short prompts and outputs so a few seconds hold many requests.
+
+    ``variants`` maps a name to its base URL, or to a dict of variant fields (``base_url`` and e.g. ``dialect``)
+    that are merged over the defaults.
+    """
     doc: dict[str, Any] = {
         "name": "itest",
         "seed": 7,
         "variants": [
-            {"name": n, "base_url": url, "model": "loadgen-sim", "continuous_usage_stats": True}
-            for n, url in variants.items()
+            {"name": n, "model": "loadgen-sim", "continuous_usage_stats": True}
+            | ({"base_url": v} if isinstance(v, str) else v)
+            for n, v in variants.items()
         ],
         "traffic": {
             "mixes": [{"name": "short", "weight": 1}],
@@ -43,12 +49,16 @@ def write_scenario(path: Path, variants: dict[str, str], **over: Any) -> Path:
     return path
 
 
-def run_loadgen(scenario: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def run_loadgen(
+    scenario: Path, *args: str, timeout: float = 120, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``loadgen run SCENARIO --quiet ARGS``; ``env`` replaces the environment (None: inherit)."""
     return subprocess.run(
         [sys.executable, "-m", "loadgen.cli", "run", str(scenario), "--quiet", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
+        env=None if env is None else dict(env),
     )
 
 

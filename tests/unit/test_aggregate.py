@@ -60,3 +60,27 @@ def test_merged_variant_sums_mixes() -> None:
     agg.add(_rec("b", "rag", 0.0, [0.3], [1]), 1.0)
     assert agg.merged_variant("a").requests == 2
     assert agg.variants() == ["a", "b"]
+
+
+def test_counter_only_deltas_keep_histograms_for_a_later_delta() -> None:
+    import random
+
+    rng = random.Random(5)
+    whole, master, worker = Aggregate(), Aggregate(), Aggregate()
+    for i in range(60):
+        r = RequestRecord(f"r{i}", "v", ("chat", "rag")[i % 2], sent=float(i))
+        r.chunk_times = [i + 0.02 + 0.01 * j + rng.uniform(0, 1e-3) for j in range(5)]
+        r.chunk_tokens = [1, 1, 2, 1, 3]
+        r.done = r.chunk_times[-1]
+        whole.add(r, 1000.0 + i)
+        worker.add(r, 1000.0 + i)
+        if i % 7 == 6:
+            master.merge_wire(worker.take_delta(histograms=i % 21 == 20))
+    master.merge_wire(worker.take_delta())
+    for key, g in whole.groups.items():
+        m = master.groups[key]
+        assert (m.requests, m.ok, m.output_tokens) == (g.requests, g.ok, g.output_tokens)
+        for name, h in g.hists.items():
+            assert m.hists[name].count == h.count
+            assert m.hists[name].percentile(50) == h.percentile(50)
+    assert master.timeline == whole.timeline

@@ -53,3 +53,54 @@ def test_weighted_record_and_clamping() -> None:
     s = h.summary_ms()
     assert s["count"] == 6 and abs(s["p50"] - 10.0) < 0.02
     assert LatencyHistogram().summary_ms() == {"count": 0}
+
+
+def test_fast_chunk_gap_recording_equals_record() -> None:
+    from loadgen.histogram import record_chunk_gaps
+
+    rng = random.Random(3)
+    itl, icl = LatencyHistogram(), LatencyHistogram()
+    ref_itl, ref_icl = LatencyHistogram(), LatencyHistogram()
+    for _ in range(200):
+        times, tokens = [rng.uniform(0, 1)], [rng.randint(1, 4)]
+        for _ in range(rng.randint(0, 40)):
+            times.append(times[-1] + rng.choice([rng.uniform(0, 0.002), rng.lognormvariate(-4, 1.5), -1e-6]))
+            tokens.append(rng.randint(1, 5))
+        record_chunk_gaps(itl, icl, times, tokens)
+        for i in range(1, len(times)):
+            gap = times[i] - times[i - 1]
+            ref_icl.record(gap)
+            ref_itl.record(gap / tokens[i], tokens[i])
+    for h, ref in ((itl, ref_itl), (icl, ref_icl)):
+        assert h.count == ref.count
+        assert list(h._h.counts) == list(ref._h.counts)
+        assert (h.min(), h.max()) == (ref.min(), ref.max())
+
+
+def test_fast_merge_equals_hdrh_decode_and_add() -> None:
+    rng = random.Random(4)
+    fast, ref = LatencyHistogram(), LatencyHistogram()
+    for _ in range(30):
+        part = LatencyHistogram()
+        for _ in range(rng.randint(0, 300)):
+            part.record(rng.lognormvariate(-3, 2))
+        blob = part.encode()
+        fast.merge_encoded(blob)
+        ref._h.decode_and_add(blob)
+    assert fast.count == ref.count
+    assert list(fast._h.counts) == list(ref._h.counts)
+    assert (fast.min(), fast.max()) == (ref.min(), ref.max())
+    for p in (50, 99, 99.9):
+        assert fast.percentile(p) == ref.percentile(p)
+
+
+def test_merge_of_a_blob_with_another_layout_falls_back_to_hdrh() -> None:
+    from hdrh.histogram import HdrHistogram
+
+    other = HdrHistogram(1, 60_000_000, 2)
+    for v in (150, 2500, 40_000):
+        other.record_value(v)
+    h = LatencyHistogram()
+    h.merge_encoded(other.encode())
+    assert h.count == 3
+    assert abs(h.percentile(100) - 0.040) <= 0.040 * 0.01

@@ -1,0 +1,151 @@
+"""One reader for every streaming socket of a worker process.
+
+Why: with a greenlet per stream reading its own socket, every chunk costs a hub switch into that greenlet, a
+successful `recv()`, a failed one (EAGAIN, raised and caught) and a per-wait timer for the read timeout — about as much
+CPU as parsing the chunk itself. Here one epoll set holds all the sockets being read; the hub calls back when any is
+ready, and for each ready socket the callback does one non-blocking `recv()`, stamps it with the monotonic clock and
+feeds it to that request's parser, in turn, without switching. The user greenlet that sent the request sleeps until
+its response is complete (or failed); the callback switches to it right then, as gevent does for a socket it waits
+on, so it records and sends its next request before anything queued later (a stop's kill) can cut it short. Read
+timeouts ("no bytes for N s") are checked by a sweep a few times a second instead of a timer per `recv()`.
+
+Timestamps stay exact: each is taken right after the `recv()` that returned the bytes, as before; sockets ready
+together are read one after another, as the greenlets were run one after another.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import gevent
+from gevent import monkey
+from gevent.hub import Hub, Waiter, get_hub
+
+__all__ = ["Reactor", "Reading", "reactor"]
+
+_epoll: Any = monkey.get_original("select", "epoll")
+_EPOLLIN = 0x001
+_SWEEP_S = 0.1
+_MAX_EVENTS = 4096
+
+
+class Reading:
+    """One response being read. `on_data(t, data)` returns True once the response is complete (or must stop);
+    it may raise, which ends the reading with that exception. `on_eof()` is called when the peer closed the socket
+    (it must raise or return True); `on_error(exc)` maps a socket error to the exception to raise."""
+
+    __slots__ = ("fd", "raw", "on_data", "on_eof", "on_error", "on_idle", "read_timeout", "last_rx", "waiter", "_done")
+
+    def __init__(
+        self,
+        raw: Any,
+        on_data: Callable[[float, bytes], bool],
+        on_eof: Callable[[], bool],
+        on_error: Callable[[OSError], BaseException],
+        on_idle: Callable[[], BaseException],
+        read_timeout: float,
+    ) -> None:
+        self.raw = raw
+        self.fd = raw.fileno()
+        self.on_data = on_data
+        self.on_eof = on_eof
+        self.on_error = on_error
+        self.on_idle = on_idle
+        self.read_timeout = read_timeout
+        self.last_rx = time.monotonic()
+        self.waiter: Waiter = Waiter()
+        self._done = False
+
+
+class Reactor:
+    """Per gevent hub (so per thread): an epoll set, the greenlet that reads it, and the read-timeout sweep."""
+
+    def __init__(self, hub: Hub) -> None:
+        self._hub = hub
+        self._ep = _epoll()
+        self._readings: dict[int, Reading] = {}
+        self._watcher = hub.loop.io(self._ep.fileno(), 1)
+        self._watcher.ref = False  # an idle reactor must not keep the loop (gevent.wait(), joinall) from ending
+        self._watcher.start(self._on_ready)
+        self._sweeper = gevent.spawn(self._sweep)
+
+    def read(self, reading: Reading) -> None:
+        """Read until `reading` completes; returns normally or raises what ended it. Interruptible (a deadline)."""
+        fd = reading.fd
+        self._readings[fd] = reading
+        self._ep.register(fd, _EPOLLIN)
+        try:
+            outcome = reading.waiter.get()
+        finally:
+            self._forget(reading)
+        if outcome is not None:
+            raise outcome
+
+    def _forget(self, reading: Reading) -> None:
+        if self._readings.get(reading.fd) is reading:
+            del self._readings[reading.fd]
+            with contextlib.suppress(OSError, ValueError):
+                self._ep.unregister(reading.fd)
+
+    def _finish(self, reading: Reading, outcome: BaseException | None) -> bool:
+        if reading._done:
+            return False
+        reading._done = True
+        self._forget(reading)
+        return True
+
+    def _on_ready(self) -> None:
+        """In the hub: read every ready socket once. A finished response wakes its greenlet at once (from the hub,
+        as a Waiter must be); the hub comes back here when that greenlet next waits, and goes on with the rest."""
+        readings, mono, finish = self._readings, time.monotonic, self._finish
+        ended: list[tuple[Reading, BaseException | None]] = []
+        for fd, _ in self._ep.poll(0, _MAX_EVENTS):
+            r = readings.get(fd)
+            if r is None:
+                continue
+            try:
+                data = r.raw.recv(65536)
+            except (BlockingIOError, InterruptedError):
+                continue
+            except OSError as e:
+                if finish(r, None):
+                    ended.append((r, r.on_error(e)))
+                continue
+            t = mono()
+            r.last_rx = t
+            try:
+                done = r.on_data(t, data) if data else r.on_eof()
+            except Exception as e:  # noqa: BLE001 - handed to the request's own greenlet
+                if finish(r, None):
+                    ended.append((r, e))
+                continue
+            if done and finish(r, None):
+                ended.append((r, None))
+        # Every ready socket is read (and stamped) before any finished request's greenlet runs its bookkeeping and
+        # sends its next request.
+        for r, outcome in ended:
+            r.waiter.switch(outcome)
+
+    def _sweep(self) -> None:
+        while True:
+            gevent.sleep(_SWEEP_S, ref=False)
+            now = time.monotonic()
+            for r in [r for r in self._readings.values() if now - r.last_rx > r.read_timeout]:
+                if self._finish(r, None):
+                    self._hub.loop.run_callback(r.waiter.switch, r.on_idle())
+
+
+_reactors: weakref.WeakKeyDictionary[Hub, Reactor] = weakref.WeakKeyDictionary()
+
+
+def reactor() -> Reactor:
+    """The reactor of the current thread's hub, started on first use."""
+    hub = get_hub()
+    r = _reactors.get(hub)
+    if r is None:
+        r = _reactors[hub] = Reactor(hub)
+    return r
