@@ -1,0 +1,127 @@
+"""Micro-benchmarks of loadgen's per-chunk and per-request work, without a network (CPU only, µs per item).
+
+- `http+sse+json`: one SSE chunk through the HTTP parser (llhttp, chunked framing), the SSE splitter, the dialect's
+  JSON parse and the accumulator (what happens after every `recv()` on a quiet connection);
+- `same, 8 chunks per recv`: the same when reads are coalesced (a busy client finds several chunks per read);
+- `aggregate.add`: recording one finished request (TTFT, E2E, TPOT, per-token ITL, ICL) into the histograms;
+- `request setup`: drawing the next request, building its body and record (what precedes every send).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from bench.server import _WORDS
+from loadgen.aggregate import Aggregate
+from loadgen.config import validate_scenario
+from loadgen.dialects import get_dialect
+from loadgen.glue.connection import _Parser
+from loadgen.prompts import sampler_for
+from loadgen.records import RequestRecord
+from loadgen.stream import StreamAccumulator
+
+_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+
+def _event(i: int) -> bytes:
+    ev = (
+        b'data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":0,"model":"bench","choices":'
+        b'[{"index":0,"delta":{"content":" %s"},"logprobs":null,"finish_reason":null}],'
+        b'"usage":{"prompt_tokens":32,"completion_tokens":%d,"total_tokens":%d}}\n\n'
+        % (_WORDS[i % len(_WORDS)].encode(), i, 32 + i)
+    )
+    return b"%x\r\n%s\r\n" % (len(ev), ev)
+
+
+def _timeit(fn: Callable[[], int], min_s: float = 0.3) -> float:
+    """µs per item: fn() does some work and returns how many items it did."""
+    fn()  # warm
+    items = 0
+    t0 = time.perf_counter()
+    while True:
+        items += fn()
+        el = time.perf_counter() - t0
+        if el >= min_s:
+            return el / items * 1e6
+
+
+def bench_parse(chunks: int = 64, per_recv: int = 1) -> float:
+    dialect = get_dialect("openai-chat")
+    events = [_event(i + 1) for i in range(chunks)]
+    reads = [_HEAD + events[0]] + [b"".join(events[i : i + per_recv]) for i in range(1, chunks, per_recv)]
+    reads[-1] += b"0\r\n\r\n"
+
+    def one() -> int:
+        rec = RequestRecord("r", "v", "m")
+        acc = StreamAccumulator(rec, dialect)
+        p = _Parser(acc)
+        for data in reads:
+            p.now = time.monotonic()
+            p.feed(data)
+        return chunks
+
+    return _timeit(one)
+
+
+def bench_aggregate(chunks: int = 64, k: int = 1) -> tuple[float, float]:
+    agg = Aggregate()
+    recs = []
+    for j in range(200):
+        r = RequestRecord(f"r{j}", "v", "m", sent=100.0 + j)
+        t = 100.02 + j
+        for i in range(chunks):
+            r.chunk_times.append(t + i * 0.01 * k + (i % 7) * 1e-5)
+            r.chunk_tokens.append(k)
+        r.done = r.chunk_times[-1]
+        r.output_tokens = chunks * k
+        recs.append(r)
+
+    def one() -> int:
+        for r in recs:
+            agg.add(r, 1000.0)
+        return len(recs)
+
+    per_req = _timeit(one)
+    return per_req, per_req / chunks
+
+
+def bench_request_setup() -> float:
+    scen = validate_scenario(
+        {
+            "name": "b",
+            "variants": [{"name": "v", "base_url": "http://127.0.0.1:1", "model": "m"}],
+            "traffic": {"mixes": [{"name": "chat"}]},
+        },
+        source="bench",
+    )
+    sampler = sampler_for(scen, 0)
+    dialect = get_dialect("openai-chat")
+
+    def one() -> int:
+        for _ in range(100):
+            spec = sampler.next()
+            rec = RequestRecord(f"x-{spec.index}", "v", spec.mix, spec.bucket, max_tokens=spec.max_tokens)
+            StreamAccumulator(rec, dialect)
+            dialect.build_body(spec, "m", True)
+        return 100
+
+    return _timeit(one)
+
+
+def run() -> list[tuple[str, str]]:
+    rows = [
+        ("http+sse+json+record, 1 chunk per recv (µs/chunk)", f"{bench_parse(per_recv=1):.2f}"),
+        ("same, 8 chunks per recv (µs/chunk)", f"{bench_parse(per_recv=8):.2f}"),
+    ]
+    req, chunk = bench_aggregate(k=1)
+    rows.append(("aggregate.add, 64 chunks × 1 token (µs/request; µs/chunk)", f"{req:.1f}; {chunk:.2f}"))
+    req, chunk = bench_aggregate(k=4)
+    rows.append(("aggregate.add, 64 chunks × 4 tokens (µs/request; µs/chunk)", f"{req:.1f}; {chunk:.2f}"))
+    rows.append(("request setup: next spec + record + body (µs/request)", f"{bench_request_setup():.1f}"))
+    return rows
+
+
+if __name__ == "__main__":
+    for name, value in run():
+        print(f"{name:64s} {value}")
