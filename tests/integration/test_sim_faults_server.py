@@ -32,6 +32,8 @@ from loadgen.sim.faults import (
 from loadgen.sim.launch import SimServerThread, start_sim_process
 from loadgen.sim.truth import TruthRequest, load_truth
 
+from .wire import dechunk
+
 CHAT = "/v1/chat/completions"
 STALL_S = 0.3
 SLOW_S = 0.3
@@ -112,22 +114,6 @@ class Wire:
             seen = complete
             out.extend((t, e) for e in new.split(b"\n\n") if e)
         return out
-
-
-def dechunk(raw: bytes) -> tuple[bytes, bool]:
-    """The body carried by the complete chunks of ``raw``, and whether the zero-length terminator arrived."""
-    body, pos = b"", 0
-    while True:
-        eol = raw.find(b"\r\n", pos)
-        if eol < 0:
-            return body, False
-        size = int(raw[pos:eol], 16)
-        if size == 0:
-            return body, raw[eol + 2 : eol + 4] == b"\r\n"
-        if len(raw) < eol + 2 + size + 2:
-            return body, False
-        body += raw[eol + 2 : eol + 2 + size]
-        pos = eol + 2 + size + 2
 
 
 def post_raw(port: int, body: dict[str, Any], rid: str, timeout: float = 5.0) -> Wire:

@@ -21,6 +21,7 @@ from loadgen.sim.truth import TruthRequest, load_truth
 from loadgen.stream import StreamAccumulator
 
 from .harness import compare_with_truth, quantile, read_records, run_loadgen, write_scenario
+from .wire import dechunk
 
 STALL_S = 0.25
 FAULTS: dict[str, dict[str, float]] = {
@@ -81,22 +82,6 @@ class Wire:
     @property
     def terminated(self) -> bool:
         return dechunk(b"".join(d for _, d in self.recvs))[1]
-
-
-def dechunk(raw: bytes) -> tuple[bytes, bool]:
-    """The body of the complete chunks of ``raw``, and whether the zero-length terminator arrived."""
-    body, pos = b"", 0
-    while True:
-        eol = raw.find(b"\r\n", pos)
-        if eol < 0:
-            return body, False
-        size = int(raw[pos:eol], 16)
-        if size == 0:
-            return body, raw[eol + 2 : eol + 4] == b"\r\n"
-        if len(raw) < eol + 2 + size + 2:
-            return body, False
-        body += raw[eol + 2 : eol + 2 + size]
-        pos = eol + 2 + size + 2
 
 
 def post(port: int, path: str, body: dict[str, Any] | bytes, rid: str) -> Wire:
