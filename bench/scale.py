@@ -84,6 +84,7 @@ def merge_cost(counts: tuple[int, ...] = (10, 100, 1000), distinct: int = 40, mi
         # The first interval also allocates each worker's health record; the steady state is every later one.
         for i, m in enumerate(batch):
             col.merge_report(f"worker-{i}", msgpack.loads(m, raw=False, strict_map_key=False)[1]["loadgen"])
+        gc.collect()  # what earlier sizes left behind is not this interval's cost
         t0 = time.perf_counter()
         decoded = [msgpack.loads(m, raw=False, strict_map_key=False) for m in batch]
         t1 = time.perf_counter()

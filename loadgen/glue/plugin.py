@@ -77,14 +77,13 @@ def _on_init(environment: Environment, **_: Any) -> None:
             opts.num_users = scenario.load.users
         if getattr(opts, "spawn_rate", None) is None:
             opts.spawn_rate = scenario.load.spawn_rate
-    if not isinstance(runner, MasterRunner):
 
-        def _spawned(**_: Any) -> None:
-            # Everything alive now (modules, users, lanes, connections) lives for the whole run: keep it out of the
-            # cyclic GC's scans, whose full collections otherwise pause the loop for tens of ms with many users.
-            gc.freeze()
+    def _spawned(**_: Any) -> None:
+        # Everything alive now (modules, users, lanes, connections; a master's per-worker state) lives for the whole
+        # run: keep it out of the cyclic GC's scans, whose full collections otherwise pause the loop for tens of ms.
+        gc.freeze()
 
-        environment.events.spawning_complete.add_listener(_spawned)
+    environment.events.spawning_complete.add_listener(_spawned)
     # report_to_master / worker_report carry no environment: these listeners close over it.
     if isinstance(runner, WorkerRunner):
         runner.register_message("loadgen_flush", _on_flush_request)

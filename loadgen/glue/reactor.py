@@ -62,7 +62,7 @@ class Reading:
 
 
 class Reactor:
-    """Per gevent hub (so per thread): an epoll set, the greenlet that reads it, and the read-timeout sweep."""
+    """Per gevent hub (so per thread): an epoll set, the hub callback that reads it, and the read-timeout sweep."""
 
     def __init__(self, hub: Hub) -> None:
         self._hub = hub
@@ -91,7 +91,8 @@ class Reactor:
             with contextlib.suppress(OSError, ValueError):
                 self._ep.unregister(reading.fd)
 
-    def _finish(self, reading: Reading, outcome: BaseException | None) -> bool:
+    def _finish(self, reading: Reading) -> bool:
+        """Mark `reading` ended (once): True the first time, when its greenlet is to be woken."""
         if reading._done:
             return False
         reading._done = True
@@ -112,7 +113,7 @@ class Reactor:
             except (BlockingIOError, InterruptedError):
                 continue
             except OSError as e:
-                if finish(r, None):
+                if finish(r):
                     ended.append((r, r.on_error(e)))
                 continue
             t = mono()
@@ -120,10 +121,10 @@ class Reactor:
             try:
                 done = r.on_data(t, data) if data else r.on_eof()
             except Exception as e:  # noqa: BLE001 - handed to the request's own greenlet
-                if finish(r, None):
+                if finish(r):
                     ended.append((r, e))
                 continue
-            if done and finish(r, None):
+            if done and finish(r):
                 ended.append((r, None))
         # Every ready socket is read (and stamped) before any finished request's greenlet runs its bookkeeping and
         # sends its next request.
@@ -135,7 +136,7 @@ class Reactor:
             gevent.sleep(_SWEEP_S, ref=False)
             now = time.monotonic()
             for r in [r for r in self._readings.values() if now - r.last_rx > r.read_timeout]:
-                if self._finish(r, None):
+                if self._finish(r):
                     self._hub.loop.run_callback(r.waiter.switch, r.on_idle())
 
 
