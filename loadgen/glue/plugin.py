@@ -194,12 +194,18 @@ def finish_run(environment: Environment) -> dict[str, Any]:
             gevent.sleep(0.05)
         col.seen |= alive
     else:
-        rt.on_test_stop()
-        col.merge_report("local", rt.take_report(final=True), final=True)
+        _collect_local_final(rt)
     report = write_final_report(environment)
     environment.process_exit_code = report["exit_code"]
     runner.quit()
     return report
+
+
+def _collect_local_final(rt: Runtime) -> None:
+    """A process that is its own master: stop its monitors and move its last delta into its collector."""
+    assert rt.collector is not None
+    rt.on_test_stop()
+    rt.collector.merge_report("local", rt.take_report(final=True), final=True)
 
 
 def current_report(environment: Environment) -> dict[str, Any]:
@@ -265,8 +271,7 @@ def _on_quitting(environment: Environment, **_: Any) -> None:
     if rt.collector.started_wall is None:
         return
     if not isinstance(environment.runner, MasterRunner):
-        rt.on_test_stop()
-        rt.collector.merge_report("local", rt.take_report(final=True), final=True)
+        _collect_local_final(rt)
     report = write_final_report(environment)
     if environment.process_exit_code is None:
         environment.process_exit_code = report["exit_code"]
