@@ -58,7 +58,7 @@ def bench_parse(chunks: int = 64, per_recv: int = 1) -> float:
         p = _Parser(acc)
         for data in reads:
             p.now = time.monotonic()
-            p.feed(data)
+            p.take(data)
         return chunks
 
     return _timeit(one)

@@ -1,7 +1,12 @@
-"""Load-generator self-health: event-loop lag and CPU per worker, and the verdict on whether a run can be trusted.
+"""Load-generator self-health: event-loop lag, CPU and read delay per worker, and the verdict on whether a run can
+be trusted.
 
 A saturated load generator reports its own queueing as the server's latency. Each worker measures how late its
-event loop wakes from a short sleep (lag) and its process CPU; the master decides from every worker's numbers.
+event loop wakes from a short sleep (lag: requests go out late), its process CPU, and how long after the kernel
+received a chunk it was read (read delay: chunk times come from the kernel's receive stamps, so a late read only
+costs accuracy when a later chunk of the same stream arrived meanwhile and shares the read's one stamp). The master
+decides from every worker's lag and CPU; read delay is reported, not judged: a read late by a few ms (the OS ran
+another process first) is harmless unless a stream's chunks are closer together than that.
 """
 
 from __future__ import annotations
@@ -26,6 +31,14 @@ class HealthThresholds:
 class HealthStats:
     loop_lag: LatencyHistogram = field(default_factory=LatencyHistogram)
     cpu_samples: list[float] = field(default_factory=list)
+    reads: int = 0
+    late_reads: int = 0
+    max_read_delay: float = 0.0
+
+    def add_reads(self, reads: int, late: int, max_delay: float) -> None:
+        self.reads += reads
+        self.late_reads += late
+        self.max_read_delay = max(self.max_read_delay, max_delay)
 
     def add_lag(self, seconds: float) -> None:
         self.loop_lag.record(max(seconds, 0.0))
@@ -36,12 +49,18 @@ class HealthStats:
             self.cpu_samples = self.cpu_samples[::2]
 
     def to_wire(self) -> dict[str, Any]:
-        return {"loop_lag": self.loop_lag.encode(), "cpu": list(self.cpu_samples)}
+        return {
+            "loop_lag": self.loop_lag.encode(),
+            "cpu": list(self.cpu_samples),
+            "reads": [self.reads, self.late_reads, self.max_read_delay],
+        }
 
     def merge_wire(self, w: dict[str, Any]) -> None:
         self.loop_lag.merge_encoded(w["loop_lag"])
         for c in w.get("cpu", []):
             self.add_cpu(float(c))
+        reads, late, worst = w.get("reads", (0, 0, 0.0))
+        self.add_reads(int(reads), int(late), float(worst))
 
     def summary(self) -> dict[str, Any]:
         cpu = sorted(self.cpu_samples)
@@ -51,6 +70,13 @@ class HealthStats:
                 "mean": round(sum(cpu) / len(cpu), 1),
                 "p90": round(cpu[min(len(cpu) - 1, int(0.9 * len(cpu)))], 1),
                 "max": round(cpu[-1], 1),
+            }
+        if self.reads:
+            out["read_delay"] = {
+                "reads": self.reads,
+                "late_over_1ms": self.late_reads,
+                "late_share": round(self.late_reads / self.reads, 5),
+                "max_ms": round(self.max_read_delay * 1e3, 3),
             }
         return out
 
@@ -63,7 +89,7 @@ def verdict(workers: dict[str, dict[str, Any]], th: HealthThresholds) -> list[st
         if lag.get("count") and lag.get("p99", 0.0) > th.loop_lag_p99_ms:
             reasons.append(
                 f"worker {wid}: event-loop lag p99 {lag['p99']:.1f} ms > {th.loop_lag_p99_ms:g} ms "
-                "(the load generator delayed its own timestamps)"
+                "(the load generator was busy: requests went out late)"
             )
         cpu = s.get("cpu_percent")
         if cpu and cpu["p90"] > th.cpu_percent_p90:

@@ -40,6 +40,11 @@ class SSEParser:
         self.bytes_received = 0
         self.comments = 0
 
+    @property
+    def idle(self) -> bool:
+        """No part of an event is held: the next byte starts a new one."""
+        return not self._buf and not self._pending_cr
+
     def feed(self, data: bytes) -> list[SSEEvent]:
         self.bytes_received += len(data)
         if not self._buf and not self._pending_cr and data[-2:] == b"\n\n" and b"\r" not in data:

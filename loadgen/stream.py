@@ -41,12 +41,16 @@ class _SSEParser(SSEParser):
 
 
 class StreamAccumulator:
-    __slots__ = ("record", "_dialect", "_parser", "_counted", "_exact", "saw_done", "finished")
+    __slots__ = ("record", "_dialect", "_parser", "_sse", "sse_idle", "_counted", "_exact", "saw_done", "finished")
 
     def __init__(self, record: RequestRecord, dialect: Dialect) -> None:
         self.record = record
         self._dialect = dialect
         self._parser: SSEParser | NDJSONParser = NDJSONParser() if dialect.framing == "ndjson" else _SSEParser()
+        self._sse = isinstance(self._parser, SSEParser)
+        # An SSE stream between events: a whole event's payload may be handed to `on_event` directly (an attribute,
+        # not a property: it is read for every read of every stream).
+        self.sse_idle = self._sse
         self._counted = 0  # tokens counted so far
         # Whether per-chunk token counts come from the server: decided by the first chunk that carried tokens.
         self._exact: bool | None = None
@@ -63,10 +67,18 @@ class StreamAccumulator:
         return self.record.error is not None
 
     def feed(self, t: float, data: bytes) -> None:
-        for ev in self._parser.feed(data):
+        parser = self._parser
+        events = parser.feed(data)
+        if self._sse:
+            self.sse_idle = parser.idle  # type: ignore[union-attr]
+        for ev in events:
             if self.finished:
                 return
             self._on_payload(t, ev.data, ev.event)
+
+    def on_event(self, t: float, payload: bytes) -> None:
+        """One whole default-type SSE event's data, taken off the wire without the SSE parser (see chunked.py)."""
+        self._on_chunk(t, self._dialect.parse(payload), payload, None)
 
     def _on_payload(self, t: float, payload: bytes, event: str | None) -> None:
         self._on_chunk(t, self._dialect.parse(payload), payload, event)

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
 from ._base import (
     Chunk,
     DialectBase,
@@ -24,7 +26,6 @@ from ._base import (
     chat_messages,
     error_message,
     joined_prompt,
-    load_object,
     merge_extra,
 )
 
@@ -41,28 +42,37 @@ class _OpenAIBase(DialectBase):
         return opts
 
     def parse(self, payload: bytes) -> Chunk:
+        # Runs for every chunk of every stream: type checks by identity, dict lookups only for keys that are there.
         if payload == b"[DONE]":
             return _DONE
-        obj = load_object(payload)
-        if isinstance(obj, Chunk):
-            return obj
-        msg = error_message(obj)
-        if msg is not None:
-            return Chunk(error=msg)
+        try:
+            obj = orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            return Chunk(error=f"malformed JSON in stream chunk: {payload[:120]!r}")
+        if type(obj) is not dict:
+            return Chunk(error=f"malformed stream chunk (not a JSON object): {payload[:120]!r}")
+        if "error" in obj or obj.get("object") == "error":
+            msg = error_message(obj)
+            if msg is not None:
+                return Chunk(error=msg)
         usage = obj.get("usage")
-        if not isinstance(usage, dict):
+        if type(usage) is not dict:
             usage = None
         timings = obj.get("timings")  # llama.cpp
-        if not isinstance(timings, dict):
+        if timings is not None and type(timings) is not dict:
             timings = None
         choices = obj.get("choices")
         if not choices:
             # The final usage-only chunk: totals for the request, not tokens carried by this chunk.
             return Chunk(False, False, None, usage, None, None, timings)
-        choice = choices[0] if isinstance(choices, list) else None
-        if not isinstance(choice, dict):
+        choice = choices[0] if type(choices) is list else None
+        if type(choice) is not dict:
             return Chunk(error=f"malformed choice in stream chunk: {payload[:120]!r}")
-        cum = as_count(usage.get("completion_tokens")) if usage is not None else None
+        cum = None
+        if usage is not None:
+            cum = usage.get("completion_tokens")
+            if type(cum) is not int or cum < 0:
+                cum = as_count(cum)
         if cum is None and timings is not None:
             cum = as_count(timings.get("predicted_n"))
         finish = choice.get("finish_reason")
@@ -72,7 +82,7 @@ class _OpenAIBase(DialectBase):
             cum,
             usage,
             None,
-            finish if isinstance(finish, str) else None,
+            finish if type(finish) is str else None,
             timings,
         )
 
@@ -98,7 +108,7 @@ class OpenAIChat(_OpenAIBase):
 
     def _choice_has_output(self, choice: dict[str, Any]) -> bool:
         delta = choice.get("delta")
-        if not isinstance(delta, dict):
+        if type(delta) is not dict:
             return False
         # Reasoning models stream thoughts before content; both are generated tokens and count for TTFT.
         return bool(

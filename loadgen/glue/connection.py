@@ -22,8 +22,9 @@ from gevent import ssl as gssl
 from geventhttpclient._parser import HTTPResponseParser
 from geventhttpclient.response import HTTPParseError, HTTPResponse
 
+from ..chunked import ChunkedDecoder, ChunkedError
 from ..records import ErrorClass
-from .reactor import Reading, reactor
+from .reactor import Reading, enable_rx_timestamps, reactor
 
 __all__ = ["BodyConsumer", "Endpoint", "StreamConnection", "TransportError"]
 
@@ -66,12 +67,18 @@ class BodyConsumer(Protocol):
 
     def feed(self, t: float, data: bytes) -> None: ...
 
+    def on_event(self, t: float, payload: bytes) -> None: ...
+
+    sse_idle: bool
+
     @property
     def fatal(self) -> bool: ...
 
 
 class _Parser(HTTPResponse):
-    """llhttp response parser that routes body bytes as they are de-chunked, with their arrival time."""
+    """A response read as it arrives: llhttp parses the head; a chunked 200 body (every streaming server's) is
+    de-chunked by `ChunkedDecoder` and handed to the consumer with its arrival time; any other body goes through
+    llhttp (error bodies are kept, up to 64 KiB)."""
 
     def __init__(self, consumer: BodyConsumer) -> None:
         super().__init__(method="POST")
@@ -79,10 +86,64 @@ class _Parser(HTTPResponse):
         self.now = 0.0
         self.status = 0
         self.error_body = bytearray()
+        self._chunked: ChunkedDecoder | None = None
+        self._head_tail = b""  # the last bytes of a head still incomplete, to find a CRLFCRLF split across reads
+        self.received_any = False
 
-    # The C parser's feed, without HTTPResponse.feed's Python wrapper (which only repairs HEAD responses): it runs
-    # for every read of every stream.
-    feed = HTTPResponseParser.feed  # type: ignore[assignment]
+    def take_at(self, t: float, data: bytes) -> bool:
+        """One read that arrived at `t`; True once the response is complete or the consumer wants no more."""
+        self.now = t
+        self.received_any = True
+        self.take(data)
+        return self.message_complete or self.consumer.fatal
+
+    def take(self, data: bytes) -> None:
+        """Parse one read (stamped `self.now`). Raises HTTPParseError or ChunkedError on a malformed response."""
+        dec = self._chunked
+        if dec is not None:
+            consumer = self.consumer
+            if consumer.sse_idle:
+                payloads, data = dec.lone_events(data)
+                for payload in payloads:
+                    if consumer.finished:
+                        break
+                    consumer.on_event(self.now, payload)
+                if not data:
+                    return
+            for piece in dec.feed(data):
+                if not consumer.finished:
+                    consumer.feed(self.now, piece)
+            if dec.complete:
+                self.message_complete = True
+                if dec.extra:
+                    self._trailing_data_dropped = True  # nothing may follow a response we did not ask for
+            return
+        if self.headers_complete and self.status >= 200:
+            HTTPResponseParser.feed(self, data)
+            return
+        # The head: llhttp gets exactly its bytes, so the body after it can be de-chunked here.
+        while data:
+            seen = self._head_tail + data
+            end = seen.find(b"\r\n\r\n")
+            if end < 0:
+                self._head_tail = seen[-3:]
+                HTTPResponseParser.feed(self, data)
+                return
+            cut = end + 4 - len(self._head_tail)
+            self._head_tail = b""
+            HTTPResponseParser.feed(self, data[:cut])
+            data = data[cut:]
+            if not self.headers_complete:
+                continue  # a CRLFCRLF inside something llhttp still reads as head (cannot happen in valid HTTP)
+            if self.status < 200:
+                continue  # an interim (1xx) response: the real head follows
+            if self.status == 200 and "chunked" in str(self.get("transfer-encoding", "")).lower():
+                self._chunked = ChunkedDecoder()
+                if data:
+                    self.take(data)
+            elif data:
+                HTTPResponseParser.feed(self, data)
+            return
 
     def _on_headers_complete(self) -> int | bool | None:
         result = super()._on_headers_complete()
@@ -192,6 +253,7 @@ class StreamConnection:
         except OSError as e:
             raise TransportError(ErrorClass.CONNECT, f"connect to {ep.host}:{ep.port}: {e}") from e
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        enable_rx_timestamps(sock)
         if ctx is not None:
             try:
                 sock = ctx.wrap_socket(sock, server_hostname=ep.host)
@@ -263,24 +325,16 @@ class StreamConnection:
 
     def _read_in_reactor(self, raw: socket.socket, parser: _Parser, consumer: BodyConsumer, may_be_stale: bool) -> None:
         """Plain TCP: this process's reactor reads the socket (see reactor.py); this greenlet waits for the end."""
-        received_any = False
-
-        def on_data(t: float, data: bytes) -> bool:
-            nonlocal received_any
-            received_any = True
-            parser.now = t
-            parser.feed(data)
-            return parser.message_complete or consumer.fatal
 
         def on_eof() -> bool:
-            if not received_any and may_be_stale:
+            if not parser.received_any and may_be_stale:
                 raise _StaleConnection()
             what = "response body" if parser.headers_complete else "response headers"
             raise TransportError(ErrorClass.STREAM_INTERRUPTED, f"connection closed during {what}")
 
         def on_error(e: OSError) -> BaseException:
             if isinstance(e, ConnectionResetError):
-                if not received_any and may_be_stale:
+                if not parser.received_any and may_be_stale:
                     return _StaleConnection()
                 return TransportError(ErrorClass.STREAM_INTERRUPTED, f"connection reset: {e}")
             return TransportError(ErrorClass.STREAM_INTERRUPTED, f"socket error: {e}")
@@ -289,8 +343,8 @@ class StreamConnection:
             return TransportError(ErrorClass.TIMEOUT, f"no bytes for {self._read_timeout:g}s")
 
         try:
-            reactor().read(Reading(raw, on_data, on_eof, on_error, on_idle, self._read_timeout))
-        except HTTPParseError as e:
+            reactor().read(Reading(raw, parser.take_at, on_eof, on_error, on_idle, self._read_timeout))
+        except (HTTPParseError, ChunkedError) as e:
             raise TransportError(ErrorClass.MALFORMED, f"HTTP parse error: {e}") from e
 
     def _read_here(self, sock: gsocket.socket, parser: _Parser, consumer: BodyConsumer, may_be_stale: bool) -> None:
@@ -306,12 +360,12 @@ class StreamConnection:
                     what = "response body" if parser.headers_complete else "response headers"
                     raise TransportError(ErrorClass.STREAM_INTERRUPTED, f"connection closed during {what}")
                 received_any = True
-                parser.feed(data)
+                parser.take(data)
                 if consumer.fatal:
                     break
         except TimeoutError as e:
             raise TransportError(ErrorClass.TIMEOUT, f"no bytes for {self._read_timeout:g}s") from e
-        except HTTPParseError as e:
+        except (HTTPParseError, ChunkedError) as e:
             raise TransportError(ErrorClass.MALFORMED, f"HTTP parse error: {e}") from e
         except ConnectionResetError as e:
             if not received_any and may_be_stale:

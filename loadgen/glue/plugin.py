@@ -219,6 +219,7 @@ def current_report(environment: Environment) -> dict[str, Any]:
         # A single process has no reports in flight: read its own aggregate without consuming it. (Once its final
         # report is in, the collector has everything; the emptied runtime would overwrite its health.)
         snapshot = Collector()
+        rt.collect_reads()
         snapshot.merge_report("local", {"agg": rt.aggregate.to_wire(), "health": rt.health.to_wire()})
         col_view = _combined(col, snapshot)
     else:

@@ -9,13 +9,26 @@ its response is complete (or failed); the callback switches to it right then, as
 on, so it records and sends its next request before anything queued later (a stop's kill) can cut it short. Read
 timeouts ("no bytes for N s") are checked by a sweep a few times a second instead of a timer per `recv()`.
 
-Timestamps stay exact: each is taken right after the `recv()` that returned the bytes, as before; sockets ready
-together are read one after another, as the greenlets were run one after another.
+Timestamps come from the kernel: each socket has SO_TIMESTAMPNS on, and `recvmsg()` returns, with the bytes, the
+time the kernel received the last of them (the software receive stamp, taken as the packet came in, before any of
+this process's scheduling). So a reader that is busy — a hundred sockets ready at once, a report being encoded, a
+GC pause — stamps every chunk with the time it arrived, not the time it was got round to. The stamp is on the
+realtime clock; it is moved onto the monotonic clock (what every other loadgen timestamp uses) with the offset read
+once per wake-up. Where the kernel gives no stamp (not Linux), the time the wake-up began stands in: an upper
+bound on every arrival it reports, and never later than reading each socket in turn.
+
+What a stamp cannot fix: TCP keeps one stamp per read (the last segment's), so when a reader is later than the gap
+between two chunks of one stream, both come in one read with the later one's time. The reactor counts reads that
+came more than 1 ms after their bytes arrived (`late_reads`, `max_read_delay`): the worker's health says how often
+that happened.
 """
 
 from __future__ import annotations
 
 import contextlib
+import socket
+import struct
+import sys
 import time
 import weakref
 from collections.abc import Callable
@@ -25,12 +38,30 @@ import gevent
 from gevent import monkey
 from gevent.hub import Hub, Waiter, get_hub
 
-__all__ = ["Reactor", "Reading", "reactor"]
+__all__ = ["Reactor", "Reading", "enable_rx_timestamps", "reactor"]
 
 _epoll: Any = monkey.get_original("select", "epoll")
 _EPOLLIN = 0x001
 _SWEEP_S = 0.1
 _MAX_EVENTS = 4096
+_RECV = 65536
+_SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35 if sys.platform.startswith("linux") else 0)
+_TIMESPEC = struct.Struct("@qq")
+_CMSG_SPACE = socket.CMSG_SPACE(_TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") else 0
+# A kernel stamp this far from the wake-up time is not believed (the realtime clock was stepped meanwhile).
+_STAMP_SLACK_S = 5.0
+LATE_READ_S = 0.001
+
+
+def enable_rx_timestamps(sock: socket.socket) -> bool:
+    """Ask the kernel to stamp what `sock` receives; False where it cannot (the wake-up time is used then)."""
+    if not _SO_TIMESTAMPNS:
+        return False
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+    except OSError:
+        return False
+    return True
 
 
 class Reading:
@@ -72,6 +103,17 @@ class Reactor:
         self._watcher.ref = False  # an idle reactor must not keep the loop (gevent.wait(), joinall) from ending
         self._watcher.start(self._on_ready)
         self._sweeper = gevent.spawn(self._sweep)
+        # Read-delay counters (kernel-stamped reads only), taken and reset by `take_read_stats`.
+        self.reads = 0
+        self.late_reads = 0
+        self.max_read_delay = 0.0
+
+    def take_read_stats(self) -> tuple[int, int, float]:
+        """(stamped reads, reads more than 1 ms after their bytes arrived, the longest delay in s) since last time."""
+        out = (self.reads, self.late_reads, self.max_read_delay)
+        self.reads = self.late_reads = 0
+        self.max_read_delay = 0.0
+        return out
 
     def read(self, reading: Reading) -> None:
         """Read until `reading` completes; returns normally or raises what ended it. Interruptible (a deadline)."""
@@ -102,22 +144,45 @@ class Reactor:
     def _on_ready(self) -> None:
         """In the hub: read every ready socket once. A finished response wakes its greenlet at once (from the hub,
         as a Waiter must be); the hub comes back here when that greenlet next waits, and goes on with the rest."""
-        readings, mono, finish = self._readings, time.monotonic, self._finish
+        events = self._ep.poll(0, _MAX_EVENTS)
+        if not events:
+            return
+        woke = time.monotonic()
+        # realtime − monotonic, in ns, to move kernel stamps onto the monotonic clock
+        offset = time.time_ns() - time.monotonic_ns()
+        lo, hi = woke - _STAMP_SLACK_S, woke + _STAMP_SLACK_S
+        readings, finish, unpack, ts_size = self._readings, self._finish, _TIMESPEC.unpack, _TIMESPEC.size
+        mono = time.monotonic
+        stamped = late = 0
+        worst = self.max_read_delay
         ended: list[tuple[Reading, BaseException | None]] = []
-        for fd, _ in self._ep.poll(0, _MAX_EVENTS):
+        for fd, _ in events:
             r = readings.get(fd)
             if r is None:
                 continue
             try:
-                data = r.raw.recv(65536)
+                data, anc, _, _ = r.raw.recvmsg(_RECV, _CMSG_SPACE)
             except (BlockingIOError, InterruptedError):
                 continue
             except OSError as e:
                 if finish(r):
                     ended.append((r, r.on_error(e)))
                 continue
-            t = mono()
-            r.last_rx = t
+            t = woke
+            if anc:
+                stamp = anc[0][2]
+                if len(stamp) == ts_size:
+                    sec, nsec = unpack(stamp)
+                    k = (sec * 1_000_000_000 + nsec - offset) * 1e-9
+                    if lo < k < hi:
+                        t = k
+                        stamped += 1
+                        delay = mono() - k
+                        if delay > LATE_READ_S:
+                            late += 1
+                            if delay > worst:
+                                worst = delay
+            r.last_rx = woke
             try:
                 done = r.on_data(t, data) if data else r.on_eof()
             except Exception as e:  # noqa: BLE001 - handed to the request's own greenlet
@@ -126,6 +191,9 @@ class Reactor:
                 continue
             if done and finish(r):
                 ended.append((r, None))
+        self.reads += stamped
+        self.late_reads += late
+        self.max_read_delay = worst
         # Every ready socket is read (and stamped) before any finished request's greenlet runs its bookkeeping and
         # sends its next request.
         for r, outcome in ended:

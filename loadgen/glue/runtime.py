@@ -24,6 +24,7 @@ from ..config import Scenario
 from ..health import HealthStats
 from ..records import RequestRecord
 from .lanes import LaneAssigner
+from .reactor import reactor
 
 __all__ = ["Collector", "Runtime", "runtime_of"]
 
@@ -142,6 +143,7 @@ class Runtime:
         evenly over the intervals), counters every time, and everything in the final one.
         """
         self.drain()
+        self.collect_reads()
         health, self.health = self.health, HealthStats()
         if self.raw is not None:
             self.raw.flush()
@@ -149,6 +151,10 @@ class Runtime:
         every = self.hist_every
         hists = final or every <= 1 or (self._reports + self.worker_index()) % every == 0
         return {"agg": self.aggregate.take_delta(histograms=hists), "health": health.to_wire()}
+
+    def collect_reads(self) -> None:
+        """Move the reactor's read-delay counters into this interval's health."""
+        self.health.add_reads(*reactor().take_read_stats())
 
     def _watch_loop_lag(self) -> None:
         # How late the loop wakes from a short sleep = how late every timestamp taken on this loop can be.

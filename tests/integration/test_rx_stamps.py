@@ -1,0 +1,119 @@
+"""Chunk times come from the kernel's receive stamps: a worker whose event loop is held up still records when each
+chunk arrived, not when it got round to reading it.
+
+A plain-thread server writes SSE chunks 10 ms apart and logs the monotonic time before each `send()`; the client
+(loadgen's connection and reactor, under gevent) reads them while another greenlet blocks the whole loop for 8 ms
+at a time. Tolerance: recorded − written within [−0.05, 1] ms per chunk, while the reads themselves are late by up to
+8 ms. (A reader late by more than the gap between two chunks finds both in one read, and TCP keeps one stamp per
+read: the later arrival. That is what the `coalesced reads` health counter is for.)
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+import threading
+import time
+
+import gevent
+import pytest
+
+from loadgen.dialects import get_dialect
+from loadgen.glue.connection import Endpoint, StreamConnection
+from loadgen.glue.reactor import reactor
+from loadgen.records import RequestRecord
+from loadgen.stream import StreamAccumulator
+
+CHUNKS = 40
+GAP_S = 0.010
+
+
+def _serve_once(listener: socket.socket, sent: list[float]) -> None:
+    conn, _ = listener.accept()
+    with conn:
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            buf += conn.recv(65536)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+        start = time.monotonic()
+        for i in range(1, CHUNKS + 1):
+            time.sleep(max(0.0, start + i * GAP_S - time.monotonic()))
+            ev = b'data: {"choices":[{"delta":{"content":"t"}}],"usage":{"completion_tokens":%d}}\n\n' % i
+            sent.append(time.monotonic())
+            conn.sendall(b"%x\r\n%s\r\n" % (len(ev), ev))
+        conn.sendall(b"e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n")
+
+
+class _LateReader(StreamAccumulator):
+    """Notes when each event was actually handed over (how late the blocked loop read it)."""
+
+    __slots__ = ("handled",)
+
+    def __init__(self, record: RequestRecord) -> None:
+        super().__init__(record, get_dialect("openai-chat"))
+        self.handled: list[float] = []
+
+    def on_event(self, t: float, payload: bytes) -> None:
+        self.handled.append(time.monotonic())
+        super().on_event(t, payload)
+
+
+def _stream_while_blocked(stall_s: float) -> tuple[RequestRecord, list[float], list[float], tuple[int, int, float]]:
+    """One streamed response read while a greenlet stalls the loop for `stall_s` at a time. Returns the record, the
+    server's write times, the times events were handed over, and the reactor's read-delay counters."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    sent: list[float] = []
+    server = threading.Thread(target=_serve_once, args=(listener, sent), daemon=True)
+    server.start()
+    port = listener.getsockname()[1]
+    stop = False
+
+    def blocker() -> None:
+        while not stop:
+            time.sleep(stall_s)  # not gevent's sleep: the whole loop stands still
+            gevent.sleep(0.0035)  # a period off the chunks' 10 ms, so stalls fall on every phase
+
+    reactor().take_read_stats()
+    hog = gevent.spawn(blocker)
+    conn = StreamConnection(Endpoint(f"http://127.0.0.1:{port}"), 5.0, 5.0)
+    rec = RequestRecord("r", "v", "m")
+    acc = _LateReader(rec)
+    head = conn.head_bytes("/v1/chat/completions", {"Content-Type": "application/json"})
+    try:
+        status = conn.post_stream(head, b"", b"{}", acc)[1]
+    finally:
+        stop = True
+        hog.join(timeout=1)
+        conn.close()
+        server.join(timeout=5)
+        listener.close()
+    assert status == 200 and acc.saw_done and rec.error is None
+    assert len(rec.chunk_times) == len(sent) == CHUNKS
+    return rec, sent, acc.handled, reactor().take_read_stats()
+
+
+linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="kernel receive stamps are read on Linux")
+
+
+@linux_only
+def test_chunk_times_are_arrival_times_while_the_loop_is_blocked() -> None:
+    rec, sent, handled, (reads, late, worst) = _stream_while_blocked(0.008)
+    errors_ms = [(t - s) * 1e3 for t, s in zip(rec.chunk_times, sent, strict=True)]
+    late_ms = [(h - s) * 1e3 for h, s in zip(handled, sent, strict=False)]
+    print(f"recorded − written: max {max(errors_ms):.3f} ms; read late by up to {max(late_ms):.1f} ms")
+    assert max(late_ms) > 5, "the blocker must really have delayed the reads"
+    assert all(-0.05 <= e <= 1.0 for e in errors_ms), errors_ms
+    # The reactor saw it too: late reads counted, the worst about one stall.
+    assert reads >= CHUNKS and late >= 3 and 0.005 < worst < 0.020
+
+
+@linux_only
+def test_a_reader_later_than_the_chunk_gap_gets_the_later_arrival_and_counts_it() -> None:
+    """30 ms stalls, 10 ms chunk gaps: chunks pile up and one read carries several; each gets the time the last
+    of them arrived (never earlier than its own write, never later than the last write of the read)."""
+    rec, sent, _, (reads, late, worst) = _stream_while_blocked(0.030)
+    errors_ms = [(t - s) * 1e3 for t, s in zip(rec.chunk_times, sent, strict=True)]
+    assert all(-0.05 <= e <= 31.0 for e in errors_ms), errors_ms
+    assert sum(1 for e in errors_ms if e > 5) >= 5  # coalesced: the limit of one stamp per read
+    assert late >= 5 and worst > 0.010 and reads < CHUNKS + 2

@@ -1,0 +1,46 @@
+"""Worker self-health: what crosses the wire merges exactly, and the verdict names what went wrong."""
+
+from __future__ import annotations
+
+from loadgen.health import HealthStats, HealthThresholds, verdict
+
+
+def _worker(lag_s: float, reads: int, late: int, worst_s: float) -> HealthStats:
+    h = HealthStats()
+    for _ in range(100):
+        h.add_lag(lag_s)
+    h.add_cpu(50.0)
+    h.add_reads(reads, late, worst_s)
+    return h
+
+
+def test_interval_reports_merge_into_the_run_totals() -> None:
+    run = HealthStats()
+    for part in (_worker(0.001, 1000, 3, 0.004), _worker(0.002, 500, 1, 0.009)):
+        run.merge_wire(part.to_wire())
+    s = run.summary()
+    assert s["read_delay"] == {"reads": 1500, "late_over_1ms": 4, "late_share": round(4 / 1500, 5), "max_ms": 9.0}
+    assert s["loop_lag_ms"]["count"] == 200
+    assert s["cpu_percent"]["mean"] == 50.0
+
+
+def test_a_report_without_read_counts_still_merges() -> None:
+    run = HealthStats()
+    wire = _worker(0.001, 0, 0, 0.0).to_wire()
+    del wire["reads"]  # a worker that read nothing over TCP (TLS only), or an older one
+    run.merge_wire(wire)
+    assert "read_delay" not in run.summary()
+
+
+def test_verdict_names_loop_lag_and_cpu_not_late_reads() -> None:
+    th = HealthThresholds()
+    late_reads = _worker(0.001, 10_000, 300, 0.040)
+    laggy = _worker(0.050, 10_000, 0, 0.0)
+    busy = _worker(0.001, 10_000, 0, 0.0)
+    for _ in range(20):
+        busy.add_cpu(99.0)
+    assert verdict({"w0": late_reads.summary()}, th) == []
+    (reason,) = verdict({"w1": laggy.summary()}, th)
+    assert "w1" in reason and "event-loop lag" in reason
+    (reason,) = verdict({"w2": busy.summary()}, th)
+    assert "w2" in reason and "CPU" in reason
