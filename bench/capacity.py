@@ -62,6 +62,8 @@ def measure(
             raw=raw,
             itl_ms=itl_ms,
             ttft_ms=1.0,
+            # loadgen's loop lag is read over the steady state, as the throughput is (not while users spawn)
+            warmup_s=1.0,
         )
         res: Result = CLIENTS[client](job)
     truth = Truth.load(srv.truth)

@@ -36,6 +36,7 @@ class Job:
     raw: bool = True  # keep per-request records for the paired grade
     itl_ms: float = 10.0
     ttft_ms: float = 20.0
+    warmup_s: float = 0.0  # loadgen only: its loop-lag health covers the run after this
 
 
 @dataclass
@@ -109,7 +110,12 @@ def _scenario(job: Job, path: Path) -> Path:
             },
         },
         # Spawn everyone within about half a second, like the peers' "concurrent" modes.
-        "load": {"users": users, "spawn_rate": float(max(2 * users, 10)), "duration": f"{job.seconds:g}s", "warmup": 0},
+        "load": {
+            "users": users,
+            "spawn_rate": float(max(2 * users, 10)),
+            "duration": f"{job.seconds:g}s",
+            "warmup": f"{job.warmup_s:g}s",
+        },
         "report_dir": str(path.parent / "report"),
     }
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
