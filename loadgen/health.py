@@ -29,7 +29,8 @@ class HealthThresholds:
 
 @dataclass(slots=True)
 class HealthStats:
-    loop_lag: LatencyHistogram = field(default_factory=LatencyHistogram)
+    # 2 significant digits up to 60 s: 1 % is plenty for lag, and the master keeps one per worker all run.
+    loop_lag: LatencyHistogram = field(default_factory=lambda: LatencyHistogram(digits=2, highest_s=60.0))
     cpu_samples: list[float] = field(default_factory=list)
     reads: int = 0
     late_reads: int = 0

@@ -1,6 +1,8 @@
 """loadgen's timings against the simulator's ground truth (the time it wrote every chunk), at concurrency 16+.
 
-Tolerances (issue #2): per request, TTFT and per-token ITL errors have median |error| ≤ 1 ms and p99 ≤ 5 ms.
+Tolerances: per request, TTFT and per-token ITL errors have median |error| ≤ 0.2 ms and p99 ≤ 1 ms (issue #2 asked
+for 1 ms / 5 ms; chunk times are the kernel's receive stamps, measured here at ~0.005 / 0.03 ms, so a reader that
+stamped in user space again — 0.2 / 1.5 ms on this machine — would fail).
 """
 
 from __future__ import annotations
@@ -47,8 +49,8 @@ def test_ttft_and_per_token_itl_match_ground_truth(accuracy_run: dict[str, objec
         abs_err = [abs(e) for e in errs[metric]]
         med, p99 = quantile(abs_err, 0.5), quantile(abs_err, 0.99)
         print(f"{variant} {metric}: n={len(abs_err)} median |err| {med * 1e3:.3f} ms, p99 {p99 * 1e3:.3f} ms")
-        assert med <= 0.001, (metric, med)
-        assert p99 <= 0.005, (metric, p99)
+        assert med <= 0.0002, (metric, med)
+        assert p99 <= 0.001, (metric, p99)
     # A client timestamp can never precede the server's write of the same bytes.
     assert min(errs["ttft"]) > -0.0005
 

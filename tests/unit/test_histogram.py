@@ -104,3 +104,44 @@ def test_merge_of_a_blob_with_another_layout_falls_back_to_hdrh() -> None:
     h.merge_encoded(other.encode())
     assert h.count == 3
     assert abs(h.percentile(100) - 0.040) <= 0.040 * 0.01
+
+
+def _hdrh_summary_ms(h: LatencyHistogram) -> dict[str, float | int]:
+    """The slow reference: hdrh's own getters, one walk per percentile."""
+    from loadgen.histogram import PERCENTILES
+
+    raw = h._h
+    out: dict[str, float | int] = {"count": raw.total_count, "mean": round(raw.get_mean_value() / 1e3, 4)}
+    for name, p in PERCENTILES:
+        out[name] = round(raw.get_value_at_percentile(p) / 1e3, 4)
+    out["max"] = round(raw.get_max_value() / 1e3, 4)
+    return out
+
+
+def test_one_pass_summary_equals_hdrh_getters() -> None:
+    rng = random.Random(5)
+    for digits, highest_s, scale in ((3, 3600.0, 0.05), (2, 60.0, 0.002)):
+        for n in (1, 7, 1000, 20_000):
+            h = LatencyHistogram(digits=digits, highest_s=highest_s)
+            for _ in range(n):
+                h.record(rng.lognormvariate(0, 1.2) * scale)
+            h.record(0.0)  # a zero, at index 0
+            assert h.summary_ms() == _hdrh_summary_ms(h), (digits, n)
+
+
+def test_coarse_histogram_round_trips_and_is_small() -> None:
+    parts = [LatencyHistogram(digits=2, highest_s=60.0) for _ in range(3)]
+    whole = LatencyHistogram(digits=2, highest_s=60.0)
+    rng = random.Random(9)
+    for i in range(3000):
+        v = rng.expovariate(1 / 0.003)
+        parts[i % 3].record(v)
+        whole.record(v)
+    merged = LatencyHistogram(digits=2, highest_s=60.0)
+    for part in parts:
+        merged.merge_encoded(part.encode())
+    assert merged.summary_ms() == whole.summary_ms()
+    assert merged._h.counts_len * 8 < 25_000 < LatencyHistogram()._h.counts_len * 8
+    big = LatencyHistogram(digits=2, highest_s=60.0)
+    big.record(3600.0)  # beyond its range: clamped, not an error
+    assert big.max() <= 61.0
