@@ -294,7 +294,7 @@ class StreamConnection:
             sent = time.monotonic()
             consumer.on_sent(sent)
             try:
-                sock.sendall(request)
+                self._send(sock, request, reused and attempt == 0)
                 status, error_body = self._read_response(sock, consumer, reused and attempt == 0)
                 return sent, status, error_body
             except _StaleConnection:
@@ -306,6 +306,30 @@ class StreamConnection:
                 self.close()
                 raise
         raise TransportError(ErrorClass.STREAM_INTERRUPTED, "connection closed before the response")
+
+    def _send(self, sock: gsocket.socket, request: bytes, may_be_stale: bool) -> None:
+        """The whole request. Plain TCP: one non-blocking `send()` on the raw socket, which takes a request of a
+        few KiB whole (gevent's sendall first asks the kernel for the send-buffer size: a syscall per request);
+        gevent's sendall, which waits for room, only for what is left."""
+        try:
+            raw = getattr(sock, "_sock", None)
+            if raw is not None and not isinstance(sock, ssl.SSLSocket):
+                try:
+                    n = raw.send(request)
+                except (BlockingIOError, InterruptedError):
+                    n = 0
+                if n < len(request):
+                    sock.sendall(memoryview(request)[n:])
+            else:
+                sock.sendall(request)
+        except TimeoutError as e:
+            raise TransportError(ErrorClass.TIMEOUT, f"sending the request took over {self._read_timeout:g}s") from e
+        except (ConnectionResetError, BrokenPipeError) as e:
+            if may_be_stale:
+                raise _StaleConnection() from e
+            raise TransportError(ErrorClass.STREAM_INTERRUPTED, f"connection lost while sending: {e}") from e
+        except OSError as e:
+            raise TransportError(ErrorClass.STREAM_INTERRUPTED, f"socket error while sending: {e}") from e
 
     def _read_response(self, sock: gsocket.socket, consumer: BodyConsumer, may_be_stale: bool) -> tuple[int, bytes]:
         parser = _Parser(consumer)

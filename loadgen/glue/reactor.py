@@ -120,6 +120,9 @@ class Reactor:
         fd = reading.fd
         self._readings[fd] = reading
         self._ep.register(fd, _EPOLLIN)
+        # A reading in progress keeps the loop alive (with nothing else scheduled, waiting must not be a LoopExit);
+        # an idle reactor does not.
+        self._watcher.ref = True
         try:
             outcome = reading.waiter.get()
         finally:
@@ -132,6 +135,8 @@ class Reactor:
             del self._readings[reading.fd]
             with contextlib.suppress(OSError, ValueError):
                 self._ep.unregister(reading.fd)
+            if not self._readings:
+                self._watcher.ref = False
 
     def _finish(self, reading: Reading) -> bool:
         """Mark `reading` ended (once): True the first time, when its greenlet is to be woken."""
