@@ -226,8 +226,8 @@ def render_markdown(report: dict[str, Any]) -> str:
     if workers:
         lines += ["", "## Load generator health", ""]
         lines.append(
-            "| worker | loop lag p50 | loop lag p99 | loop lag max | CPU mean | CPU p90 | reads > 1 ms late | "
-            "latest read |"
+            "| worker | loop lag p50 ms | p99 ms | max ms | CPU mean % | CPU p90 % | reads > 1 ms late "
+            "| latest read ms |"
         )
         lines.append("|---|---:|---:|---:|---:|---:|---:|---:|")
         for wid, h in sorted(workers.items()):
