@@ -1,9 +1,10 @@
 """A lean streaming HTTP/1.1 connection on a gevent socket.
 
 Why not Locust's FastHttpSession or httpx: measured here, FastHttp's `iter_lines()` reads in 1 KiB blocks and added
-~40 ms to every TTFT; an httpx client per user blocked the loop while users spawned. This reader takes each
-`recv()` the moment it returns, stamps it with the monotonic clock, and passes the body bytes (de-chunked by
-geventhttpclient's C llhttp parser) straight to the SSE accumulator. One connection per user and variant, kept alive
+~40 ms to every TTFT; an httpx client per user blocked the loop while users spawned. Here the process's reactor
+reads every response socket with the kernel's receive stamp (reactor.py); TLS is decrypted from memory buffers so
+HTTPS streams are read the same way; geventhttpclient's C llhttp parser takes the response head and loadgen
+de-chunks the body (chunked.py) straight into the SSE accumulator. One connection per user and variant, kept alive
 across requests, so there is no pool to contend on.
 """
 
@@ -210,10 +211,64 @@ def _open_tcp(host: str, port: int, timeout: float) -> gsocket.socket:
     raise err if err is not None else OSError(f"no address for {host}")
 
 
+class _TLS:
+    """TLS over memory buffers on a plain socket, so a TLS stream is read by the reactor like any other: `recvmsg`
+    with the kernel's receive stamp, then decrypted here. (An SSL socket reads the file descriptor itself, which
+    would take the read — and its timestamp — away from the reactor.)"""
+
+    __slots__ = ("obj", "_in", "_out")
+
+    def __init__(self, ctx: ssl.SSLContext, host: str) -> None:
+        self._in, self._out = ssl.MemoryBIO(), ssl.MemoryBIO()
+        self.obj = ctx.wrap_bio(self._in, self._out, server_hostname=host)
+
+    def handshake(self, sock: gsocket.socket) -> None:
+        """On the connecting greenlet, with the socket's timeout. Raises ssl.SSLError / OSError."""
+        while True:
+            try:
+                self.obj.do_handshake()
+            except ssl.SSLWantReadError:
+                self.flush(sock)
+                data = sock.recv(_RECV)
+                if not data:
+                    raise ConnectionResetError("connection closed during the TLS handshake") from None
+                self._in.write(data)
+            else:
+                self.flush(sock)
+                return
+
+    def flush(self, sock: gsocket.socket) -> None:
+        if self._out.pending:
+            sock.sendall(self._out.read())
+
+    def seal(self, data: bytes) -> bytes:
+        self.obj.write(data)
+        return self._out.read()
+
+    def open(self, data: bytes) -> tuple[bytes, bool]:
+        """Decrypt what came off the wire: (plaintext so far, whether the peer closed TLS with close_notify)."""
+        self._in.write(data)
+        out: list[bytes] = []
+        closed = False
+        while True:
+            try:
+                piece = self.obj.read(_RECV)
+            except ssl.SSLWantReadError:
+                break
+            except ssl.SSLZeroReturnError:
+                closed = True
+                break
+            if not piece:
+                closed = True
+                break
+            out.append(piece)
+        return b"".join(out), closed
+
+
 class StreamConnection:
     """Owned by one user for one endpoint; not shared between greenlets."""
 
-    __slots__ = ("_ep", "_connect_timeout", "_read_timeout", "_sock", "_tls", "requests_on_conn")
+    __slots__ = ("_ep", "_connect_timeout", "_read_timeout", "_sock", "_tls", "_session", "requests_on_conn")
 
     def __init__(
         self,
@@ -229,9 +284,11 @@ class StreamConnection:
         self._sock: gsocket.socket | None = None
         # The context is built at the first connect, so a CA file that does not load fails requests, not the user.
         self._tls: tuple[str | None, bool] | None = (tls_ca_file, tls_verify) if endpoint.tls else None
+        self._session: _TLS | None = None  # the TLS state of the open connection
         self.requests_on_conn = 0
 
     def close(self) -> None:
+        self._session = None
         if self._sock is not None:
             try:
                 self._sock.close()
@@ -254,9 +311,13 @@ class StreamConnection:
             raise TransportError(ErrorClass.CONNECT, f"connect to {ep.host}:{ep.port}: {e}") from e
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         enable_rx_timestamps(sock)
+        self._session = None
         if ctx is not None:
+            sock.settimeout(self._connect_timeout)
             try:
-                sock = ctx.wrap_socket(sock, server_hostname=ep.host)
+                session = _TLS(ctx, ep.host)
+                session.handshake(sock)
+                self._session = session
             except ssl.SSLCertVerificationError as e:
                 sock.close()
                 raise TransportError(
@@ -312,8 +373,10 @@ class StreamConnection:
         few KiB whole (gevent's sendall first asks the kernel for the send-buffer size: a syscall per request);
         gevent's sendall, which waits for room, only for what is left."""
         try:
+            if self._session is not None:
+                request = self._session.seal(request)
             raw = getattr(sock, "_sock", None)
-            if raw is not None and not isinstance(sock, ssl.SSLSocket):
+            if raw is not None:
                 try:
                     n = raw.send(request)
                 except (BlockingIOError, InterruptedError):
@@ -324,6 +387,8 @@ class StreamConnection:
                 sock.sendall(request)
         except TimeoutError as e:
             raise TransportError(ErrorClass.TIMEOUT, f"sending the request took over {self._read_timeout:g}s") from e
+        except ssl.SSLError as e:
+            raise TransportError(ErrorClass.STREAM_INTERRUPTED, f"TLS error while sending: {e}") from e
         except (ConnectionResetError, BrokenPipeError) as e:
             if may_be_stale:
                 raise _StaleConnection() from e
@@ -333,11 +398,7 @@ class StreamConnection:
 
     def _read_response(self, sock: gsocket.socket, consumer: BodyConsumer, may_be_stale: bool) -> tuple[int, bytes]:
         parser = _Parser(consumer)
-        raw = getattr(sock, "_sock", None)
-        if raw is not None and not isinstance(sock, ssl.SSLSocket):
-            self._read_in_reactor(raw, parser, consumer, may_be_stale)
-        else:
-            self._read_here(sock, parser, consumer, may_be_stale)
+        self._read_in_reactor(sock._sock, parser, may_be_stale)
         if parser.message_complete:
             self.requests_on_conn += 1
             if parser.should_close():
@@ -347,8 +408,8 @@ class StreamConnection:
             self.close()
         return parser.status, bytes(parser.error_body)
 
-    def _read_in_reactor(self, raw: socket.socket, parser: _Parser, consumer: BodyConsumer, may_be_stale: bool) -> None:
-        """Plain TCP: this process's reactor reads the socket (see reactor.py); this greenlet waits for the end."""
+    def _read_in_reactor(self, raw: socket.socket, parser: _Parser, may_be_stale: bool) -> None:
+        """This process's reactor reads the socket (see reactor.py); this greenlet waits for the end."""
 
         def on_eof() -> bool:
             if not parser.received_any and may_be_stale:
@@ -366,37 +427,24 @@ class StreamConnection:
         def on_idle() -> BaseException:
             return TransportError(ErrorClass.TIMEOUT, f"no bytes for {self._read_timeout:g}s")
 
-        try:
-            reactor().read(Reading(raw, parser.take_at, on_eof, on_error, on_idle, self._read_timeout))
-        except (HTTPParseError, ChunkedError) as e:
-            raise TransportError(ErrorClass.MALFORMED, f"HTTP parse error: {e}") from e
+        on_data = parser.take_at
+        session = self._session
+        if session is not None:
 
-    def _read_here(self, sock: gsocket.socket, parser: _Parser, consumer: BodyConsumer, may_be_stale: bool) -> None:
-        """TLS: this greenlet reads its own socket (an SSL socket's recv is not a plain non-blocking read)."""
-        received_any = False
+            def on_data(t: float, data: bytes) -> bool:
+                try:
+                    plain, closed = session.open(data)
+                except ssl.SSLError as e:
+                    raise TransportError(ErrorClass.STREAM_INTERRUPTED, f"TLS error: {e}") from e
+                done = parser.take_at(t, plain) if plain else False
+                if closed and not done:
+                    return on_eof()
+                return done
+
         try:
-            while not parser.message_complete:
-                data = sock.recv(_RECV)
-                parser.now = time.monotonic()
-                if not data:
-                    if not received_any and may_be_stale:
-                        raise _StaleConnection()
-                    what = "response body" if parser.headers_complete else "response headers"
-                    raise TransportError(ErrorClass.STREAM_INTERRUPTED, f"connection closed during {what}")
-                received_any = True
-                parser.take(data)
-                if consumer.fatal:
-                    break
-        except TimeoutError as e:
-            raise TransportError(ErrorClass.TIMEOUT, f"no bytes for {self._read_timeout:g}s") from e
+            reactor().read(Reading(raw, on_data, on_eof, on_error, on_idle, self._read_timeout))
         except (HTTPParseError, ChunkedError) as e:
             raise TransportError(ErrorClass.MALFORMED, f"HTTP parse error: {e}") from e
-        except ConnectionResetError as e:
-            if not received_any and may_be_stale:
-                raise _StaleConnection() from e
-            raise TransportError(ErrorClass.STREAM_INTERRUPTED, f"connection reset: {e}") from e
-        except OSError as e:
-            raise TransportError(ErrorClass.STREAM_INTERRUPTED, f"socket error: {e}") from e
 
 
 class _StaleConnection(Exception):

@@ -14,8 +14,9 @@ time the kernel received the last of them (the software receive stamp, taken as 
 this process's scheduling). So a reader that is busy — a hundred sockets ready at once, a report being encoded, a
 GC pause — stamps every chunk with the time it arrived, not the time it was got round to. The stamp is on the
 realtime clock; it is moved onto the monotonic clock (what every other loadgen timestamp uses) with the offset read
-once per wake-up. Where the kernel gives no stamp (not Linux), the time the wake-up began stands in: an upper
-bound on every arrival it reports, and never later than reading each socket in turn.
+once per wake-up (TLS streams too: connection.py decrypts after the read). Where the kernel gives no stamp (not
+Linux), the time the wake-up began stands in: an upper bound on every arrival it reports, and never later than
+reading each socket in turn.
 
 What a stamp cannot fix: TCP keeps one stamp per read (the last segment's), so when a reader is later than the gap
 between two chunks of one stream, both come in one read with the later one's time. The reactor counts reads that

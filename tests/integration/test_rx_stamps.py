@@ -1,19 +1,23 @@
 """Chunk times come from the kernel's receive stamps: a worker whose event loop is held up still records when each
 chunk arrived, not when it got round to reading it.
 
-A plain-thread server writes SSE chunks 10 ms apart and logs the monotonic time before each `send()`; the client
-(loadgen's connection and reactor, under gevent) reads them while another greenlet blocks the whole loop for 8 ms
-at a time. Tolerance: recorded − written within [−0.05, 1] ms per chunk, while the reads themselves are late by up to
-8 ms. (A reader late by more than the gap between two chunks finds both in one read, and TCP keeps one stamp per
-read: the later arrival. That is what the `coalesced reads` health counter is for.)
+A plain-thread server (plain TCP, and TLS) writes SSE chunks 10 ms apart and logs the monotonic time before each
+`send()`; the client (loadgen's connection and reactor, under gevent) reads them while another greenlet blocks the
+whole loop for 8 ms at a time. Tolerance: recorded − written within [−0.05, 1] ms per chunk, while the reads
+themselves are late by up to 8 ms. (A reader late by more than the gap between two chunks finds both in one read,
+and TCP keeps one stamp per read: the later arrival. That is what the `late reads` health counter is for.)
 """
 
 from __future__ import annotations
 
+import shutil
 import socket
+import ssl
+import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import gevent
 import pytest
@@ -28,8 +32,10 @@ CHUNKS = 40
 GAP_S = 0.010
 
 
-def _serve_once(listener: socket.socket, sent: list[float]) -> None:
+def _serve_once(listener: socket.socket, sent: list[float], tls: ssl.SSLContext | None = None) -> None:
     conn, _ = listener.accept()
+    if tls is not None:
+        conn = tls.wrap_socket(conn, server_side=True)
     with conn:
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         buf = b""
@@ -59,12 +65,19 @@ class _LateReader(StreamAccumulator):
         super().on_event(t, payload)
 
 
-def _stream_while_blocked(stall_s: float) -> tuple[RequestRecord, list[float], list[float], tuple[int, int, float]]:
-    """One streamed response read while a greenlet stalls the loop for `stall_s` at a time. Returns the record, the
-    server's write times, the times events were handed over, and the reactor's read-delay counters."""
+def _stream_while_blocked(
+    stall_s: float, pki: Path | None = None
+) -> tuple[RequestRecord, list[float], list[float], tuple[int, int, float]]:
+    """One streamed response read while a greenlet stalls the loop for `stall_s` at a time (over TLS with `pki`).
+    Returns the record, the server's write times, the times events were handed over, and the reactor's read-delay
+    counters."""
     listener = socket.create_server(("127.0.0.1", 0))
     sent: list[float] = []
-    server = threading.Thread(target=_serve_once, args=(listener, sent), daemon=True)
+    tls = None
+    if pki is not None:
+        tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        tls.load_cert_chain(pki / "cert.pem", pki / "key.pem")
+    server = threading.Thread(target=_serve_once, args=(listener, sent, tls), daemon=True)
     server.start()
     port = listener.getsockname()[1]
     stop = False
@@ -76,7 +89,9 @@ def _stream_while_blocked(stall_s: float) -> tuple[RequestRecord, list[float], l
 
     reactor().take_read_stats()
     hog = gevent.spawn(blocker)
-    conn = StreamConnection(Endpoint(f"http://127.0.0.1:{port}"), 5.0, 5.0)
+    scheme = "https" if pki is not None else "http"
+    ca = str(pki / "cert.pem") if pki is not None else None
+    conn = StreamConnection(Endpoint(f"{scheme}://127.0.0.1:{port}"), 5.0, 5.0, tls_ca_file=ca)
     rec = RequestRecord("r", "v", "m")
     acc = _LateReader(rec)
     head = conn.head_bytes("/v1/chat/completions", {"Content-Type": "application/json"})
@@ -96,9 +111,27 @@ def _stream_while_blocked(stall_s: float) -> tuple[RequestRecord, list[float], l
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="kernel receive stamps are read on Linux")
 
 
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A self-signed certificate for 127.0.0.1 (the openssl CLI)."""
+    if shutil.which("openssl") is None:
+        pytest.skip("needs the openssl CLI")
+    d = tmp_path_factory.mktemp("pki")
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", "key.pem", "-out", "cert.pem"],
+        cwd=d, check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    return d
+
+
 @linux_only
-def test_chunk_times_are_arrival_times_while_the_loop_is_blocked() -> None:
-    rec, sent, handled, (reads, late, worst) = _stream_while_blocked(0.008)
+@pytest.mark.parametrize("transport", ["tcp", "tls"])
+def test_chunk_times_are_arrival_times_while_the_loop_is_blocked(
+    transport: str, request: pytest.FixtureRequest
+) -> None:
+    certs = request.getfixturevalue("pki") if transport == "tls" else None
+    rec, sent, handled, (reads, late, worst) = _stream_while_blocked(0.008, certs)
     errors_ms = [(t - s) * 1e3 for t, s in zip(rec.chunk_times, sent, strict=True)]
     late_ms = [(h - s) * 1e3 for h, s in zip(handled, sent, strict=False)]
     print(f"recorded − written: max {max(errors_ms):.3f} ms; read late by up to {max(late_ms):.1f} ms")
