@@ -7,6 +7,7 @@ Linux, shared across processes on a host). Only chunks that carried at least one
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,8 +53,10 @@ class RequestRecord:
     status: int = 0
     error: str | None = None
     error_detail: str = ""
-    chunk_times: list[float] = field(default_factory=list)
-    chunk_tokens: list[int] = field(default_factory=list)
+    # Arrays, not lists: no objects per element, so the cyclic GC does not walk them. With lists, the in-flight
+    # records' thousands of floats made each gen-1 collection a 10–20 ms pause of the event loop at 100k chunks/s.
+    chunk_times: array[float] = field(default_factory=lambda: array("d"))
+    chunk_tokens: array[int] = field(default_factory=lambda: array("l"))
     token_source: str = TokenSource.ASSUMED_ONE
     prompt_tokens: int | None = None  # from the server's usage
     output_tokens: int | None = None  # from the server's usage
@@ -136,8 +139,8 @@ class RequestRecord:
             "status": self.status,
             "error": self.error,
             "error_detail": self.error_detail[:500],
-            "chunk_times": self.chunk_times,
-            "chunk_tokens": self.chunk_tokens,
+            "chunk_times": list(self.chunk_times),
+            "chunk_tokens": list(self.chunk_tokens),
             "token_source": self.token_source,
             "prompt_tokens": self.prompt_tokens,
             "output_tokens": self.output_tokens,

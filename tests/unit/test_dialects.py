@@ -323,7 +323,7 @@ def test_a_count_that_lags_the_text_does_not_move_the_first_token() -> None:
     acc.feed(10.5, _chat(None, 3, "stop") + b"data: [DONE]\n\n")
     rec = acc.finish(10.5)
     assert rec.ttft == pytest.approx(0.2)
-    assert rec.chunk_tokens == [1, 1, 1] and rec.token_source == TokenSource.ASSUMED_ONE
+    assert list(rec.chunk_tokens) == [1, 1, 1] and rec.token_source == TokenSource.ASSUMED_ONE
     assert rec.output_tokens == 3
 
 
@@ -334,7 +334,7 @@ def test_server_counts_keep_counting_a_chunk_without_a_count() -> None:
     acc.feed(10.4, _chat("de", 5))  # the count moved by 3 since the first chunk, one of them already counted
     acc.feed(10.5, b"data: [DONE]\n\n")
     rec = acc.finish(10.5)
-    assert rec.chunk_tokens == [2, 1, 2] and rec.token_source == TokenSource.SERVER
+    assert list(rec.chunk_tokens) == [2, 1, 2] and rec.token_source == TokenSource.SERVER
 
 
 def test_error_event_uses_the_servers_message() -> None:

@@ -283,8 +283,8 @@ def test_fixture(case: Case) -> None:
     rec, acc = run(case.dialect, body)
     n_events = len(event_ends(body, get_dialect(case.dialect).framing))
 
-    assert rec.chunk_times == [pytest.approx(t(i)) for i in case.chunk_events]
-    assert rec.chunk_tokens == case.chunk_tokens
+    assert list(rec.chunk_times) == [pytest.approx(t(i)) for i in case.chunk_events]
+    assert list(rec.chunk_tokens) == case.chunk_tokens
     assert rec.ttft == pytest.approx(t(case.chunk_events[0]) - SENT)
     assert rec.output_tokens == case.output_tokens
     assert rec.prompt_tokens == case.prompt_tokens
@@ -351,7 +351,7 @@ def test_triton_complete_body_is_the_end_even_without_a_final_event() -> None:
     body = (STREAMS / "triton-trtllm.txt").read_bytes()
     ends = event_ends(body, "sse")
     rec, acc = run("triton", body[: ends[1]])
-    assert rec.ok and acc.saw_done and rec.chunk_tokens == [1, 1]
+    assert rec.ok and acc.saw_done and list(rec.chunk_tokens) == [1, 1]
     assert rec.done == pytest.approx(t(2))
 
 

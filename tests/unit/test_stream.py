@@ -45,7 +45,7 @@ def test_spec_decode_chunks_give_per_token_itl_and_exact_tpot() -> None:
     rec = acc.finish(100.300)
     assert rec.ok and acc.saw_done
     assert rec.ttft == pytest.approx(0.200)
-    assert rec.chunk_tokens == [4, 4, 1]
+    assert list(rec.chunk_tokens) == [4, 4, 1]
     assert rec.token_source == TokenSource.SERVER
     samples = rec.itl_samples()
     assert samples == [(pytest.approx(0.010), 4), (pytest.approx(0.040), 1)]
@@ -66,7 +66,7 @@ def test_without_server_counts_each_content_chunk_is_one_token() -> None:
     acc.feed(100.08, _chunk(None, finish="stop") + USAGE + DONE)
     rec = acc.finish(100.09)
     assert rec.token_source == TokenSource.ASSUMED_ONE
-    assert rec.chunk_tokens == [1, 1]
+    assert list(rec.chunk_tokens) == [1, 1]
     assert rec.ttft == pytest.approx(0.05)
     assert rec.output_tokens == 9  # server usage wins over the chunk count for token totals
     assert rec.tpot == pytest.approx(0.02 / 8)
@@ -77,7 +77,7 @@ def test_events_sharing_one_read_share_its_arrival_time() -> None:
     acc.feed(100.1, _chunk("a", cum=1) + _chunk("b", cum=2))
     acc.feed(100.2, DONE)
     rec = acc.finish(100.2)
-    assert rec.chunk_times == [100.1, 100.1]
+    assert list(rec.chunk_times) == [100.1, 100.1]
     assert rec.itl_samples() == [(0.0, 1)]
 
 
@@ -89,7 +89,7 @@ def test_error_payload_mid_stream_is_server_error_and_keeps_timings() -> None:
     acc.feed(100.3, _chunk("b", cum=2))  # ignored after a fatal chunk
     rec = acc.finish(100.3)
     assert rec.error == ErrorClass.SERVER_ERROR and "engine died" in rec.error_detail
-    assert rec.chunk_times == [100.1]
+    assert list(rec.chunk_times) == [100.1]
 
 
 def test_vllm_error_object_shape() -> None:
@@ -126,7 +126,7 @@ def test_transport_failure_keeps_what_arrived() -> None:
     acc.feed(100.1, _chunk("a", cum=1))
     rec = acc.fail(100.5, ErrorClass.TIMEOUT, "no bytes for 0.4s")
     assert rec.error == ErrorClass.TIMEOUT
-    assert rec.chunk_times == [100.1] and rec.done == 100.5
+    assert list(rec.chunk_times) == [100.1] and rec.done == 100.5
 
 
 def test_completions_dialect_counts_text() -> None:
@@ -136,7 +136,7 @@ def test_completions_dialect_counts_text() -> None:
     acc.feed(1.5, b'data: {"choices":[{"text":" a","finish_reason":null}]}\n\n')
     acc.feed(1.6, b'data: {"choices":[{"text":"","finish_reason":"length"}]}\n\ndata: [DONE]\n\n')
     rec = acc.finish(1.6)
-    assert rec.ok and rec.chunk_tokens == [1] and rec.ttft == pytest.approx(0.5)
+    assert rec.ok and list(rec.chunk_tokens) == [1] and rec.ttft == pytest.approx(0.5)
 
 
 def test_reasoning_tokens_count_for_ttft() -> None:
