@@ -27,6 +27,7 @@ that happened.
 from __future__ import annotations
 
 import contextlib
+import platform
 import socket
 import struct
 import sys
@@ -46,7 +47,12 @@ _EPOLLIN = 0x001
 _SWEEP_S = 0.1
 _MAX_EVENTS = 4096
 _RECV = 65536
-_SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35 if sys.platform.startswith("linux") else 0)
+# SO_TIMESTAMPNS (= SCM_TIMESTAMPNS) is 35 in Linux's generic socket ABI (x86, ARM, POWER, s390, RISC-V); other
+# architectures number it differently, and Python only names it on some builds: elsewhere, no kernel stamps.
+_GENERIC_ABI = {"x86_64", "i686", "aarch64", "arm64", "armv7l", "ppc64le", "s390x", "riscv64"}
+_SO_TIMESTAMPNS = getattr(
+    socket, "SO_TIMESTAMPNS", 35 if sys.platform.startswith("linux") and platform.machine() in _GENERIC_ABI else 0
+)
 _TIMESPEC = struct.Struct("@qq")
 _CMSG_SPACE = socket.CMSG_SPACE(_TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") else 0
 # A kernel stamp this far from the wake-up time is not believed (the realtime clock was stepped meanwhile).
@@ -176,8 +182,8 @@ class Reactor:
                 continue
             t = woke
             if anc:
-                stamp = anc[0][2]
-                if len(stamp) == ts_size:
+                _, kind, stamp = anc[0]
+                if kind == _SO_TIMESTAMPNS and len(stamp) == ts_size:
                     sec, nsec = unpack(stamp)
                     k = (sec * 1_000_000_000 + nsec - offset) * 1e-9
                     if lo < k < hi:
