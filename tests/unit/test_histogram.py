@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from loadgen.histogram import RELATIVE_ERROR, LatencyHistogram
 
 
@@ -55,17 +57,21 @@ def test_weighted_record_and_clamping() -> None:
     assert LatencyHistogram().summary_ms() == {"count": 0}
 
 
-def test_fast_chunk_gap_recording_equals_record() -> None:
+@pytest.mark.parametrize("max_k", [1, 5])  # 1: the all-single-token path (table lookup, Counter)
+def test_fast_chunk_gap_recording_equals_record(max_k: int) -> None:
     from loadgen.histogram import record_chunk_gaps
 
     rng = random.Random(3)
     itl, icl = LatencyHistogram(), LatencyHistogram()
     ref_itl, ref_icl = LatencyHistogram(), LatencyHistogram()
-    for _ in range(200):
+    for j in range(300):
         times, tokens = [rng.uniform(0, 1)], [rng.randint(1, 4)]
+        # some streams with a gap beyond the lookup table or below zero, most without
+        odd = j % 5 == 0
         for _ in range(rng.randint(0, 40)):
-            times.append(times[-1] + rng.choice([rng.uniform(0, 0.002), rng.lognormvariate(-4, 1.5), -1e-6]))
-            tokens.append(rng.randint(1, 5))
+            gaps = [rng.uniform(0, 0.002), rng.lognormvariate(-4, 1.5)] + ([-1e-6, 0.07, 5000.0] if odd else [])
+            times.append(times[-1] + rng.choice(gaps))
+            tokens.append(rng.randint(1, max_k))
         record_chunk_gaps(itl, icl, times, tokens)
         for i in range(1, len(times)):
             gap = times[i] - times[i - 1]
