@@ -7,6 +7,7 @@ shows in the steady state (after the ramp, before the end), so every client is c
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,35 +87,31 @@ def measure(
     )
 
 
-def sweep_chunks(
-    seconds: float, cores: Cores, workdir: Path, streams: int = 256, itls: tuple[float, ...] = (6.0, 4.0, 3.0, 2.5, 2.0)
-) -> list[CapacityRow]:
-    """loadgen at rising offered chunk rates (256-token outputs); stops once it is clearly saturated (lag p99 past
-    4× the bound twice): single lag spikes make p99 of a short run noisy, so one miss does not end the sweep."""
+def _until_saturated(steps: Iterator[CapacityRow]) -> list[CapacityRow]:
+    """Run the steps (lazily) until loadgen is clearly saturated: lag p99 past 4× the bound twice (single lag spikes
+    make p99 of a short run noisy, so one miss does not end a sweep)."""
     rows, over = [], 0
-    for itl in itls:
-        row = measure("loadgen", "chunks", streams, itl, 256, seconds, cores, workdir)
+    for row in steps:
         rows.append(row)
         if row.lag_p99 is None or row.lag_p99 >= 4 * LAG_BOUND_MS:
             over += 1
             if over >= 2:
                 break
     return rows
+
+
+def sweep_chunks(
+    seconds: float, cores: Cores, workdir: Path, streams: int = 256, itls: tuple[float, ...] = (6.0, 4.0, 3.0, 2.5, 2.0)
+) -> list[CapacityRow]:
+    """loadgen at rising offered chunk rates (256-token outputs), until it is clearly saturated."""
+    return _until_saturated(measure("loadgen", "chunks", streams, itl, 256, seconds, cores, workdir) for itl in itls)
 
 
 def sweep_requests(
     seconds: float, cores: Cores, workdir: Path, streams: tuple[int, ...] = (16, 32, 48, 64, 96)
 ) -> list[CapacityRow]:
     """loadgen with 16-token outputs (1 ms/token) and more and more streams: streaming requests per second."""
-    rows, over = [], 0
-    for n in streams:
-        row = measure("loadgen", "requests", n, 1.0, 16, seconds, cores, workdir)
-        rows.append(row)
-        if row.lag_p99 is None or row.lag_p99 >= 4 * LAG_BOUND_MS:
-            over += 1
-            if over >= 2:
-                break
-    return rows
+    return _until_saturated(measure("loadgen", "requests", n, 1.0, 16, seconds, cores, workdir) for n in streams)
 
 
 def best(rows: list[CapacityRow], attr: str) -> CapacityRow | None:

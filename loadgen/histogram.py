@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import ctypes
+import itertools
 import struct
 import zlib
 from array import array
@@ -162,7 +163,22 @@ class LatencyHistogram:
 # Bucket index of every value below 65.536 ms (a gap between two chunks, almost always), looked up instead of
 # computed: 512 KiB per process.
 _TABLE_TOP = 1 << 16
-_INDEX_TABLE = array("l", [_index(u) for u in range(_TABLE_TOP)])
+
+
+def _index_table() -> array[int]:
+    """`_index(u)` for every u < _TABLE_TOP, from the layout: values below 2048 µs are their own index; in bucket
+    b ≥ 1, index b·1024 + j (j = 1024…2047) stands for 2**b consecutive values. Built with C-level repeats in
+    ~5 ms at import (calling `_index` 65536 times took 12 ms in every process, `loadgen validate` included)."""
+    table = array("l", range(2 * _SUB_HALF))
+    for b in range(1, (_TABLE_TOP // (2 * _SUB_HALF)).bit_length()):
+        base = b << _SUB_HALF_MAG
+        table.extend(
+            itertools.chain.from_iterable(itertools.repeat(base + j, 1 << b) for j in range(_SUB_HALF, 2 * _SUB_HALF))
+        )
+    return table
+
+
+_INDEX_TABLE = _index_table()
 
 
 def record_chunk_gaps(

@@ -20,6 +20,8 @@ __all__ = [
     "describe_error_body",
     "error_message",
     "load_object",
+    "malformed_json",
+    "not_an_object",
     "merge_extra",
 ]
 
@@ -137,14 +139,22 @@ def _merge_into(base: dict[str, Any], extra: dict[str, Any]) -> None:
             base[key] = value
 
 
+def malformed_json(payload: bytes) -> Chunk:
+    return Chunk(error=f"malformed JSON in stream chunk: {payload[:120]!r}")
+
+
+def not_an_object(payload: bytes) -> Chunk:
+    return Chunk(error=f"malformed stream chunk (not a JSON object): {payload[:120]!r}")
+
+
 def load_object(payload: bytes) -> dict[str, Any] | Chunk:
     """The payload as a JSON object, or an error `Chunk` saying why it is not one."""
     try:
         obj = orjson.loads(payload)
     except orjson.JSONDecodeError:
-        return Chunk(error=f"malformed JSON in stream chunk: {payload[:120]!r}")
+        return malformed_json(payload)
     if not isinstance(obj, dict):
-        return Chunk(error=f"malformed stream chunk (not a JSON object): {payload[:120]!r}")
+        return not_an_object(payload)
     return obj
 
 

@@ -151,3 +151,10 @@ def test_coarse_histogram_round_trips_and_is_small() -> None:
     big = LatencyHistogram(digits=2, highest_s=60.0)
     big.record(3600.0)  # beyond its range: clamped, not an error
     assert big.max() <= 61.0
+
+
+def test_index_lookup_table_equals_the_computed_index() -> None:
+    from loadgen.histogram import _INDEX_TABLE, _TABLE_TOP, _index
+
+    assert len(_INDEX_TABLE) == _TABLE_TOP
+    assert list(_INDEX_TABLE) == [_index(u) for u in range(_TABLE_TOP)]
