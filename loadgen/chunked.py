@@ -51,6 +51,11 @@ class ChunkedDecoder:
         self.complete = False
         self.extra = b""
 
+    @property
+    def at_boundary(self) -> bool:
+        """Between chunks, nothing held: the next byte starts a chunk size line."""
+        return self._state == _SIZE and not self._tail
+
     def lone_events(self, data: bytes) -> tuple[list[bytes], bytes]:
         """The payloads of the whole chunks at the start of `data` that each hold exactly one SSE event, `data: ...`
         with LF ends (what streaming servers write per token), and the bytes after them, for `feed`. Only at a chunk

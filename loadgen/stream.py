@@ -13,12 +13,29 @@ on the last chunk.
 
 from __future__ import annotations
 
+import os
+from typing import Any
+
 from .dialects import Chunk, Dialect, describe_error_body
+from .dialects.openai import OpenAIChat, OpenAICompletions
 from .ndjson import NDJSONParser
 from .records import ErrorClass, RequestRecord, TokenSource
 from .sse import SSEEvent, SSEParser
 
-__all__ = ["StreamAccumulator"]
+__all__ = ["StreamAccumulator", "fast_path_available"]
+
+try:  # the C half of the common case (loadgen/_wire.c); optional: without it everything runs here
+    from . import _wire
+except ImportError:  # pragma: no cover - a build without a C compiler
+    _wire = None  # type: ignore[assignment]
+
+# Dialects whose token chunks `_wire.Tape` accounts exactly as `parse` + `_on_chunk` would (True: chat).
+_FAST_DIALECTS: dict[type, bool] = {OpenAIChat: True, OpenAICompletions: False}
+
+
+def fast_path_available() -> bool:
+    """Whether the C fast path is built and not switched off (LOADGEN_PURE_PYTHON=1)."""
+    return _wire is not None and not os.environ.get("LOADGEN_PURE_PYTHON")
 
 
 class _SSEParser(SSEParser):
@@ -41,7 +58,18 @@ class _SSEParser(SSEParser):
 
 
 class StreamAccumulator:
-    __slots__ = ("record", "_dialect", "_parser", "_sse", "sse_idle", "_counted", "_exact", "saw_done", "finished")
+    __slots__ = (
+        "record",
+        "_dialect",
+        "_parser",
+        "_sse",
+        "sse_idle",
+        "_counted",
+        "_exact",
+        "saw_done",
+        "finished",
+        "_tape",
+    )
 
     def __init__(self, record: RequestRecord, dialect: Dialect) -> None:
         self.record = record
@@ -57,6 +85,33 @@ class StreamAccumulator:
         self.saw_done = False
         # Set once the stream can be abandoned: its end marker seen, or an error that ends it.
         self.finished = False
+        self._tape: Any = None
+
+    # ---- the C fast path's hand-over (see loadgen/_wire.c) ----------------------------------------------------
+    def make_tape(self) -> Any:
+        """A `_wire.Tape` that may account this stream's plain token chunks while it is armed, or None (no C
+        half, or a dialect it does not know). The reader arms it through `hand_over` and disarms it through
+        `take_back`: between the two, the tape holds the token count, and the record gets its chunks directly."""
+        chat = _FAST_DIALECTS.get(type(self._dialect))
+        if chat is None or not self._sse or not fast_path_available():
+            return None
+        self._tape = _wire.Tape(self.record, chat)
+        return self._tape
+
+    def take_back(self) -> None:
+        """Before Python handles a read: the count the tape reached, and the tape disarmed."""
+        tape = self._tape
+        if tape is not None and tape.armed:
+            tape.armed = False
+            self._counted = tape.counted
+
+    def hand_over(self) -> None:
+        """After Python handled a read that ended at an event boundary: arm the tape if the stream is settled
+        (where token counts come from is decided) and still going."""
+        tape = self._tape
+        exact = self._exact
+        if tape is not None and exact is not None and self.sse_idle and not self.finished:
+            tape.arm(self._counted, 1 if exact else 0)
 
     def on_sent(self, t: float) -> None:
         self.record.sent = t

@@ -90,13 +90,23 @@ class _Parser(HTTPResponse):
         self._chunked: ChunkedDecoder | None = None
         self._head_tail = b""  # the last bytes of a head still incomplete, to find a CRLFCRLF split across reads
         self.received_any = False
+        # The consumer's C fast half (stream.py `make_tape`), handed the reads between events while armed.
+        self.tape: Any = None
 
     def take_at(self, t: float, data: bytes) -> bool:
         """One read that arrived at `t`; True once the response is complete or the consumer wants no more."""
+        tape = self.tape
+        if tape is not None:
+            self.consumer.take_back()  # type: ignore[attr-defined]
         self.now = t
         self.received_any = True
         self.take(data)
-        return self.message_complete or self.consumer.fatal
+        done = self.message_complete or self.consumer.fatal
+        if tape is not None and not done:
+            dec = self._chunked
+            if dec is not None and dec.at_boundary:
+                self.consumer.hand_over()  # type: ignore[attr-defined]
+        return done
 
     def take(self, data: bytes) -> None:
         """Parse one read (stamped `self.now`). Raises HTTPParseError or ChunkedError on a malformed response."""
@@ -429,6 +439,10 @@ class StreamConnection:
 
         on_data = parser.take_at
         session = self._session
+        make_tape = getattr(parser.consumer, "make_tape", None)
+        if session is None and make_tape is not None and reactor().fast:
+            # Plain TCP: the reactor's C drainer may take whole token chunks straight into the record.
+            parser.tape = make_tape()
         if session is not None:
 
             def on_data(t: float, data: bytes) -> bool:
@@ -442,7 +456,7 @@ class StreamConnection:
                 return done
 
         try:
-            reactor().read(Reading(raw, on_data, on_eof, on_error, on_idle, self._read_timeout))
+            reactor().read(Reading(raw, on_data, on_eof, on_error, on_idle, self._read_timeout, parser.tape))
         except (HTTPParseError, ChunkedError) as e:
             raise TransportError(ErrorClass.MALFORMED, f"HTTP parse error: {e}") from e
 

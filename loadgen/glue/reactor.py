@@ -18,6 +18,11 @@ once per wake-up (TLS streams too: connection.py decrypts after the read). Where
 Linux), the time the wake-up began stands in: an upper bound on every arrival it reports, and never later than
 reading each socket in turn.
 
+With loadgen's C half built (loadgen/_wire.c), the per-wake-up loop below runs in C: `Drainer.drain` polls the set,
+reads and stamps every ready socket, and a read made only of whole plain token chunks goes straight into its
+request's record through the stream's armed `Tape`; only the other reads (a response head, the first token, the
+last chunks, errors, EOF) come back here, with their stamps, for the Python parser.
+
 What a stamp cannot fix: TCP keeps one stamp per read (the last segment's), so when a reader is later than the gap
 between two chunks of one stream, both come in one read with the later one's time. The reactor counts reads that
 came more than 1 ms after their bytes arrived (`late_reads`, `max_read_delay`): the worker's health says how often
@@ -27,6 +32,7 @@ that happened.
 from __future__ import annotations
 
 import contextlib
+import os
 import platform
 import socket
 import struct
@@ -40,6 +46,13 @@ import gevent
 from gevent import monkey
 from gevent.hub import Hub, Waiter, get_hub
 
+from ..stream import fast_path_available
+
+try:
+    from .. import _wire
+except ImportError:  # pragma: no cover - a build without a C compiler
+    _wire = None  # type: ignore[assignment]
+
 __all__ = ["Reactor", "Reading", "enable_rx_timestamps", "reactor"]
 
 _epoll: Any = monkey.get_original("select", "epoll")
@@ -50,7 +63,8 @@ _RECV = 65536
 # SO_TIMESTAMPNS (= SCM_TIMESTAMPNS) is 35 in Linux's generic socket ABI (x86, ARM, POWER, s390, RISC-V); other
 # architectures number it differently, and Python only names it on some builds: elsewhere, no kernel stamps.
 _GENERIC_ABI = {"x86_64", "i686", "aarch64", "arm64", "armv7l", "ppc64le", "s390x", "riscv64"}
-_SO_TIMESTAMPNS = getattr(
+# With the C half built, its compile-time constant is the authority.
+_SO_TIMESTAMPNS = getattr(_wire, "SO_TIMESTAMPNS", 0) or getattr(
     socket, "SO_TIMESTAMPNS", 35 if sys.platform.startswith("linux") and platform.machine() in _GENERIC_ABI else 0
 )
 _TIMESPEC = struct.Struct("@qq")
@@ -76,7 +90,19 @@ class Reading:
     it may raise, which ends the reading with that exception. `on_eof()` is called when the peer closed the socket
     (it must raise or return True); `on_error(exc)` maps a socket error to the exception to raise."""
 
-    __slots__ = ("fd", "raw", "on_data", "on_eof", "on_error", "on_idle", "read_timeout", "last_rx", "waiter", "_done")
+    __slots__ = (
+        "fd",
+        "raw",
+        "on_data",
+        "on_eof",
+        "on_error",
+        "on_idle",
+        "read_timeout",
+        "last_rx",
+        "waiter",
+        "tape",
+        "_done",
+    )
 
     def __init__(
         self,
@@ -86,6 +112,7 @@ class Reading:
         on_error: Callable[[OSError], BaseException],
         on_idle: Callable[[], BaseException],
         read_timeout: float,
+        tape: Any = None,
     ) -> None:
         self.raw = raw
         self.fd = raw.fileno()
@@ -96,7 +123,16 @@ class Reading:
         self.read_timeout = read_timeout
         self.last_rx = time.monotonic()
         self.waiter: Waiter = Waiter()
+        # The stream's C fast half (`_wire.Tape`), which takes whole token chunks while armed; None for TLS,
+        # dialects it does not know, or without the C half.
+        self.tape = tape
         self._done = False
+
+    def last_arrival(self) -> float:
+        tape = self.tape
+        if tape is not None and tape.last_rx > self.last_rx:
+            return float(tape.last_rx)
+        return self.last_rx
 
 
 class Reactor:
@@ -106,6 +142,10 @@ class Reactor:
         self._hub = hub
         self._ep = _epoll()
         self._readings: dict[int, Reading] = {}
+        # The C drainer, where built, with the tapes of the readings that have one (what it may hand reads to).
+        self.fast = fast_path_available()
+        self._drainer: Any = _wire.Drainer() if self.fast else None
+        self._tapes: dict[int, Any] = {}
         self._watcher = hub.loop.io(self._ep.fileno(), 1)
         self._watcher.ref = False  # an idle reactor must not keep the loop (gevent.wait(), joinall) from ending
         self._watcher.start(self._on_ready)
@@ -118,6 +158,9 @@ class Reactor:
     def take_read_stats(self) -> tuple[int, int, float]:
         """(stamped reads, reads more than 1 ms after their bytes arrived, the longest delay in s) since last time."""
         out = (self.reads, self.late_reads, self.max_read_delay)
+        if self._drainer is not None:
+            reads, late, worst = self._drainer.take_stats()
+            out = (out[0] + reads, out[1] + late, max(out[2], worst))
         self.reads = self.late_reads = 0
         self.max_read_delay = 0.0
         return out
@@ -126,6 +169,8 @@ class Reactor:
         """Read until `reading` completes; returns normally or raises what ended it. Interruptible (a deadline)."""
         fd = reading.fd
         self._readings[fd] = reading
+        if reading.tape is not None and self._drainer is not None:
+            self._tapes[fd] = reading.tape
         self._ep.register(fd, _EPOLLIN)
         # A reading in progress keeps the loop alive (with nothing else scheduled, waiting must not be a LoopExit);
         # an idle reactor does not.
@@ -140,6 +185,7 @@ class Reactor:
     def _forget(self, reading: Reading) -> None:
         if self._readings.get(reading.fd) is reading:
             del self._readings[reading.fd]
+            self._tapes.pop(reading.fd, None)
             with contextlib.suppress(OSError, ValueError):
                 self._ep.unregister(reading.fd)
             if not self._readings:
@@ -156,6 +202,9 @@ class Reactor:
     def _on_ready(self) -> None:
         """In the hub: read every ready socket once. A finished response wakes its greenlet at once (from the hub,
         as a Waiter must be); the hub comes back here when that greenlet next waits, and goes on with the rest."""
+        if self._drainer is not None:
+            self._on_ready_fast()
+            return
         events = self._ep.poll(0, _MAX_EVENTS)
         if not events:
             return
@@ -211,11 +260,40 @@ class Reactor:
         for r, outcome in ended:
             r.waiter.switch(outcome)
 
+    def _on_ready_fast(self) -> None:
+        """`_on_ready` with the C drainer: it read and stamped every ready socket (counting late reads) and kept
+        the reads an armed tape took whole; the rest are handled here as in `_on_ready`."""
+        slow = self._drainer.drain(self._ep.fileno(), self._tapes)
+        if not slow:
+            return
+        woke = time.monotonic()
+        readings, finish = self._readings, self._finish
+        ended: list[tuple[Reading, BaseException | None]] = []
+        for fd, t, data in slow:
+            r = readings.get(fd)
+            if r is None:
+                continue
+            if type(data) is int:  # recvmsg failed with this errno (OSError picks the subclass, e.g. a reset)
+                if finish(r):
+                    ended.append((r, r.on_error(OSError(data, os.strerror(data)))))
+                continue
+            r.last_rx = woke
+            try:
+                done = r.on_data(t, data) if data else r.on_eof()
+            except Exception as e:  # noqa: BLE001 - handed to the request's own greenlet
+                if finish(r):
+                    ended.append((r, e))
+                continue
+            if done and finish(r):
+                ended.append((r, None))
+        for r, outcome in ended:
+            r.waiter.switch(outcome)
+
     def _sweep(self) -> None:
         while True:
             gevent.sleep(_SWEEP_S, ref=False)
             now = time.monotonic()
-            for r in [r for r in self._readings.values() if now - r.last_rx > r.read_timeout]:
+            for r in [r for r in self._readings.values() if now - r.last_arrival() > r.read_timeout]:
                 if self._finish(r):
                     self._hub.loop.run_callback(r.waiter.switch, r.on_idle())
 

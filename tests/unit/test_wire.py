@@ -1,0 +1,283 @@
+"""loadgen._wire (the C half of the common read): whatever a tape takes, it accounts exactly as the Python path
+(`_Parser` → SSE → dialect → accumulator) does; whatever it is not sure of, it refuses and changes nothing."""
+
+from __future__ import annotations
+
+import json
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from loadgen import _wire
+from loadgen.dialects import get_dialect
+from loadgen.glue.connection import _Parser
+from loadgen.records import RequestRecord
+from loadgen.stream import StreamAccumulator, fast_path_available
+
+_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+
+def _chunk(payload: bytes) -> bytes:
+    ev = b"data: " + payload + b"\n\n"
+    return b"%x\r\n%s\r\n" % (len(ev), ev)
+
+
+def _vllm(n: int, text: str = " tok", **extra: object) -> bytes:
+    obj = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "m",
+        "choices": [{"index": 0, "delta": {"content": text}, "logprobs": None, "finish_reason": None}],
+        "usage": {"prompt_tokens": 12, "completion_tokens": n, "total_tokens": 12 + n},
+    }
+    obj.update(extra)
+    return orjson.dumps(obj)
+
+
+_ROLE = orjson.dumps(
+    {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}], "usage": {"completion_tokens": 0}}
+)
+_OPENING = [_HEAD + _chunk(_ROLE), _chunk(_vllm(1)), _chunk(_vllm(2))]
+_USAGE = b'{"choices":[],"usage":{"prompt_tokens":12,"completion_tokens":9}}'
+_CLOSING = [_chunk(_USAGE), _chunk(b"[DONE]"), b"0\r\n\r\n"]
+
+
+def _record_state(rec: RequestRecord) -> tuple[object, ...]:
+    return (
+        list(rec.chunk_times),
+        list(rec.chunk_tokens),
+        rec.prompt_tokens,
+        rec.output_tokens,
+        rec.error,
+        rec.error_detail,
+        rec.token_source,
+        rec.done,
+        rec.server_timings,
+    )
+
+
+def _run(reads: list[bytes], dialect: str, fast: bool) -> tuple[tuple[object, ...], int]:
+    """Feed `reads` (read i arrives at t = i) the way the reactor does; returns the record and how many reads the
+    tape took."""
+    rec = RequestRecord("r", "v", "m")
+    acc = StreamAccumulator(rec, get_dialect(dialect))
+    parser = _Parser(acc)
+    tape = acc.make_tape() if fast else None
+    parser.tape = tape
+    taken = 0
+    for i, data in enumerate(reads):
+        if tape is not None and tape.armed and tape.take(float(i), data):
+            taken += 1
+            continue
+        if parser.take_at(float(i), data):
+            break
+    if parser.message_complete:
+        acc.finish(float(len(reads)))
+    else:
+        acc.fail(float(len(reads)), "stream_interrupted", "cut")
+    return _record_state(rec), taken
+
+
+def _parity(middle: list[bytes], dialect: str = "openai-chat") -> int:
+    reads = _OPENING + middle + _CLOSING
+    slow, _ = _run(reads, dialect, fast=False)
+    fast, taken = _run(reads, dialect, fast=True)
+    assert fast == slow
+    return taken
+
+
+def test_the_c_half_is_built() -> None:
+    # CI builds it (gcc is on every machine of this kind); a missing build would silently cost 40 % of a core.
+    assert fast_path_available()
+
+
+def test_plain_token_chunks_are_taken_and_accounted_like_python() -> None:
+    middle = [_chunk(_vllm(n)) for n in range(3, 9)]
+    assert _parity(middle) == len(middle) + 1  # the opening's second token chunk too, once the first settled
+
+
+def test_several_chunks_in_one_read_and_several_tokens_per_chunk() -> None:
+    middle = [_chunk(_vllm(4)) + _chunk(_vllm(6)), _chunk(_vllm(9)) + _chunk(_vllm(9, "")) + _chunk(_vllm(10))]
+    assert _parity(middle) == 3
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        _vllm(3, "é漢🙂"),
+        _vllm(3, 'quote " back \\ slash / \n \t \u0000 \u00e9'),
+        json.dumps({"choices": [{"delta": {"content": "\u00e9"}}], "usage": {"completion_tokens": 3}}).encode(),
+        b'{ "choices" : [ { "delta" : { "content" : "x" } } , 5, "s", [1, {"a": []}] ] , '
+        b'"usage" : { "completion_tokens" : 3 } }',
+        b'{"choices":[{"delta":{"content":""},"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":3}}',
+        b'{"choices":[{"delta":null}],"usage":{"completion_tokens":3}}',
+        b'{"choices":[{"delta":{"reasoning_content":"think"}}],"usage":{"completion_tokens":3}}',
+        b'{"choices":[{"delta":{"tool_calls":[{"index":0}]}}],"usage":{"completion_tokens":3}}',
+        b'{"choices":[{"delta":{"tool_calls":[]}}],"usage":{"completion_tokens":3}}',
+        b'{"choices":[{"delta":{"content":"a"}}],"choices":[{"delta":{"content":""}}],"usage":{"completion_tokens":3}}',
+        b'{"choices":[{"delta":{"content":"a","content":null}}],"usage":{"completion_tokens":3}}',
+        b'{"choices":[{"delta":{"content":"a"}}],"usage":{"completion_tokens":3},"usage":null}',
+        b'{"choices":[{"delta":{"content":"a"}}],"usage":{"completion_tokens":3.0,"prompt_tokens":"12"}}',
+        b'{"choices":[{"delta":{"content":"a"}}],"usage":{"completion_tokens":2}}',  # the count did not move
+        b'{"choices":[{"delta":{"content":"a"}}]}',  # no usage: one token
+        b'{"choices":[{"delta":{"content":0}}],"usage":{"completion_tokens":3}}',
+        b'{"choices":[{"delta":{"content":"a"}}],"usage":{"completion_tokens":3},"x":[1e5,-0.5e-3,true,false,null,{}]}',
+        b'{"object":"chat.completion.chunk","choices":[{"delta":{"content":"a"}}],"usage":{"completion_tokens":3}}',
+    ],
+)
+def test_accepted_shapes_match_python(payload: bytes) -> None:
+    assert _parity([_chunk(payload)]) == 2
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b"[DONE]",
+        b'{"choices":[],"usage":{"completion_tokens":3}}',
+        b'{"choices":null,"usage":{"completion_tokens":3}}',
+        b'{"choices":[5]}',
+        b'{"choices":{"delta":{"content":"a"}}}',
+        b'{"error":{"message":"boom"}}',
+        b'{"error":null,"choices":[{"delta":{"content":"a"}}]}',
+        b'{"object":"error","message":"boom","choices":[{"delta":{"content":"a"}}]}',
+        b'{"choices":[{"delta":{"content":"a"}}],"timings":{"predicted_n":3}}',
+        b'{"choices":[{"delta":{"content":"a"}}],"usage":{"completion_tokens":true}}',
+        b'{"choices":[{"delta":{"content":"a"}}],"usage":{"completion_tokens":-1}}',
+        b'{"choices":[{"delta":{"content":"a"}}],"usage":{"completion_tokens":[3]}}',
+        b'{"choices":[{"delta":{"content":"a"}}],"usage":{"completion_tokens":1234567890123456789012}}',
+        b'{"choices":[{"delta":{"cont\\u0065nt":"a"}}]}',
+        b'{"choices":[{"delta":{"content":"\\ud83d\\ude42"}}]}',
+        b'{"choices":[{"delta":{"content":"\\ud800"}}]}',
+        b'{"choices":[{"delta":{"content":"\xed\xa0\x80"}}]}',
+        b'{"choices":[{"delta":{"content":"\xc3"}}]}',
+        b'{"choices":[{"delta":{"content":"\x01"}}]}',
+        b'{"choices":[{"delta":{"content":0.0}}]}',
+        b'{"choices":[{"delta":{"content":"a"}}],"x":1e400}',
+        b'{"choices":[{"delta":{"content":"a"}}],"x":01}',
+        b'{"choices":[{"delta":{"content":"a"}}],}',
+        b'{"choices":[{"delta":{"content":"a"}}]} x',
+        b'{"choices":[{"delta":{"content":"a"}}]',
+        b'[{"choices":[{"delta":{"content":"a"}}]}]',
+        b"not json",
+        b"[" * 40 + b"]" * 40,
+    ],
+)
+def test_refused_shapes_change_nothing_and_python_decides(payload: bytes) -> None:
+    assert _parity([_chunk(payload)]) == 1  # only the opening's second token chunk was the tape's
+
+
+@pytest.mark.parametrize(
+    "read",
+    [
+        b"event: error\ndata: {}\n\n",
+        b'data: {"choices":[{"delta":{"content":"a"}}]}\r\n\r\n',
+        b'data: {"choices":[{"delta":{"content":"a"}}]}\ndata: more\n\n',
+        b": keep-alive\n\n",
+    ],
+)
+def test_other_sse_framings_go_to_python(read: bytes) -> None:
+    assert _parity([b"%x\r\n%s\r\n" % (len(read), read)]) == 1
+
+
+def test_chunk_framing_must_be_exact() -> None:
+    good = _chunk(_vllm(3))
+    assert _parity([good[:-1], good[-1:]]) == 1  # split: Python reassembles, the tape never sees half a chunk
+    wrong_size = b"ff" + good[good.index(b"\r\n") :]
+    slow, _ = _run(_OPENING + [wrong_size], "openai-chat", fast=False)
+    fast, taken = _run(_OPENING + [wrong_size], "openai-chat", fast=True)
+    assert fast == slow and taken == 1
+    assert _parity([good + b"0\r\n\r\n"]) == 1  # the terminator with it: the end is Python's
+
+
+def test_completions_dialect() -> None:
+    text = [b'{"choices":[{"text":" a","index":0}],"usage":{"completion_tokens":%d}}' % n for n in (3, 4)]
+    empty = b'{"choices":[{"text":"","finish_reason":"length"}],"usage":{"completion_tokens":5}}'
+    assert _parity([_chunk(p) for p in [*text, empty]], "openai-completions") == 4
+
+
+def test_one_token_per_chunk_when_the_server_sends_no_counts() -> None:
+    plain = [b'{"choices":[{"delta":{"content":"w%d"}}]}' % i for i in range(5)]
+    reads = [_HEAD + _chunk(plain[0])] + [_chunk(p) for p in plain[1:]] + [_chunk(b"[DONE]"), b"0\r\n\r\n"]
+    slow, _ = _run(reads, "openai-chat", fast=False)
+    fast, taken = _run(reads, "openai-chat", fast=True)
+    assert fast == slow and taken == 4
+    assert fast[1] == [1] * 5
+
+
+def test_an_unarmed_or_unsettled_tape_takes_nothing() -> None:
+    rec = RequestRecord("r", "v", "m")
+    tape = _wire.Tape(rec, True)
+    assert not tape.armed and not tape.take(1.0, _chunk(_vllm(1)))
+    tape.arm(0, -1)  # where token counts come from is not decided yet: the first token is Python's
+    assert not tape.armed and not tape.take(1.0, _chunk(_vllm(1)))
+    tape.arm(1, 1)
+    assert tape.take(2.0, _chunk(_vllm(3)))
+    assert (list(rec.chunk_times), list(rec.chunk_tokens), tape.counted, rec.output_tokens) == ([2.0], [2], 3, 3)
+    tape.armed = False
+    assert not tape.take(3.0, _chunk(_vllm(4)))
+
+
+def test_other_dialects_and_ndjson_have_no_tape() -> None:
+    for name in ("tgi", "llamacpp", "ollama-chat", "triton"):
+        assert StreamAccumulator(RequestRecord("r", "v", "m"), get_dialect(name)).make_tape() is None
+
+
+def test_pure_python_switch(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LOADGEN_PURE_PYTHON", "1")
+    assert not fast_path_available()
+    assert StreamAccumulator(RequestRecord("r", "v", "m"), get_dialect("openai-chat")).make_tape() is None
+
+
+# ---- properties ---------------------------------------------------------------------------------------------
+
+_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-5, 2**70),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=6),
+)
+_values = st.recursive(
+    _scalars,
+    lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=4), kids, max_size=3),
+    max_leaves=8,
+)
+_delta = st.dictionaries(
+    st.sampled_from(["content", "reasoning_content", "reasoning", "tool_calls", "role", "x"]), _values, max_size=4
+)
+_choice = st.fixed_dictionaries(
+    {}, optional={"delta": _delta | _values, "text": _values, "finish_reason": _values, "index": _values}
+)
+_usage = st.dictionaries(st.sampled_from(["prompt_tokens", "completion_tokens", "total_tokens"]), _values, max_size=3)
+_chunk_obj = st.fixed_dictionaries(
+    {},
+    optional={
+        "choices": st.lists(_choice, max_size=2) | _values,
+        "usage": _usage | _values,
+        "object": st.sampled_from(["chat.completion.chunk", "error"]) | _values,
+        "model": _values,
+    },
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(_chunk_obj, min_size=1, max_size=4),
+    st.sampled_from(["openai-chat", "openai-completions"]),
+    st.booleans(),
+)
+def test_any_chunk_objects_agree_with_python(objs: list[dict[str, object]], dialect: str, ascii_only: bool) -> None:
+    # The stdlib's encoder: big integers, \u escapes (ensure_ascii), and lone surrogates encoded as invalid UTF-8.
+    payloads = [json.dumps(o, ensure_ascii=ascii_only).encode("utf-8", "surrogatepass") for o in objs]
+    _parity([_chunk(p) for p in payloads], dialect)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.integers(0, 400), st.binary(min_size=1, max_size=3))
+def test_corrupted_payloads_agree_with_python(at: int, junk: bytes) -> None:
+    payload = _vllm(3, "é x")
+    at %= len(payload)
+    _parity([_chunk(payload[:at] + junk + payload[at + len(junk) :])])
