@@ -464,6 +464,7 @@ static int parse_chunk(const unsigned char *p, Py_ssize_t n, Chunk *ch) {
 typedef struct {
     PyObject_HEAD
     int armed;
+    int live;           /* armed by Python since it last took the count back (the count here is the latest) */
     int exact;          /* -1 undecided, 0 one token per chunk, 1 counts from the server */
     int chat;
     long long counted;
@@ -496,7 +497,7 @@ static int Tape_init(Tape *self, PyObject *args, PyObject *kw) {
     Py_INCREF(record);
     Py_XSETREF(self->record, record);
     self->chat = chat;
-    self->armed = 0;
+    self->armed = self->live = 0;
     self->exact = -1;
     self->counted = 0;
     self->last_rx = 0.0;
@@ -532,9 +533,19 @@ static int set_count(PyObject *record, PyObject *name, long long v) {
     return r;
 }
 
-/* 1: the read was taken whole; 0: not taken, nothing changed; -1: a Python error (set). */
+static int tape_scan(Tape *self, double t, const unsigned char *data, Py_ssize_t n);
+
+/* 1: the read was taken whole; 0: not taken, nothing changed; -1: a Python error (set). A refused read disarms
+ * the tape: Python must parse it before any later read of the stream may be taken here (order). */
 static int tape_take(Tape *self, double t, const unsigned char *data, Py_ssize_t n) {
-    if (!self->armed || self->exact < 0 || n <= 0) return 0;
+    if (!self->armed) return 0;
+    int r = tape_scan(self, t, data, n);
+    if (r == 0) self->armed = 0;
+    return r;
+}
+
+static int tape_scan(Tape *self, double t, const unsigned char *data, Py_ssize_t n) {
+    if (self->exact < 0 || n <= 0) return 0;
     Chunk chunks[MAX_CHUNKS];
     int count = 0;
     Py_ssize_t pos = 0;
@@ -619,19 +630,30 @@ static PyObject *Tape_arm(Tape *self, PyObject *args) {
     self->counted = counted;
     self->exact = exact;
     self->armed = exact >= 0;
+    self->live = 1;
     /* The record may have been written by Python meanwhile: write the next usage values again. */
     self->set_pt = self->set_ct = -2;
     Py_RETURN_NONE;
 }
 
+static PyObject *Tape_disarm(Tape *self, PyObject *unused) {
+    /* Python takes over: the count reached here if the tape was armed since the last disarm, else None. */
+    self->armed = 0;
+    if (!self->live) Py_RETURN_NONE;
+    self->live = 0;
+    return PyLong_FromLongLong(self->counted);
+}
+
 static PyMethodDef Tape_methods[] = {
+    {"disarm", (PyCFunction)Tape_disarm, METH_NOARGS,
+     "disarm() -> int | None: stop taking reads; the token count if armed since the last disarm."},
     {"take", (PyCFunction)Tape_take, METH_VARARGS,
      "take(t, data) -> bool: account a read arrived at t, if it is whole token chunks; False changes nothing."},
     {"arm", (PyCFunction)Tape_arm, METH_VARARGS, "arm(counted, exact): hand over the accumulator's state."},
     {NULL}};
 
 static PyMemberDef Tape_members[] = {
-    {"armed", T_INT, offsetof(Tape, armed), 0, "whether reads may be taken here (Python clears it to take over)"},
+    {"armed", T_INT, offsetof(Tape, armed), READONLY, "whether the next read may be taken here"},
     {"counted", T_LONGLONG, offsetof(Tape, counted), READONLY, "tokens counted so far"},
     {"exact", T_INT, offsetof(Tape, exact), READONLY, "-1 undecided, 0 one per chunk, 1 server counts"},
     {"last_rx", T_DOUBLE, offsetof(Tape, last_rx), READONLY, "arrival time of the last read taken here"},

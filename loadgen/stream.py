@@ -101,9 +101,10 @@ class StreamAccumulator:
     def take_back(self) -> None:
         """Before Python handles a read: the count the tape reached, and the tape disarmed."""
         tape = self._tape
-        if tape is not None and tape.armed:
-            tape.armed = False
-            self._counted = tape.counted
+        if tape is not None:
+            counted = tape.disarm()
+            if counted is not None:
+                self._counted = counted
 
     def hand_over(self) -> None:
         """After Python handled a read that ended at an event boundary: arm the tape if the stream is settled

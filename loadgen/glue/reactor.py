@@ -39,6 +39,7 @@ import struct
 import sys
 import time
 import weakref
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -58,6 +59,8 @@ __all__ = ["Reactor", "Reading", "enable_rx_timestamps", "reactor"]
 _epoll: Any = monkey.get_original("select", "epoll")
 _EPOLLIN = 0x001
 _SWEEP_S = 0.1
+# While a wake-up parses reads and wakes greenlets, the sockets are read again this often (see `_on_ready`).
+_REPOLL_S = 0.001
 _MAX_EVENTS = 4096
 _RECV = 65536
 # SO_TIMESTAMPNS (= SCM_TIMESTAMPNS) is 35 in Linux's generic socket ABI (x86, ARM, POWER, s390, RISC-V); other
@@ -200,10 +203,60 @@ class Reactor:
         return True
 
     def _on_ready(self) -> None:
-        """In the hub: read every ready socket once. A finished response wakes its greenlet at once (from the hub,
-        as a Waiter must be); the hub comes back here when that greenlet next waits, and goes on with the rest."""
+        """In the hub: read every ready socket, parse what was read, and wake the greenlets whose response ended
+        (from the hub, as a Waiter must be; the hub comes back here when that greenlet next waits).
+
+        Every read is stamped when it is taken off the socket, so parsing and waking can come later without
+        costing accuracy, as long as each stream is read again before its next chunk arrives. A wave of requests
+        ending together (each greenlet records, then draws and sends its next request: ~50 µs) would otherwise hold
+        the loop for tens of ms, and a stream's next chunks would pile up into one read with one stamp: so while
+        this runs, the sockets are polled again every `_REPOLL_S`. Reads of one stream stay in order."""
+        pending: deque[tuple[Reading, float, bytes | int]] = deque()
+        self._poll(pending)
+        if not pending:
+            return
+        ended: deque[tuple[Reading, BaseException | None]] = deque()
+        mark = time.monotonic()
+        while pending or ended:
+            if pending:
+                self._handle(*pending.popleft(), ended)
+            else:
+                r, outcome = ended.popleft()
+                r.waiter.switch(outcome)
+            now = time.monotonic()
+            if now - mark > _REPOLL_S:
+                self._poll(pending)
+                mark = now
+
+    def _handle(
+        self, r: Reading, t: float, data: bytes | int, ended: deque[tuple[Reading, BaseException | None]]
+    ) -> None:
+        """One read for `r`'s parser: its bytes (b"" at EOF), or the errno its recvmsg failed with."""
+        if r._done:
+            return  # ended by an earlier read of the same socket (or the sweep) since this one was taken
+        if isinstance(data, int):  # OSError picks the subclass from the errno (ConnectionResetError, ...)
+            if self._finish(r):
+                ended.append((r, r.on_error(OSError(data, os.strerror(data)))))
+            return
+        r.last_rx = time.monotonic()
+        try:
+            done = r.on_data(t, data) if data else r.on_eof()
+        except Exception as e:  # noqa: BLE001 - handed to the request's own greenlet
+            if self._finish(r):
+                ended.append((r, e))
+            return
+        if done and self._finish(r):
+            ended.append((r, None))
+
+    def _poll(self, pending: deque[tuple[Reading, float, bytes | int]]) -> None:
+        """Read every ready socket once (no wait), each with its arrival time; queue what is left to parse."""
+        readings = self._readings
         if self._drainer is not None:
-            self._on_ready_fast()
+            # In C: reads stamped and late reads counted there; reads an armed tape took whole are not returned.
+            for fd, t, data in self._drainer.drain(self._ep.fileno(), self._tapes):
+                r = readings.get(fd)
+                if r is not None:
+                    pending.append((r, t, data))
             return
         events = self._ep.poll(0, _MAX_EVENTS)
         if not events:
@@ -212,11 +265,10 @@ class Reactor:
         # realtime − monotonic, in ns, to move kernel stamps onto the monotonic clock
         offset = time.time_ns() - time.monotonic_ns()
         lo, hi = woke - _STAMP_SLACK_S, woke + _STAMP_SLACK_S
-        readings, finish, unpack, ts_size = self._readings, self._finish, _TIMESPEC.unpack, _TIMESPEC.size
+        unpack, ts_size = _TIMESPEC.unpack, _TIMESPEC.size
         mono = time.monotonic
         stamped = late = 0
         worst = self.max_read_delay
-        ended: list[tuple[Reading, BaseException | None]] = []
         for fd, _ in events:
             r = readings.get(fd)
             if r is None:
@@ -226,8 +278,7 @@ class Reactor:
             except (BlockingIOError, InterruptedError):
                 continue
             except OSError as e:
-                if finish(r):
-                    ended.append((r, r.on_error(e)))
+                pending.append((r, woke, e.errno or 0))
                 continue
             t = woke
             if anc:
@@ -243,51 +294,10 @@ class Reactor:
                             late += 1
                             if delay > worst:
                                 worst = delay
-            r.last_rx = woke
-            try:
-                done = r.on_data(t, data) if data else r.on_eof()
-            except Exception as e:  # noqa: BLE001 - handed to the request's own greenlet
-                if finish(r):
-                    ended.append((r, e))
-                continue
-            if done and finish(r):
-                ended.append((r, None))
+            pending.append((r, t, data))
         self.reads += stamped
         self.late_reads += late
         self.max_read_delay = worst
-        # Every ready socket is read (and stamped) before any finished request's greenlet runs its bookkeeping and
-        # sends its next request.
-        for r, outcome in ended:
-            r.waiter.switch(outcome)
-
-    def _on_ready_fast(self) -> None:
-        """`_on_ready` with the C drainer: it read and stamped every ready socket (counting late reads) and kept
-        the reads an armed tape took whole; the rest are handled here as in `_on_ready`."""
-        slow = self._drainer.drain(self._ep.fileno(), self._tapes)
-        if not slow:
-            return
-        woke = time.monotonic()
-        readings, finish = self._readings, self._finish
-        ended: list[tuple[Reading, BaseException | None]] = []
-        for fd, t, data in slow:
-            r = readings.get(fd)
-            if r is None:
-                continue
-            if type(data) is int:  # recvmsg failed with this errno (OSError picks the subclass, e.g. a reset)
-                if finish(r):
-                    ended.append((r, r.on_error(OSError(data, os.strerror(data)))))
-                continue
-            r.last_rx = woke
-            try:
-                done = r.on_data(t, data) if data else r.on_eof()
-            except Exception as e:  # noqa: BLE001 - handed to the request's own greenlet
-                if finish(r):
-                    ended.append((r, e))
-                continue
-            if done and finish(r):
-                ended.append((r, None))
-        for r, outcome in ended:
-            r.waiter.switch(outcome)
 
     def _sweep(self) -> None:
         while True:

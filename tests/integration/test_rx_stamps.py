@@ -149,4 +149,5 @@ def test_a_reader_later_than_the_chunk_gap_gets_the_later_arrival_and_counts_it(
     errors_ms = [(t - s) * 1e3 for t, s in zip(rec.chunk_times, sent, strict=True)]
     assert all(-0.05 <= e <= 31.0 for e in errors_ms), errors_ms
     assert sum(1 for e in errors_ms if e > 5) >= 5  # coalesced: the limit of one stamp per read
-    assert late >= 5 and worst > 0.010 and reads < CHUNKS + 2
+    # A read's stamp is its newest segment's, so the delay it shows is at most about one chunk gap (10 ms).
+    assert late >= 5 and worst > 0.005 and reads < CHUNKS + 2

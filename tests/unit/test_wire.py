@@ -216,8 +216,12 @@ def test_an_unarmed_or_unsettled_tape_takes_nothing() -> None:
     tape.arm(1, 1)
     assert tape.take(2.0, _chunk(_vllm(3)))
     assert (list(rec.chunk_times), list(rec.chunk_tokens), tape.counted, rec.output_tokens) == ([2.0], [2], 3, 3)
-    tape.armed = False
-    assert not tape.take(3.0, _chunk(_vllm(4)))
+    assert not tape.take(3.0, _chunk(b"[DONE]"))  # refused: disarmed, so no later read overtakes it
+    assert not tape.armed and not tape.take(4.0, _chunk(_vllm(4)))
+    assert tape.disarm() == 3 and tape.disarm() is None  # the count once, then nothing new to hand back
+    tape.arm(3, 1)
+    assert tape.take(5.0, _chunk(_vllm(4)))
+    assert tape.disarm() == 4 and not tape.take(6.0, _chunk(_vllm(5)))
 
 
 def test_other_dialects_and_ndjson_have_no_tape() -> None:
