@@ -10,15 +10,16 @@
  *   kernel's receive stamp (SO_TIMESTAMPNS, moved onto CLOCK_MONOTONIC), counts late reads, and gives each read
  *   to the socket's armed `Tape`, if it has one. A read the tape cannot take whole comes back to Python as
  *   (fd, time, bytes | errno), untouched, for the full parser.
- * - `Tape` is one request's fast half. Armed by Python only when the chunked decoder is at a chunk boundary, the
- *   SSE parser holds nothing and the accumulator has settled where token counts come from. A read is taken only
+ * - `Tape` is one request's fast half. Armed by Python only when the chunked decoder is at a chunk boundary and
+ *   the SSE parser holds nothing (after the response head, and after any read Python parsed). A read is taken only
  *   if *every* chunk in it is a lone `data:` event whose JSON is valid and of the plain token shape; otherwise
  *   nothing is changed and Python gets the read. All-or-nothing keeps one source of truth for every odd case
  *   (errors, usage-only and final chunks, [DONE], llama.cpp timings, escapes in keys, surrogates, bools as counts).
  *
- * The accounting a taken chunk does is the accumulator's (stream.py `_on_chunk`) for a settled stream: with
- * server counts, the chunk's tokens are the cumulative count's advance (no token if it did not move); without,
- * one token per chunk with output. `usage.prompt_tokens` / `completion_tokens` integers are copied to the record.
+ * The accounting a taken chunk does is the accumulator's (stream.py `_on_chunk`): with server counts, the
+ * chunk's tokens are the cumulative count's advance (no token if it did not move); without, one token per chunk
+ * with output; the first token decides which. `usage.prompt_tokens` / `completion_tokens` integers are copied to
+ * the record.
  * tests/unit/test_wire.py checks every accepted payload against the Python path.
  */
 #define PY_SSIZE_T_CLEAN
@@ -472,16 +473,19 @@ typedef struct {
     PyObject *record;
     PyObject *times_append;
     PyObject *tokens_append;
+    PyObject *server_source; /* the record's token_source once counts are known to come from the server */
     long long set_pt, set_ct; /* what was last written to the record (-2: nothing yet) */
 } Tape;
 
-static PyObject *s_prompt_tokens, *s_output_tokens;
+static PyObject *s_prompt_tokens, *s_output_tokens, *s_token_source;
 
 static int Tape_init(Tape *self, PyObject *args, PyObject *kw) {
-    static char *names[] = {"record", "chat", NULL};
-    PyObject *record;
+    static char *names[] = {"record", "chat", "server_source", NULL};
+    PyObject *record, *server_source;
     int chat;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "Op", names, &record, &chat)) return -1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OpO", names, &record, &chat, &server_source)) return -1;
+    Py_INCREF(server_source);
+    Py_XSETREF(self->server_source, server_source);
     PyObject *times = PyObject_GetAttrString(record, "chunk_times");
     if (!times) return -1;
     PyObject *tokens = PyObject_GetAttrString(record, "chunk_tokens");
@@ -509,6 +513,7 @@ static int Tape_traverse(Tape *self, visitproc visit, void *arg) {
     Py_VISIT(self->record);
     Py_VISIT(self->times_append);
     Py_VISIT(self->tokens_append);
+    Py_VISIT(self->server_source);
     return 0;
 }
 
@@ -516,6 +521,7 @@ static int Tape_clear(Tape *self) {
     Py_CLEAR(self->record);
     Py_CLEAR(self->times_append);
     Py_CLEAR(self->tokens_append);
+    Py_CLEAR(self->server_source);
     return 0;
 }
 
@@ -545,7 +551,7 @@ static int tape_take(Tape *self, double t, const unsigned char *data, Py_ssize_t
 }
 
 static int tape_scan(Tape *self, double t, const unsigned char *data, Py_ssize_t n) {
-    if (self->exact < 0 || n <= 0) return 0;
+    if (n <= 0) return 0;
     Chunk chunks[MAX_CHUNKS];
     int count = 0;
     Py_ssize_t pos = 0;
@@ -574,15 +580,23 @@ static int tape_scan(Tape *self, double t, const unsigned char *data, Py_ssize_t
         count++;
         pos = after + 4;
     }
-    /* Pass 2: the accumulator's accounting for a settled stream. */
+    /* Pass 2: the accumulator's accounting (stream.py `_on_chunk`). Counts are the server's when it sends a
+     * cumulative one from the first token on; text before the count moved means they cannot be trusted. */
     for (int j = 0; j < count; j++) {
         Chunk *ch = &chunks[j];
-        long long k;
-        if (self->exact == 1 && ch->usage_dict && ch->ct >= 0)
+        long long k = 0;
+        int from_server = 0;
+        if (self->exact != 0 && ch->usage_dict && ch->ct >= 0) {
             k = ch->ct - self->counted;
-        else
-            k = ch->has_output ? 1 : 0;
+            from_server = 1;
+            if (k <= 0 && ch->has_output && self->exact < 0) from_server = 0;
+        }
+        if (!from_server) k = ch->has_output ? 1 : 0;
         if (k > 0) {
+            if (self->exact < 0) {
+                self->exact = from_server;
+                if (from_server && PyObject_SetAttr(self->record, s_token_source, self->server_source) < 0) return -1;
+            }
             self->counted += k;
             PyObject *tf = PyFloat_FromDouble(t);
             if (!tf) return -1;
@@ -628,8 +642,8 @@ static PyObject *Tape_arm(Tape *self, PyObject *args) {
     int exact;
     if (!PyArg_ParseTuple(args, "Li", &counted, &exact)) return NULL;
     self->counted = counted;
-    self->exact = exact;
-    self->armed = exact >= 0;
+    self->exact = exact < 0 ? -1 : exact != 0;
+    self->armed = 1;
     self->live = 1;
     /* The record may have been written by Python meanwhile: write the next usage values again. */
     self->set_pt = self->set_ct = -2;
@@ -637,16 +651,16 @@ static PyObject *Tape_arm(Tape *self, PyObject *args) {
 }
 
 static PyObject *Tape_disarm(Tape *self, PyObject *unused) {
-    /* Python takes over: the count reached here if the tape was armed since the last disarm, else None. */
+    /* Python takes over: (count, exact) reached here if the tape was armed since the last disarm, else None. */
     self->armed = 0;
     if (!self->live) Py_RETURN_NONE;
     self->live = 0;
-    return PyLong_FromLongLong(self->counted);
+    return Py_BuildValue("(Li)", self->counted, self->exact);
 }
 
 static PyMethodDef Tape_methods[] = {
     {"disarm", (PyCFunction)Tape_disarm, METH_NOARGS,
-     "disarm() -> int | None: stop taking reads; the token count if armed since the last disarm."},
+     "disarm() -> (counted, exact) | None: stop taking reads; the state if armed since the last disarm."},
     {"take", (PyCFunction)Tape_take, METH_VARARGS,
      "take(t, data) -> bool: account a read arrived at t, if it is whole token chunks; False changes nothing."},
     {"arm", (PyCFunction)Tape_arm, METH_VARARGS, "arm(counted, exact): hand over the accumulator's state."},
@@ -831,7 +845,8 @@ PyMODINIT_FUNC PyInit__wire(void) {
     if (PyType_Ready(&TapeType) < 0 || PyType_Ready(&DrainerType) < 0) return NULL;
     s_prompt_tokens = PyUnicode_InternFromString("prompt_tokens");
     s_output_tokens = PyUnicode_InternFromString("output_tokens");
-    if (!s_prompt_tokens || !s_output_tokens) return NULL;
+    s_token_source = PyUnicode_InternFromString("token_source");
+    if (!s_prompt_tokens || !s_output_tokens || !s_token_source) return NULL;
     PyObject *m = PyModule_Create(&wiremodule);
     if (!m) return NULL;
     Py_INCREF(&TapeType);

@@ -90,29 +90,30 @@ class StreamAccumulator:
     # ---- the C fast path's hand-over (see loadgen/_wire.c) ----------------------------------------------------
     def make_tape(self) -> Any:
         """A `_wire.Tape` that may account this stream's plain token chunks while it is armed, or None (no C
-        half, or a dialect it does not know). The reader arms it through `hand_over` and disarms it through
-        `take_back`: between the two, the tape holds the token count, and the record gets its chunks directly."""
+        half, or a dialect it does not know; the reader asks only where `fast_path_available()`). The reader arms
+        it through `hand_over` and disarms it through `take_back`: between the two, the tape holds the token count
+        and where counts come from, and the record gets its chunks directly."""
         chat = _FAST_DIALECTS.get(type(self._dialect))
-        if chat is None or not self._sse or not fast_path_available():
+        if chat is None or not self._sse or _wire is None:
             return None
-        self._tape = _wire.Tape(self.record, chat)
+        self._tape = _wire.Tape(self.record, chat, TokenSource.SERVER)
         return self._tape
 
     def take_back(self) -> None:
         """Before Python handles a read: the count the tape reached, and the tape disarmed."""
         tape = self._tape
         if tape is not None:
-            counted = tape.disarm()
-            if counted is not None:
-                self._counted = counted
+            state = tape.disarm()
+            if state is not None:
+                self._counted, exact = state
+                self._exact = None if exact < 0 else bool(exact)
 
     def hand_over(self) -> None:
-        """After Python handled a read that ended at an event boundary: arm the tape if the stream is settled
-        (where token counts come from is decided) and still going."""
+        """After Python handled a read that ended at an event boundary: arm the tape if the stream is still going."""
         tape = self._tape
-        exact = self._exact
-        if tape is not None and exact is not None and self.sse_idle and not self.finished:
-            tape.arm(self._counted, 1 if exact else 0)
+        if tape is not None and self.sse_idle and not self.finished:
+            exact = self._exact
+            tape.arm(self._counted, -1 if exact is None else int(exact))
 
     def on_sent(self, t: float) -> None:
         self.record.sent = t
