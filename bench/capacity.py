@@ -101,14 +101,18 @@ def _until_saturated(steps: Iterator[CapacityRow]) -> list[CapacityRow]:
 
 
 def sweep_chunks(
-    seconds: float, cores: Cores, workdir: Path, streams: int = 256, itls: tuple[float, ...] = (6.0, 4.0, 3.0, 2.5, 2.0)
+    seconds: float,
+    cores: Cores,
+    workdir: Path,
+    streams: int = 256,
+    itls: tuple[float, ...] = (6.0, 4.0, 3.0, 2.0, 1.5, 1.25, 1.0),
 ) -> list[CapacityRow]:
     """loadgen at rising offered chunk rates (256-token outputs), until it is clearly saturated."""
     return _until_saturated(measure("loadgen", "chunks", streams, itl, 256, seconds, cores, workdir) for itl in itls)
 
 
 def sweep_requests(
-    seconds: float, cores: Cores, workdir: Path, streams: tuple[int, ...] = (16, 32, 48, 64, 96)
+    seconds: float, cores: Cores, workdir: Path, streams: tuple[int, ...] = (16, 32, 64, 96, 128, 192)
 ) -> list[CapacityRow]:
     """loadgen with 16-token outputs (1 ms/token) and more and more streams: streaming requests per second."""
     return _until_saturated(measure("loadgen", "requests", n, 1.0, 16, seconds, cores, workdir) for n in streams)

@@ -3,6 +3,8 @@
 - `http+sse+json`: one SSE chunk through the HTTP parser (llhttp, chunked framing), the SSE splitter, the dialect's
   JSON parse and the accumulator (what happens after every `recv()` on a quiet connection);
 - `same, 8 chunks per recv`: the same when reads are coalesced (a busy client finds several chunks per read);
+- `C tape`: the same chunks taken by loadgen/_wire.c's tape (framing, JSON check, accounting into the record) —
+  what a token read costs where the C half is built (the Python path stays for heads, ends and odd chunks);
 - `aggregate.add`: recording one finished request (TTFT, E2E, TPOT, per-token ITL, ICL) into the histograms;
 - `request setup`: drawing the next request, building its body and record (what precedes every send).
 """
@@ -19,7 +21,7 @@ from loadgen.dialects import get_dialect
 from loadgen.glue.connection import _Parser
 from loadgen.prompts import sampler_for
 from loadgen.records import RequestRecord
-from loadgen.stream import StreamAccumulator
+from loadgen.stream import StreamAccumulator, fast_path_available
 
 _HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
 
@@ -59,6 +61,25 @@ def bench_parse(chunks: int = 64, per_recv: int = 1) -> float:
         for data in reads:
             p.now = time.monotonic()
             p.take(data)
+        return chunks
+
+    return _timeit(one)
+
+
+def bench_tape(chunks: int = 64, per_recv: int = 1) -> float:
+    from loadgen import _wire
+
+    events = [_event(i + 1) for i in range(chunks)]
+    reads = [b"".join(events[i : i + per_recv]) for i in range(0, chunks, per_recv)]
+
+    def one() -> int:
+        rec = RequestRecord("r", "v", "m")
+        tape = _wire.Tape(rec, True, "server")
+        tape.arm(0, -1)
+        take = tape.take
+        for data in reads:
+            if not take(1.0, data):
+                raise RuntimeError("the tape refused a bench chunk")
         return chunks
 
     return _timeit(one)
@@ -114,6 +135,9 @@ def run() -> list[tuple[str, str]]:
         ("http+sse+json+record, 1 chunk per recv (µs/chunk)", f"{bench_parse(per_recv=1):.2f}"),
         ("same, 8 chunks per recv (µs/chunk)", f"{bench_parse(per_recv=8):.2f}"),
     ]
+    if fast_path_available():
+        rows.append(("C tape, 1 chunk per recv (µs/chunk)", f"{bench_tape(per_recv=1):.2f}"))
+        rows.append(("C tape, 8 chunks per recv (µs/chunk)", f"{bench_tape(per_recv=8):.2f}"))
     req, chunk = bench_aggregate(k=1)
     rows.append(("aggregate.add, 64 chunks × 1 token (µs/request; µs/chunk)", f"{req:.1f}; {chunk:.2f}"))
     req, chunk = bench_aggregate(k=4)
