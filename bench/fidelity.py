@@ -92,7 +92,7 @@ def table(rows: list[FidelityRow]) -> str:
         ratio = "—"
         b = base.get((r.streams, r.k))
         if b is not None and res.client != "loadgen":
-            ratio = f"TTFT+ p99 {abs(a['ttft_p99']) / max(b, 0.05):.0f}×"
+            ratio = f"TTFT+ p99 {max(abs(a['ttft_p99']), 0.05) / max(b, 0.05):.0f}×"
         out.append(
             [
                 str(r.streams),

@@ -9,8 +9,9 @@ reads it), so any client on this host can be graded chunk by chunk.
 Built for throughput on one core: one `epoll` loop over non-blocking sockets, no framework, chunks formatted from
 byte templates, a heap of due times, and one `send()` per connection per tick — when a stream is late, all of its
 due chunks leave together (coalesced) and the truth log says so. Schedules are absolute (arrival + TTFT + j·k·ITL),
-so a late tick never shifts later chunks. `--procs N` runs N processes on one SO_REUSEPORT port (pin them with
-`taskset`); each writes its own truth file (`PATH.<i>`).
+so a late tick never shifts later chunks; a request's arrival is the kernel's receive stamp of its bytes, so a
+request read late (the loop busy with other streams) still counts from when it came in. `--procs N` runs N
+processes on one SO_REUSEPORT port (pin them with `taskset`); each writes its own truth file (`PATH.<i>`).
 
     python -m bench.server --port 8100 --itl-ms 10 --k 4 --truth /tmp/truth.jsonl
 """
@@ -61,10 +62,17 @@ class _Stream:
         self.head = True
 
 
+# Requests are stamped with the kernel's receive time (SO_TIMESTAMPNS, 35 in Linux's generic socket ABI), so a request
+# the server read late still counts from when it arrived: the truth TTFT is what a perfect client would see.
+_SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35 if sys.platform.startswith("linux") else 0)
+_CMSG_SPACE = socket.CMSG_SPACE(16) if hasattr(socket, "CMSG_SPACE") else 0
+
+
 class _Conn:
-    __slots__ = ("sock", "fd", "inbuf", "out", "stream", "close_after", "want_out")
+    __slots__ = ("sock", "fd", "inbuf", "out", "stream", "close_after", "want_out", "rx")
 
     def __init__(self, sock: socket.socket) -> None:
+        self.rx = 0.0  # arrival time of the last bytes read (kernel stamp on the monotonic clock)
         self.sock = sock
         self.fd = sock.fileno()
         self.inbuf = bytearray()
@@ -114,13 +122,16 @@ class BenchServer:
                 return
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if _SO_TIMESTAMPNS:
+                with contextlib.suppress(OSError):
+                    sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
             c = _Conn(sock)
             self.conns[c.fd] = c
             self.ep.register(c.fd, _EPOLLIN)
 
     def _read(self, c: _Conn) -> None:
         try:
-            data = c.sock.recv(65536)
+            data, anc, _, _ = c.sock.recvmsg(65536, _CMSG_SPACE)
         except (BlockingIOError, InterruptedError):
             return
         except OSError:
@@ -129,6 +140,13 @@ class BenchServer:
         if not data:
             self._close(c)
             return
+        now = time.monotonic()
+        c.rx = now
+        if anc and anc[0][1] == _SO_TIMESTAMPNS and len(anc[0][2]) == 16:
+            sec, nsec = int.from_bytes(anc[0][2][:8], sys.byteorder), int.from_bytes(anc[0][2][8:], sys.byteorder)
+            stamp = (sec * 1_000_000_000 + nsec - (time.time_ns() - time.monotonic_ns())) * 1e-9
+            if now - 5.0 < stamp <= now:
+                c.rx = stamp
         c.inbuf += data
         if c.stream is None:
             self._next_request(c)
@@ -159,7 +177,7 @@ class BenchServer:
             self._handle(c, method, target.split("?", 1)[0], headers, body)
 
     def _handle(self, c: _Conn, method: str, path: str, headers: dict[str, str], body: bytes) -> None:
-        now = time.monotonic()
+        now = c.rx or time.monotonic()  # when the request's last bytes arrived
         if method == "GET" and path in ("/health", "/v1/models", "/models"):
             self._respond(c, 200, b"ok" if path == "/health" else _MODELS)
             return
