@@ -29,6 +29,8 @@ from bench.runners import CLIENTS, INSTALL, installed  # noqa: E402
 
 PARTS = ("fidelity", "capacity", "scale", "merge", "memory", "hotpath")
 PEERS = ("guidellm", "inference-perf", "fasthttp", "httpx")
+# loadgen with its C read path switched off: what loadgen/_wire.c buys, in the same run.
+VARIANTS = ("loadgen-py",)
 _FLOOR_MS = 0.05
 
 
@@ -40,7 +42,9 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="32/256 streams, 5 s runs, 1M-request master memory")
     p.add_argument("--parts", default=",".join(PARTS), help=f"comma list of {', '.join(PARTS)}")
-    p.add_argument("--clients", default="loadgen," + ",".join(PEERS), help=f"comma list of {', '.join(CLIENTS)}")
+    p.add_argument(
+        "--clients", default=",".join(("loadgen", *VARIANTS, *PEERS)), help=f"comma list of {', '.join(CLIENTS)}"
+    )
     p.add_argument("--streams", default="", help="fidelity scales (default 32,256,1024; --quick 32,256)")
     p.add_argument("--k", default="1,4", help="tokens per chunk for fidelity runs")
     p.add_argument("--seconds", type=float, default=0.0, help="seconds per client run (default 10; --quick 5)")

@@ -122,7 +122,9 @@ def _scenario(job: Job, path: Path) -> Path:
     return path
 
 
-def run_loadgen(job: Job) -> Result:
+def run_loadgen(job: Job, pure_python: bool = False) -> Result:
+    """loadgen as shipped; with `pure_python`, with its C half switched off (LOADGEN_PURE_PYTHON=1), to show what
+    the C read path buys."""
     wd = job.workdir
     scen = _scenario(job, wd / "scenario.yaml")
     cmd = [
@@ -139,8 +141,11 @@ def run_loadgen(job: Job) -> Result:
     ]
     if job.raw:
         cmd += ["--raw-records", str(wd / "raw")]
-    run = run_client(job.cores.pin(job.cores.client, cmd), timeout=job.seconds + 120, log=wd / "client.log")
+    env = {"LOADGEN_PURE_PYTHON": "1"} if pure_python else None
+    run = run_client(job.cores.pin(job.cores.client, cmd), env=env, timeout=job.seconds + 120, log=wd / "client.log")
     name = "loadgen" if job.workers <= 1 else f"loadgen ×{job.workers}"
+    if pure_python:
+        name += " (pure Python)"
     res = Result(name, ok=(wd / "report" / "report.json").exists(), run=run)
     if not res.ok:
         res.note = f"no report (exit {run.returncode}): {run.output[-400:]}"
@@ -290,6 +295,7 @@ def run_guidellm(job: Job) -> Result:
 
 CLIENTS: dict[str, Callable[[Job], Result]] = {
     "loadgen": run_loadgen,
+    "loadgen-py": lambda job: run_loadgen(job, pure_python=True),
     "fasthttp": run_fasthttp,
     "httpx": run_httpx,
     "inference-perf": run_inference_perf,
