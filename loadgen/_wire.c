@@ -189,6 +189,11 @@ enum { V_STR, V_INT, V_NUM, V_TRUE, V_FALSE, V_NULL, V_ARR, V_OBJ };
 
 static int skip(Cur *c, int *type, int *truthy);
 
+static inline int skip_any(Cur *c) {
+    int type, truthy;
+    return skip(c, &type, &truthy);
+}
+
 /* Skips the rest of an array or object whose opening bracket was consumed; *empty tells whether it had none. */
 static int skip_container(Cur *c, unsigned char close, int *empty) {
     if (++c->depth > MAX_DEPTH) return -1;
@@ -201,7 +206,6 @@ static int skip_container(Cur *c, unsigned char close, int *empty) {
     }
     *empty = 0;
     for (;;) {
-        int t, tr;
         if (close == '}') {
             const unsigned char *s;
             Py_ssize_t n;
@@ -213,7 +217,7 @@ static int skip_container(Cur *c, unsigned char close, int *empty) {
             c->p++;
         }
         ws(c);
-        if (skip(c, &t, &tr) < 0) return -1;
+        if (skip_any(c) < 0) return -1;
         ws(c);
         if (c->p >= c->end) return -1;
         if (*c->p == ',') {
@@ -344,8 +348,7 @@ static int delta_member(Cur *c, const unsigned char *k, Py_ssize_t n, void *ctx)
     if (key_is(k, n, "reasoning_content")) return any_truthy(c, &d->reasoning_content);
     if (key_is(k, n, "reasoning")) return any_truthy(c, &d->reasoning);
     if (key_is(k, n, "tool_calls")) return any_truthy(c, &d->tool_calls);
-    int t, tr;
-    return skip(c, &t, &tr);
+    return skip_any(c);
 }
 
 static int choice_member(Cur *c, const unsigned char *k, Py_ssize_t n, void *ctx) {
@@ -357,20 +360,17 @@ static int choice_member(Cur *c, const unsigned char *k, Py_ssize_t n, void *ctx
             ch->has_output = d.content || d.reasoning_content || d.reasoning || d.tool_calls;
             return 0;
         }
-        int t, tr;
         ch->has_output = 0; /* a delta that is not an object carries nothing */
-        return skip(c, &t, &tr);
+        return skip_any(c);
     }
     if (!ch->chat && key_is(k, n, "text")) return any_truthy(c, &ch->has_output);
-    int t, tr;
-    return skip(c, &t, &tr);
+    return skip_any(c);
 }
 
 /* A usage count: a non-negative integer, or "not an integer" (-1). Booleans, negatives and lists go to Python
  * (bool is an int there; as_count takes a one-element list). */
 static int usage_count(Cur *c, long long *out) {
     if (c->p < c->end && (*c->p == 't' || *c->p == 'f' || *c->p == '[' || *c->p == '-')) return -1;
-    int t, tr;
     const unsigned char *at = c->p;
     if (c->p < c->end && *c->p >= '0' && *c->p <= '9') {
         int kind;
@@ -391,20 +391,18 @@ static int usage_count(Cur *c, long long *out) {
         }
     }
     *out = -1;
-    return skip(c, &t, &tr);
+    return skip_any(c);
 }
 
 static int usage_member(Cur *c, const unsigned char *k, Py_ssize_t n, void *ctx) {
     Chunk *ch = (Chunk *)ctx;
     if (key_is(k, n, "prompt_tokens")) return usage_count(c, &ch->pt);
     if (key_is(k, n, "completion_tokens")) return usage_count(c, &ch->ct);
-    int t, tr;
-    return skip(c, &t, &tr);
+    return skip_any(c);
 }
 
 static int top_member(Cur *c, const unsigned char *k, Py_ssize_t n, void *ctx) {
     Chunk *ch = (Chunk *)ctx;
-    int t, tr;
     if (key_is(k, n, "choices")) {
         /* Only a non-empty list whose first item is an object is a token chunk; anything else is Python's. */
         if (c->p >= c->end || *c->p != '[') return -1;
@@ -424,7 +422,7 @@ static int top_member(Cur *c, const unsigned char *k, Py_ssize_t n, void *ctx) {
             if (*c->p != ',') return -1;
             c->p++;
             ws(c);
-            if (skip(c, &t, &tr) < 0) return -1;
+            if (skip_any(c) < 0) return -1;
         }
         c->depth--;
         ch->saw_choices = 1;
@@ -437,7 +435,7 @@ static int top_member(Cur *c, const unsigned char *k, Py_ssize_t n, void *ctx) {
             return members(c, usage_member, ch);
         }
         ch->usage_dict = 0;
-        return skip(c, &t, &tr);
+        return skip_any(c);
     }
     if (key_is(k, n, "error") || key_is(k, n, "timings")) return -1;
     if (key_is(k, n, "object") && c->p < c->end && *c->p == '"') {
@@ -447,7 +445,7 @@ static int top_member(Cur *c, const unsigned char *k, Py_ssize_t n, void *ctx) {
         if (str(c, &s, &sn, &esc) < 0 || esc || key_is(s, sn, "error")) return -1;
         return 0;
     }
-    return skip(c, &t, &tr);
+    return skip_any(c);
 }
 
 static int parse_chunk(const unsigned char *p, Py_ssize_t n, Chunk *ch) {
