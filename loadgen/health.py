@@ -35,6 +35,9 @@ class HealthStats:
     reads: int = 0
     late_reads: int = 0
     max_read_delay: float = 0.0
+    # Reads the C half (loadgen/_wire.c) took whole: token chunks no Python touched. A low share at high load means
+    # the server's chunks fall off that path (see the README) and the worker spends more CPU per chunk.
+    reads_in_c: int = 0
 
     def add_reads(self, reads: int, late: int, max_delay: float) -> None:
         self.reads += reads
@@ -54,6 +57,7 @@ class HealthStats:
             "loop_lag": self.loop_lag.encode(),
             "cpu": list(self.cpu_samples),
             "reads": [self.reads, self.late_reads, self.max_read_delay],
+            "reads_c": self.reads_in_c,
         }
 
     def merge_wire(self, w: dict[str, Any]) -> None:
@@ -62,6 +66,7 @@ class HealthStats:
             self.add_cpu(float(c))
         reads, late, worst = w.get("reads", (0, 0, 0.0))
         self.add_reads(int(reads), int(late), float(worst))
+        self.reads_in_c += int(w.get("reads_c", 0))  # absent from a worker without the C half
 
     def summary(self) -> dict[str, Any]:
         cpu = sorted(self.cpu_samples)
@@ -78,6 +83,8 @@ class HealthStats:
                 "late_over_1ms": self.late_reads,
                 "late_share": round(self.late_reads / self.reads, 5),
                 "max_ms": round(self.max_read_delay * 1e3, 3),
+                "in_c": self.reads_in_c,
+                "in_c_share": round(min(self.reads_in_c / self.reads, 1.0), 5),
             }
         return out
 

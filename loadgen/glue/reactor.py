@@ -149,6 +149,7 @@ class Reactor:
         self.fast = fast_path_available()
         self._drainer: Any = _wire.Drainer() if self.fast else None
         self._tapes: dict[int, Any] = {}
+        self._taken_reported = 0
         self._watcher = hub.loop.io(self._ep.fileno(), 1)
         self._watcher.ref = False  # an idle reactor must not keep the loop (gevent.wait(), joinall) from ending
         self._watcher.start(self._on_ready)
@@ -167,6 +168,15 @@ class Reactor:
         self.reads = self.late_reads = 0
         self.max_read_delay = 0.0
         return out
+
+    def take_fast_reads(self) -> int:
+        """Reads the C half took whole (token chunks Python never parsed) since last time."""
+        if self._drainer is None:
+            return 0
+        taken = self._drainer.taken
+        out = taken - self._taken_reported
+        self._taken_reported = taken
+        return int(out)
 
     def read(self, reading: Reading) -> None:
         """Read until `reading` completes; returns normally or raises what ended it. Interruptible (a deadline)."""

@@ -156,7 +156,9 @@ class Runtime:
 
     def collect_reads(self) -> None:
         """Move the reactor's read-delay counters into this interval's health."""
-        self.health.add_reads(*reactor().take_read_stats())
+        r = reactor()
+        self.health.add_reads(*r.take_read_stats())
+        self.health.reads_in_c += r.take_fast_reads()
 
     def _watch_loop_lag(self) -> None:
         # How late the loop wakes from a short sleep = how late every timestamp taken on this loop can be.

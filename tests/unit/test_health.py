@@ -5,21 +5,29 @@ from __future__ import annotations
 from loadgen.health import HealthStats, HealthThresholds, verdict
 
 
-def _worker(lag_s: float, reads: int, late: int, worst_s: float) -> HealthStats:
+def _worker(lag_s: float, reads: int, late: int, worst_s: float, in_c: int = 0) -> HealthStats:
     h = HealthStats()
     for _ in range(100):
         h.add_lag(lag_s)
     h.add_cpu(50.0)
     h.add_reads(reads, late, worst_s)
+    h.reads_in_c += in_c
     return h
 
 
 def test_interval_reports_merge_into_the_run_totals() -> None:
     run = HealthStats()
-    for part in (_worker(0.001, 1000, 3, 0.004), _worker(0.002, 500, 1, 0.009)):
+    for part in (_worker(0.001, 1000, 3, 0.004, in_c=900), _worker(0.002, 500, 1, 0.009, in_c=300)):
         run.merge_wire(part.to_wire())
     s = run.summary()
-    assert s["read_delay"] == {"reads": 1500, "late_over_1ms": 4, "late_share": round(4 / 1500, 5), "max_ms": 9.0}
+    assert s["read_delay"] == {
+        "reads": 1500,
+        "late_over_1ms": 4,
+        "late_share": round(4 / 1500, 5),
+        "max_ms": 9.0,
+        "in_c": 1200,
+        "in_c_share": 0.8,
+    }
     assert s["loop_lag_ms"]["count"] == 200
     assert s["cpu_percent"]["mean"] == 50.0
 
@@ -28,6 +36,7 @@ def test_a_report_without_read_counts_still_merges() -> None:
     run = HealthStats()
     wire = _worker(0.001, 0, 0, 0.0).to_wire()
     del wire["reads"]  # a worker that read nothing over TCP (TLS only), or an older one
+    del wire["reads_c"]  # and one without the C half
     run.merge_wire(wire)
     assert "read_delay" not in run.summary()
 
