@@ -65,16 +65,19 @@ def sim(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, str], Path]
 
 
 def _check_against_truth(records: list[RequestRecord], truth: dict[str, TruthRequest]) -> int:
-    chunks = 0
+    errors_ms: list[float] = []
     for rec in records:
         assert rec.error is None, rec.error_detail
         tr = truth[rec.request_id]
         assert list(rec.chunk_tokens) == tr.chunk_tokens, rec.request_id
         assert rec.token_source == "server" and rec.output_tokens == sum(tr.chunk_tokens)
-        worst = max(abs(a - b) for a, b in zip(rec.chunk_times, tr.chunk_times, strict=True))
-        assert worst < 0.005, (rec.request_id, worst)  # arrival after the write, on loopback: well under 5 ms
-        chunks += len(rec.chunk_times)
-    return chunks
+        errors_ms += [(a - b) * 1e3 for a, b in zip(rec.chunk_times, tr.chunk_times, strict=True)]
+    # Kernel arrival stamp minus the simulator's write time, on loopback: microseconds, unless the simulator was
+    # descheduled between stamping and writing (a shared CI core). A wrong path is off by a chunk gap (>= 10 ms).
+    errors_ms.sort()
+    assert errors_ms[0] > -0.05, errors_ms[0]  # never before the write
+    assert errors_ms[len(errors_ms) // 2] < 0.5 and errors_ms[int(0.99 * len(errors_ms))] < 2.0, errors_ms[-10:]
+    return len(errors_ms)
 
 
 @pytest.mark.parametrize("variant", ["baseline", "spec-decode"])
