@@ -75,6 +75,13 @@ class BodyConsumer(Protocol):
     @property
     def fatal(self) -> bool: ...
 
+    # The C fast half's hand-over (stream.py): a tape or None, and the state moving between it and Python.
+    def make_tape(self) -> Any: ...
+
+    def take_back(self) -> None: ...
+
+    def hand_over(self) -> None: ...
+
 
 class _Parser(HTTPResponse):
     """A response read as it arrives: llhttp parses the head; a chunked 200 body (every streaming server's) is
@@ -97,7 +104,7 @@ class _Parser(HTTPResponse):
         """One read that arrived at `t`; True once the response is complete or the consumer wants no more."""
         tape = self.tape
         if tape is not None:
-            self.consumer.take_back()  # type: ignore[attr-defined]
+            self.consumer.take_back()
         self.now = t
         self.received_any = True
         self.take(data)
@@ -105,7 +112,7 @@ class _Parser(HTTPResponse):
         if tape is not None and not done:
             dec = self._chunked
             if dec is not None and dec.at_boundary:
-                self.consumer.hand_over()  # type: ignore[attr-defined]
+                self.consumer.hand_over()
         return done
 
     def take(self, data: bytes) -> None:
@@ -439,10 +446,9 @@ class StreamConnection:
 
         on_data = parser.take_at
         session = self._session
-        make_tape = getattr(parser.consumer, "make_tape", None)
-        if session is None and make_tape is not None and reactor().fast:
+        if session is None and reactor().fast:
             # Plain TCP: the reactor's C drainer may take whole token chunks straight into the record.
-            parser.tape = make_tape()
+            parser.tape = parser.consumer.make_tape()
         if session is not None:
 
             def on_data(t: float, data: bytes) -> bool:

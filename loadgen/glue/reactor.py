@@ -248,7 +248,7 @@ class Reactor:
             if self._finish(r):
                 ended.append((r, r.on_error(OSError(data, os.strerror(data)))))
             return
-        r.last_rx = time.monotonic()
+        r.last_rx = t  # arrival, as the tape's last_rx: the sweep compares the two
         try:
             done = r.on_data(t, data) if data else r.on_eof()
         except Exception as e:  # noqa: BLE001 - handed to the request's own greenlet
