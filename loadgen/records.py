@@ -23,14 +23,37 @@ class ErrorClass:
     STREAM_INTERRUPTED = "stream_interrupted"
     MALFORMED = "malformed"
     SERVER_ERROR = "server_error"  # an error payload inside a 200 stream
-    ALL = (CONNECT, TIMEOUT, HTTP_429, HTTP_4XX, HTTP_5XX, STREAM_INTERRUPTED, MALFORMED, SERVER_ERROR)
+    # A redirect: the base_url (or a proxy in front of it) is wrong. A configuration problem, not a server error.
+    HTTP_3XX = "http_3xx"
+    # A 2xx other than 200 (204, 206, ...): nothing a streaming endpoint should answer.
+    HTTP_2XX = "http_2xx_unexpected"
+    # A 200 whose body is not a stream (the server ignored `stream: true`, or a proxy answered with a page).
+    NOT_A_STREAM = "not_a_stream"
+    ALL = (
+        CONNECT,
+        TIMEOUT,
+        HTTP_429,
+        HTTP_4XX,
+        HTTP_5XX,
+        HTTP_3XX,
+        HTTP_2XX,
+        NOT_A_STREAM,
+        STREAM_INTERRUPTED,
+        MALFORMED,
+        SERVER_ERROR,
+    )
 
     @staticmethod
     def for_status(status: int) -> str:
+        """The class of a non-200 response status."""
         if status == 429:
             return ErrorClass.HTTP_429
         if 400 <= status < 500:
             return ErrorClass.HTTP_4XX
+        if 300 <= status < 400:
+            return ErrorClass.HTTP_3XX
+        if 200 <= status < 300:
+            return ErrorClass.HTTP_2XX
         return ErrorClass.HTTP_5XX
 
 
@@ -39,6 +62,9 @@ class TokenSource:
 
     SERVER = "server"  # cumulative usage in every chunk (continuous_usage_stats) or per-chunk timings
     ASSUMED_ONE = "one_per_chunk"  # no per-chunk counts: each content chunk assumed to be one token
+    # No per-chunk counts, but the final usage total disagreed with the chunks: the total spread evenly over the
+    # token chunks (ITL and TPOT are then estimates, and the report says so).
+    USAGE_SPREAD = "usage_spread"
 
 
 @dataclass(slots=True)
@@ -64,6 +90,15 @@ class RequestRecord:
     max_tokens: int = 0
     warmup: bool = False
     partial_bytes: bytes = b""
+    # Why the server ended the stream ("stop" = end of sequence, "length" = max_tokens, ...), when it said.
+    finish_reason: str | None = None
+    # Opening a new connection for this request (None: it reused a kept-alive one). Not part of TTFT, which runs
+    # from the request write; reported beside it.
+    connect_s: float | None = None
+    tls_s: float | None = None
+    # Still in flight when the run stopped: counted and shown, its tokens inside the window count for throughput,
+    # but it is neither an error nor a latency sample (it did not finish).
+    cut_by_stop: bool = False
     # The server's own timings for this request (llama.cpp `timings`, Ollama durations), in llama.cpp's key names
     # and milliseconds: ground truth to check TTFT / TPOT against.
     server_timings: dict[str, Any] | None = None
@@ -151,4 +186,10 @@ class RequestRecord:
             "tpot": self.tpot,
             "e2e": self.e2e,
             "server_timings": self.server_timings,
+            "finish_reason": self.finish_reason,
+            "connect_s": self.connect_s,
+            "tls_s": self.tls_s,
+            "cut_by_stop": self.cut_by_stop,
+            # The first bytes of a failed response (redacted of the API key by the lane), for the post-mortem.
+            "first_bytes": self.partial_bytes[:2048].decode("utf-8", "replace") if self.error else "",
         }
