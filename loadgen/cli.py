@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 import yaml
 
-from .config import load_scenario
+from .config import check_environment, load_scenario, missing_secrets
 from .config_errors import ConfigError
 
 EXIT_USAGE = 2
@@ -23,6 +23,9 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     except ConfigError as e:
         print(e, file=sys.stderr)
         return EXIT_USAGE
+    # Only a warning here: validate may run where the run's secrets are not (a laptop, CI before deploy).
+    for issue in missing_secrets(sc):
+        print(f"warning: {issue.render(args.file)}", file=sys.stderr)
     names = ", ".join(v.name for v in sc.variants)
     mixes = ", ".join(f"{m.name}×{m.weight:g}" for m in sc.traffic.mixes)
     print(
@@ -33,10 +36,11 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _run(scenario_path: Path, args: argparse.Namespace) -> int:
-    from .runner import RunOptions, preflight, run_scenario
+    from .runner import RunOptions, default_workers, preflight, run_scenario, set_aside_reports
 
     try:
         sc = load_scenario(scenario_path)
+        check_environment(sc, str(scenario_path))
     except ConfigError as e:
         print(e, file=sys.stderr)
         return EXIT_USAGE
@@ -47,21 +51,30 @@ def _run(scenario_path: Path, args: argparse.Namespace) -> int:
             print(f"  {p}", file=sys.stderr)
         return EXIT_UNTRUSTWORTHY
     report_dir = Path(args.report_dir or sc.report_dir)
+    # A report left by an earlier run must never pass for this one's.
+    set_aside_reports(report_dir)
+    workers = args.workers
+    if workers is None:
+        workers, why = default_workers()
+        print(f"loadgen: {why}; --workers N to change", file=sys.stderr, flush=True)
     opts = RunOptions(
         scenario_path=scenario_path,
-        workers=args.workers,
+        workers=workers,
         report_dir=report_dir,
         duration=args.duration,
         raw_records=Path(args.raw_records) if args.raw_records else None,
     )
     code = run_scenario(sc, opts)
     md = report_dir / "report.md"
-    if md.exists() and not args.quiet:
+    if not md.exists():
+        print(
+            f"loadgen: the run wrote no report (exit {code}); see the logs in {report_dir}/locust-*.log",
+            file=sys.stderr,
+        )
+        return code or EXIT_UNTRUSTWORTHY
+    if not args.quiet:
         print(md.read_text(encoding="utf-8"))
         print(f"Reports: {report_dir / 'report.json'}  {md}")
-    elif not md.exists():
-        print(f"loadgen: the run wrote no report; see the logs in {report_dir}", file=sys.stderr)
-        return code or EXIT_UNTRUSTWORTHY
     return code
 
 
@@ -77,7 +90,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     report_dir = Path(args.report_dir or "loadgen-report")
     report_dir.mkdir(parents=True, exist_ok=True)
     doc = yaml.safe_load(files("loadgen").joinpath("examples/demo.yaml").read_text(encoding="utf-8"))
-    print(f"loadgen demo: simulator with variants {', '.join(DEMO_VARIANTS)}; {args.workers} workers", flush=True)
+    print(f"loadgen demo: simulator with variants {', '.join(DEMO_VARIANTS)}", flush=True)
     with start_sim_process(list(DEMO_VARIANTS), seed=0) as sim:
         for v in doc["variants"]:
             v["base_url"] = sim.base_url(v["name"])
@@ -107,14 +120,30 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return int(report.get("exit_code", 0))
 
 
+def _workers(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0 (0 = one local process), got {text!r}")
+    return n
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="loadgen", description="Load generation for LLM inference deployments.")
     sub = p.add_subparsers(dest="cmd", required=True)
     v = sub.add_parser("validate", help="check a scenario file; errors name the field and line (exit 2)")
     v.add_argument("file")
 
-    def run_flags(sp: argparse.ArgumentParser, workers: int) -> None:
-        sp.add_argument("--workers", type=int, default=workers, help="worker processes (0 = one local process)")
+    def run_flags(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument(
+            "--workers",
+            type=_workers,
+            default=None,
+            help="worker processes besides the master (0 = one local process; "
+            "default: one per core, keeping one core for the master)",
+        )
         sp.add_argument("--report-dir", default=None, help="where report.json / report.md go")
         sp.add_argument("--duration", default=None, help="override load.duration (e.g. 30s)")
         sp.add_argument("--raw-records", default=None, help="also write every raw request record as JSONL here")
@@ -122,9 +151,9 @@ def _parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("run", help="run a scenario headless: Locust master + N workers on loopback")
     r.add_argument("file")
-    run_flags(r, workers=2)
+    run_flags(r)
     d = sub.add_parser("demo", help="simulator with 3 variants + ~60 s of mixed load; prints the report")
-    run_flags(d, workers=2)
+    run_flags(d)
     sub.add_parser(
         "sim", help="serve the simulated OpenAI-compatible engine (see `loadgen sim --help`)", add_help=False
     )

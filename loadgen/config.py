@@ -7,7 +7,9 @@ chart's ``values.schema.json``. Loading never raises anything but ``ConfigError`
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -50,7 +52,9 @@ __all__ = [
     "Scenario",
     "Traffic",
     "Variant",
+    "check_environment",
     "load_scenario",
+    "missing_secrets",
     "parse_scenario",
     "scenario_json_schema",
     "validate_scenario",
@@ -62,6 +66,10 @@ _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 
 MetricName = Literal["ttft", "itl", "icl", "tpot", "e2e", "queue_delay"]
 StatName = Literal["p50", "p90", "p95", "p99", "p99.9", "mean", "max"]
+QUEUE_DELAY_REFUSED = (
+    "queue_delay needs open-loop arrivals (load.arrival), which loadgen does not have yet; closed-loop users "
+    "send as soon as they are free, so there is no schedule to lag behind"
+)
 
 
 class Variant(BaseModel):
@@ -308,6 +316,8 @@ class Scenario(BaseModel):
             if slo.mix is not None and slo.mix not in mix_names:
                 message = f"mix {slo.mix!r} is not in traffic.mixes: {sorted(mix_names)}"
                 issues.append((("slos", i, "mix"), message))
+            if slo.metric == "queue_delay":
+                issues.append((("slos", i, "metric"), QUEUE_DELAY_REFUSED))
         if issues:
             raise SubpathIssues(issues)
         return self
@@ -323,6 +333,37 @@ class Scenario(BaseModel):
             if variant.name == name:
                 return variant
         raise UnknownNameError("variant", name, [v.name for v in self.variants])
+
+
+def missing_secrets(scenario: Scenario, environ: Mapping[str, str] | None = None) -> list[ConfigIssue]:
+    """One issue per variant whose ``api_key_env`` names a variable unset or empty in ``environ`` (default: the
+    process environment). Issues name the field and the variable, never a value."""
+    env = os.environ if environ is None else environ
+    issues = []
+    for i, variant in enumerate(scenario.variants):
+        name = variant.api_key_env
+        if name is None:
+            continue
+        if name not in env:
+            state = "is not set"
+        elif not env[name].strip():
+            state = "is empty"
+        else:
+            continue
+        message = (
+            f"environment variable {name} {state}, so every request to variant {variant.name!r} would be sent "
+            f"without its API key; export {name} (e.g. from a Kubernetes Secret) or set api_key_env: null"
+        )
+        issues.append(ConfigIssue(f"variants[{i}].api_key_env", message))
+    return issues
+
+
+def check_environment(scenario: Scenario, source: str = "<scenario>", environ: Mapping[str, str] | None = None) -> None:
+    """Raise ``ConfigError`` (exit 2) if a variant's API key variable is unset or empty: a run without its key
+    would only measure how fast the server says 401."""
+    issues = missing_secrets(scenario, environ)
+    if issues:
+        raise ConfigError(issues, source)
 
 
 def scenario_json_schema() -> dict[str, Any]:

@@ -19,9 +19,10 @@ from urllib.parse import urlsplit
 
 from .config import Scenario
 
-__all__ = ["RunOptions", "preflight", "run_scenario"]
+__all__ = ["REPORT_FILES", "RunOptions", "default_workers", "preflight", "run_scenario", "set_aside_reports"]
 
 LOCUSTFILE = Path(__file__).with_name("glue") / "locustfile.py"
+REPORT_FILES = ("report.json", "report.md")
 
 
 @dataclass
@@ -33,6 +34,33 @@ class RunOptions:
     raw_records: Path | None = None
     extra_env: dict[str, str] = field(default_factory=dict)
     quiet: bool = False
+
+
+def default_workers() -> tuple[int, str]:
+    """Worker processes for this machine, and a sentence saying why: one per core, one core kept for the master
+    (it merges every worker's deltas), but at least one."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    workers = max(1, cores - 1)
+    plural = "es" if workers != 1 else ""
+    if cores > 1:
+        return workers, f"{workers} worker process{plural} ({cores} cores, one kept for the master)"
+    return workers, f"{workers} worker process{plural} (1 core, shared with the master)"
+
+
+def set_aside_reports(report_dir: Path) -> list[Path]:
+    """Rename report.json / report.md left by an earlier run to report.previous.*, so that whatever is there after
+    this run was written by it. Returns the new paths."""
+    moved = []
+    for name in REPORT_FILES:
+        old = report_dir / name
+        if old.exists():
+            new = old.with_name(name.replace("report.", "report.previous.", 1))
+            old.replace(new)
+            moved.append(new)
+    return moved
 
 
 def free_port() -> int:

@@ -56,3 +56,140 @@ def test_run_against_unreachable_target_exits_3_before_starting(
 def test_report_command_renders_markdown(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["report", str(tmp_path / "missing.json")]) == 2
     assert "cannot read report" in capsys.readouterr().err
+
+
+# --- configuration mistakes fail before load ----------------------------------------------------------------
+
+KEYED = GOOD.replace("model: m}", "model: m, api_key_env: LG_TEST_KEY}")
+
+
+def _fake_run(monkeypatch: pytest.MonkeyPatch, write: str | None = None) -> list[object]:
+    """Replace the Locust run (and the TCP preflight) by a stub that records its options and optionally writes a
+    report.md, so the CLI's own handling is what is tested."""
+    import loadgen.runner as runner
+
+    calls: list[object] = []
+
+    def run_scenario(sc: object, opts: runner.RunOptions) -> int:
+        calls.append(opts)
+        if write is not None:
+            assert opts.report_dir is not None
+            opts.report_dir.mkdir(parents=True, exist_ok=True)
+            (opts.report_dir / "report.md").write_text(write, encoding="utf-8")
+        return 0
+
+    monkeypatch.setattr(runner, "run_scenario", run_scenario)
+    monkeypatch.setattr(runner, "preflight", lambda sc: [])
+    return calls
+
+
+@pytest.mark.parametrize("value", [None, "", "  "])
+def test_run_with_unset_or_empty_api_key_env_exits_2_before_any_load(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, value: str | None
+) -> None:
+    if value is None:
+        monkeypatch.delenv("LG_TEST_KEY", raising=False)
+    else:
+        monkeypatch.setenv("LG_TEST_KEY", value)
+    calls = _fake_run(monkeypatch)
+    assert main(["run", _write(tmp_path, KEYED.replace("PORT", "9")), "--workers", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "variants[0].api_key_env" in err and "LG_TEST_KEY" in err
+    assert ("is empty" if value is not None else "is not set") in err
+    assert calls == []
+
+
+def test_run_with_api_key_set_goes_ahead_and_never_prints_the_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LG_TEST_KEY", "sk-secret-value")
+    calls = _fake_run(monkeypatch, write="# fresh report\n")
+    args = ["run", _write(tmp_path, KEYED.replace("PORT", "9")), "--workers", "0", "--report-dir", str(tmp_path)]
+    assert main(args) == 0
+    out, err = capsys.readouterr()
+    assert len(calls) == 1 and "# fresh report" in out
+    assert "sk-secret-value" not in out + err
+
+
+def test_validate_only_warns_about_an_unset_api_key_env(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("LG_TEST_KEY", raising=False)
+    assert main(["validate", _write(tmp_path, KEYED.replace("PORT", "9"))]) == 0
+    out, err = capsys.readouterr()
+    assert "OK" in out
+    assert err.startswith("warning: ") and "variants[0].api_key_env" in err and "LG_TEST_KEY is not set" in err
+
+
+def test_run_never_prints_a_report_left_by_an_earlier_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    report_dir = tmp_path / "rep"
+    report_dir.mkdir()
+    (report_dir / "report.md").write_text("# OLD REPORT\n", encoding="utf-8")
+    (report_dir / "report.json").write_text('{"old": true}', encoding="utf-8")
+    _fake_run(monkeypatch)  # writes nothing, like a master that died before its report
+    args = ["run", _write(tmp_path, GOOD.replace("PORT", "9")), "--workers", "0", "--report-dir", str(report_dir)]
+    assert main(args) == 3
+    out, err = capsys.readouterr()
+    assert "OLD REPORT" not in out and "wrote no report" in err
+    assert not (report_dir / "report.md").exists() and not (report_dir / "report.json").exists()
+    # Set aside, not destroyed.
+    assert (report_dir / "report.previous.md").read_text(encoding="utf-8") == "# OLD REPORT\n"
+    assert (report_dir / "report.previous.json").read_text(encoding="utf-8") == '{"old": true}'
+
+
+def test_run_prints_the_report_this_run_wrote(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    report_dir = tmp_path / "rep"
+    report_dir.mkdir()
+    (report_dir / "report.md").write_text("# OLD REPORT\n", encoding="utf-8")
+    _fake_run(monkeypatch, write="# NEW REPORT\n")
+    args = ["run", _write(tmp_path, GOOD.replace("PORT", "9")), "--workers", "0", "--report-dir", str(report_dir)]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "# NEW REPORT" in out and "OLD REPORT" not in out
+
+
+@pytest.mark.parametrize(
+    ("cores", "workers", "message"),
+    [
+        (2, 1, "loadgen: 1 worker process (2 cores, one kept for the master); --workers N to change"),
+        (8, 7, "loadgen: 7 worker processes (8 cores, one kept for the master); --workers N to change"),
+        (1, 1, "loadgen: 1 worker process (1 core, shared with the master); --workers N to change"),
+    ],
+)
+def test_workers_default_to_one_per_core_but_the_masters_and_say_so(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    cores: int,
+    workers: int,
+    message: str,
+) -> None:
+    import loadgen.runner as runner
+
+    monkeypatch.setattr(runner.os, "sched_getaffinity", lambda pid: set(range(cores)), raising=False)
+    calls = _fake_run(monkeypatch, write="# r\n")
+    assert main(["run", _write(tmp_path, GOOD.replace("PORT", "9")), "--report-dir", str(tmp_path / "r")]) == 0
+    assert [c.workers for c in calls] == [workers]  # type: ignore[attr-defined]
+    assert message in capsys.readouterr().err.splitlines()
+
+
+def test_explicit_workers_are_kept_and_not_announced(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = _fake_run(monkeypatch, write="# r\n")
+    args = ["run", _write(tmp_path, GOOD.replace("PORT", "9")), "--workers", "0", "--report-dir", str(tmp_path)]
+    assert main(args) == 0
+    assert [c.workers for c in calls] == [0]  # type: ignore[attr-defined]
+    assert "worker process" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value", ["-1", "two"])
+def test_bad_workers_value_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str], value: str) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["run", _write(tmp_path, GOOD.replace("PORT", "9")), "--workers", value])
+    assert info.value.code == 2
+    assert "--workers" in capsys.readouterr().err

@@ -17,7 +17,9 @@ from loadgen.config import (
     ConfigError,
     ConfigIssue,
     Scenario,
+    check_environment,
     load_scenario,
+    missing_secrets,
     parse_scenario,
     scenario_json_schema,
     validate_scenario,
@@ -266,6 +268,7 @@ def test_missing_key_points_at_parent_mapping() -> None:
         ("slos: [{metric: ttft, stat: p99, max_ms: .nan}]\n", "slos[0].max_ms", "finite"),
         ("slos: [{metric: ttft, stat: p99, max_ms: 1, variant: zz}]\n", "slos[0].variant", "Available variants"),
         ("slos: [{metric: ttft, stat: p99, max_ms: 1, mix: rag}]\n", "slos[0].mix", "not in traffic.mixes"),
+        ("slos: [{metric: queue_delay, stat: p99, max_ms: 1}]\n", "slos[0].metric", "needs open-loop arrivals"),
         ("traffic: {mixes: []}\n", "traffic.mixes", "at least 1"),
         ("traffic: {mixes: [{name: chat}, {name: chat}]}\n", "traffic.mixes[1].name", "listed twice"),
         ("traffic: {mixes: [{name: chat, weight: 0}]}\n", "traffic.mixes[0].weight", "greater than 0"),
@@ -432,3 +435,41 @@ def test_arbitrary_text_raises_only_config_error(text: str) -> None:
 )
 def test_pathological_yaml(text: str) -> None:
     _check_only_config_errors(text)
+
+
+# --- the environment a run needs ------------------------------------------------------------------------------
+
+KEYED = """\
+variants:
+  - {name: a, base_url: "http://127.0.0.1:8000", model: m}
+  - {name: b, base_url: "http://127.0.0.1:8001", model: m, api_key_env: KEY_B}
+  - {name: c, base_url: "http://127.0.0.1:8002", model: m, api_key_env: KEY_C}
+"""
+
+
+def test_missing_secrets_name_field_and_variable_never_a_value() -> None:
+    scenario = parse_scenario(KEYED)
+    issues = missing_secrets(scenario, {"KEY_B": "", "KEY_C": "sk-live-123", "OTHER": "x"})
+    assert [i.path for i in issues] == ["variants[1].api_key_env"]
+    assert "KEY_B is empty" in issues[0].message and "variant 'b'" in issues[0].message
+    issues = missing_secrets(scenario, {})
+    assert [(i.path, "is not set" in i.message) for i in issues] == [
+        ("variants[1].api_key_env", True),
+        ("variants[2].api_key_env", True),
+    ]
+    assert missing_secrets(scenario, {"KEY_B": "k", "KEY_C": "k"}) == []
+    with pytest.raises(ConfigError) as info:
+        check_environment(scenario, "s.yaml", {"KEY_B": "sk-live-123"})
+    assert info.value.exit_code == 2
+    text = str(info.value)
+    assert text.startswith("s.yaml: variants[2].api_key_env: environment variable KEY_C is not set")
+    assert "sk-live-123" not in text
+
+
+def test_missing_secrets_reads_the_process_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    scenario = parse_scenario(KEYED)
+    monkeypatch.setenv("KEY_B", "k")
+    monkeypatch.delenv("KEY_C", raising=False)
+    assert [i.path for i in missing_secrets(scenario)] == ["variants[2].api_key_env"]
+    monkeypatch.setenv("KEY_C", "k")
+    check_environment(scenario)  # raises nothing once both are set
