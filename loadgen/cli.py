@@ -11,6 +11,7 @@ import yaml
 
 from .config import check_environment, load_scenario, missing_secrets
 from .config_errors import ConfigError
+from .durations import parse_duration
 
 EXIT_USAGE = 2
 EXIT_UNTRUSTWORTHY = 3
@@ -44,6 +45,10 @@ def _run(scenario_path: Path, args: argparse.Namespace) -> int:
     except ConfigError as e:
         print(e, file=sys.stderr)
         return EXIT_USAGE
+    usage = _check_run_flags(args)
+    if usage:
+        print(f"loadgen: {usage}", file=sys.stderr)
+        return EXIT_USAGE
     problems = preflight(sc)
     if problems:
         print("loadgen: target unreachable, nothing was run:", file=sys.stderr)
@@ -76,6 +81,22 @@ def _run(scenario_path: Path, args: argparse.Namespace) -> int:
         print(md.read_text(encoding="utf-8"))
         print(f"Reports: {report_dir / 'report.json'}  {md}")
     return code
+
+
+def _check_run_flags(args: argparse.Namespace) -> str | None:
+    """A bad flag, said before any process starts: inside Locust it would surface only in a log (or hang it)."""
+    if args.duration is not None:
+        try:
+            if parse_duration(args.duration) <= 0:
+                return f"--duration: must be greater than 0, got {args.duration!r}"
+        except ValueError as e:
+            return f"--duration: {e}"
+    if args.raw_records:
+        try:
+            Path(args.raw_records).mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            return f"--raw-records {args.raw_records}: cannot create the directory ({e.strerror or e})"
+    return None
 
 
 def _cmd_run(args: argparse.Namespace) -> int:

@@ -193,3 +193,26 @@ def test_bad_workers_value_is_a_usage_error(tmp_path: Path, capsys: pytest.Captu
         main(["run", _write(tmp_path, GOOD.replace("PORT", "9")), "--workers", value])
     assert info.value.code == 2
     assert "--workers" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("flags", "fragment"),
+    [
+        (["--duration", "soon"], "--duration: invalid duration 'soon'"),
+        (["--duration", "0"], "--duration: must be greater than 0"),
+        (["--raw-records", "FILE/raw"], "--raw-records"),
+    ],
+)
+def test_bad_run_flags_exit_2_before_any_process_starts(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    flags: list[str],
+    fragment: str,
+) -> None:
+    (tmp_path / "FILE").write_text("not a directory", encoding="utf-8")
+    flags = [f.replace("FILE", str(tmp_path / "FILE")) for f in flags]
+    calls = _fake_run(monkeypatch)
+    assert main(["run", _write(tmp_path, GOOD.replace("PORT", "9")), "--workers", "0", *flags]) == 2
+    assert fragment in capsys.readouterr().err
+    assert calls == []
