@@ -1,8 +1,9 @@
 """The scenario: one strict, typed, described model of everything a run needs, and its YAML loader.
 
-Unknown keys are errors and every field carries a description: the same model feeds the CLI, the docs and the Helm
-chart's ``values.schema.json``. Loading never raises anything but ``ConfigError``, whose issues carry the field path
-(``variants[0].dialect``) and the YAML line, so a typo is a one-line fix rather than a traceback.
+Unknown keys are errors and every field carries a description, which ``scenario_json_schema()`` exports; the annotated
+example ``examples/scenario.yaml`` is written by hand and held to this model by ``tests/unit/test_examples.py``.
+Loading never raises anything but ``ConfigError``, whose issues carry the field path (``variants[0].dialect``) and
+the YAML line, so a typo is a one-line fix rather than a traceback.
 """
 
 from __future__ import annotations
@@ -367,7 +368,7 @@ def check_environment(scenario: Scenario, source: str = "<scenario>", environ: M
 
 
 def scenario_json_schema() -> dict[str, Any]:
-    """JSON schema of a scenario (``additionalProperties: false`` throughout), for the Helm chart and editors."""
+    """JSON schema of a scenario (``additionalProperties: false`` throughout), e.g. for an editor's YAML checks."""
     return Scenario.model_json_schema()
 
 

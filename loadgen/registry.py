@@ -1,4 +1,4 @@
-"""Named registries at the seams (dialects, traffic mixes, report formats).
+"""Named registries at the seams (dialects, traffic mixes, simulator profiles).
 
 An unknown name fails with the list of known ones, so a typo in a scenario is a one-line fix.
 """
