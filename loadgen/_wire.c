@@ -14,7 +14,8 @@
  *   the SSE parser holds nothing (after the response head, and after any read Python parsed). A read is taken only
  *   if *every* chunk in it is a lone `data:` event whose JSON is valid and of the plain token shape; otherwise
  *   nothing is changed and Python gets the read. All-or-nothing keeps one source of truth for every odd case
- *   (errors, usage-only and final chunks, [DONE], llama.cpp timings, escapes in keys, surrogates, bools as counts).
+ *   (errors, usage-only and final chunks, a chunk with a finish_reason, [DONE], llama.cpp timings, escapes in
+ *   keys, surrogates, bools as counts).
  *
  * The accounting a taken chunk does is the accumulator's (stream.py `_on_chunk`): with server counts, the
  * chunk's tokens are the cumulative count's advance (no token if it did not move); without, one token per chunk
@@ -339,15 +340,17 @@ static int any_truthy(Cur *c, int *out) {
 }
 
 typedef struct {
-    int content, reasoning_content, reasoning, tool_calls;
+    int content, reasoning_content, reasoning, tool_calls, refusal;
 } Delta;
 
+/* The delta fields that carry generated tokens: those of the dialect's `_choice_has_output` (openai.py). */
 static int delta_member(Cur *c, const unsigned char *k, Py_ssize_t n, void *ctx) {
     Delta *d = (Delta *)ctx;
     if (key_is(k, n, "content")) return any_truthy(c, &d->content);
     if (key_is(k, n, "reasoning_content")) return any_truthy(c, &d->reasoning_content);
     if (key_is(k, n, "reasoning")) return any_truthy(c, &d->reasoning);
     if (key_is(k, n, "tool_calls")) return any_truthy(c, &d->tool_calls);
+    if (key_is(k, n, "refusal")) return any_truthy(c, &d->refusal);
     return skip_any(c);
 }
 
@@ -355,15 +358,17 @@ static int choice_member(Cur *c, const unsigned char *k, Py_ssize_t n, void *ctx
     Chunk *ch = (Chunk *)ctx;
     if (ch->chat && key_is(k, n, "delta")) {
         if (c->p < c->end && *c->p == '{') {
-            Delta d = {0, 0, 0, 0};
+            Delta d = {0, 0, 0, 0, 0};
             if (members(c, delta_member, &d) < 0) return -1;
-            ch->has_output = d.content || d.reasoning_content || d.reasoning || d.tool_calls;
+            ch->has_output = d.content || d.reasoning_content || d.reasoning || d.tool_calls || d.refusal;
             return 0;
         }
         ch->has_output = 0; /* a delta that is not an object carries nothing */
         return skip_any(c);
     }
     if (!ch->chat && key_is(k, n, "text")) return any_truthy(c, &ch->has_output);
+    /* Why the stream ends (a string) is Python's to record: once per stream, not worth a string built here. */
+    if (key_is(k, n, "finish_reason") && c->p < c->end && *c->p == '"') return -1;
     return skip_any(c);
 }
 

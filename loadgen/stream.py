@@ -8,15 +8,25 @@ index or llama.cpp's `tokens_predicted`, or a per-chunk count such as Triton's `
 token on, every chunk's tokens are the count's advance, counted at the chunk where the count moved (also when that
 chunk's text is empty: a multibyte character held back, EOS). Otherwise each chunk with output is one token, and a
 count that turns up later (totals on the last chunk) is not used for per-chunk counts: it would land every token
-on the last chunk.
+on the last chunk. When such a stream's final usage total disagrees with the chunks counted (a server that puts
+several tokens in a chunk and says so only in its totals), the total is spread evenly over the token chunks at the
+end (`TokenSource.USAGE_SPREAD`): per-token ITL and TPOT are then estimates, but not off by the tokens per chunk.
+
+A 200 whose body is not a stream (the server ignored `stream: true` and sent a whole completion, or a proxy sent a
+page) is told apart by its first bytes: an SSE body starts with a field (`data:`, `event:`, `:`), never with `{`,
+`[` or `<`.
 """
 
 from __future__ import annotations
 
 import os
+from array import array
 from typing import Any
 
+import orjson
+
 from .dialects import Chunk, Dialect, describe_error_body
+from .dialects._base import error_message
 from .dialects.openai import OpenAIChat, OpenAICompletions
 from .ndjson import NDJSONParser
 from .records import ErrorClass, RequestRecord, TokenSource
@@ -69,6 +79,8 @@ class StreamAccumulator:
         "saw_done",
         "finished",
         "_tape",
+        "_sniff",
+        "_content_type",
     )
 
     def __init__(self, record: RequestRecord, dialect: Dialect) -> None:
@@ -86,6 +98,10 @@ class StreamAccumulator:
         # Set once the stream can be abandoned: its end marker seen, or an error that ends it.
         self.finished = False
         self._tape: Any = None
+        # The first body bytes are still to be looked at (is this a stream at all?). Until then the C tape stays
+        # disarmed, so those bytes always come here.
+        self._sniff = True
+        self._content_type = ""
 
     # ---- the C fast path's hand-over (see loadgen/_wire.c) ----------------------------------------------------
     def make_tape(self) -> Any:
@@ -111,12 +127,16 @@ class StreamAccumulator:
     def hand_over(self) -> None:
         """After Python handled a read that ended at an event boundary: arm the tape if the stream is still going."""
         tape = self._tape
-        if tape is not None and self.sse_idle and not self.finished:
+        if tape is not None and self.sse_idle and not self.finished and not self._sniff:
             exact = self._exact
             tape.arm(self._counted, -1 if exact is None else int(exact))
 
     def on_sent(self, t: float) -> None:
         self.record.sent = t
+
+    def on_head(self, content_type: str) -> None:
+        """The 200 response's Content-Type, to name what came instead of a stream."""
+        self._content_type = content_type.strip().lower()
 
     @property
     def fatal(self) -> bool:
@@ -124,6 +144,8 @@ class StreamAccumulator:
         return self.record.error is not None
 
     def feed(self, t: float, data: bytes) -> None:
+        if self._sniff and self._not_a_stream(t, data):
+            return
         parser = self._parser
         events = parser.feed(data)
         if self._sse:
@@ -135,7 +157,40 @@ class StreamAccumulator:
 
     def on_event(self, t: float, payload: bytes) -> None:
         """One whole default-type SSE event's data, taken off the wire without the SSE parser (see chunked.py)."""
+        self._sniff = False
         self._on_chunk(t, self._dialect.parse(payload), payload, None)
+
+    def _not_a_stream(self, t: float, data: bytes) -> bool:
+        """Looks at the first body bytes: True (and the record failed) when they are not a stream."""
+        head = data.lstrip()
+        if not head:
+            return False  # only whitespace so far: the next bytes decide
+        self._sniff = False
+        html = self._content_type.startswith("text/html")
+        if not html and head[:1] not in ((b"<",) if not self._sse else (b"{", b"[", b"<")):
+            return False
+        rec = self.record
+        ct = self._content_type or "no Content-Type"
+        if head[:1] == b"{":
+            # A whole JSON answer: an error the server sent with status 200 says what broke; else a completion.
+            try:
+                obj = orjson.loads(data)
+            except orjson.JSONDecodeError:
+                obj = None
+            msg = error_message(obj) if isinstance(obj, dict) else None
+            if msg is not None:
+                self._fail(ErrorClass.SERVER_ERROR, msg)
+                rec.partial_bytes = data[:2048]
+                rec.done = t
+                return True
+        self._fail(
+            ErrorClass.NOT_A_STREAM,
+            f"status 200 but the body is not a {'SSE' if self._sse else 'NDJSON'} stream ({ct}): the server ignored "
+            "stream: true, or something in front of it answered",
+        )
+        rec.partial_bytes = data[:2048]
+        rec.done = t
+        return True
 
     def _on_payload(self, t: float, payload: bytes, event: str | None) -> None:
         self._on_chunk(t, self._dialect.parse(payload), payload, event)
@@ -144,10 +199,11 @@ class StreamAccumulator:
         rec = self.record
         if event == "error":  # some servers name the event instead of the payload
             self._fail(ErrorClass.SERVER_ERROR, chunk.error or describe_error_body(payload))
+            rec.partial_bytes = payload[:2048]
             return
         if chunk.error is not None:
-            is_malformed = chunk.error.startswith(("malformed", "stream chunk is not"))
-            self._fail(ErrorClass.MALFORMED if is_malformed else ErrorClass.SERVER_ERROR, chunk.error)
+            self._fail(ErrorClass.MALFORMED if chunk.malformed else ErrorClass.SERVER_ERROR, chunk.error)
+            rec.partial_bytes = payload[:2048]
             return
         k = 0
         from_server = False
@@ -179,6 +235,8 @@ class StreamAccumulator:
                 rec.output_tokens = ct
         if chunk.server_timings is not None:
             rec.server_timings = chunk.server_timings
+        if chunk.finish_reason is not None:
+            rec.finish_reason = chunk.finish_reason
         if chunk.done:
             # [DONE], or a final chunk that also carries the last tokens and totals (TGI, llama.cpp, Ollama).
             self.saw_done = True
@@ -193,7 +251,7 @@ class StreamAccumulator:
         if leftover and not self.finished and isinstance(self._parser, NDJSONParser):
             # NDJSON's last object may come without a trailing newline; one that does not parse was cut short.
             chunk = self._dialect.parse(leftover)
-            if chunk.error is None or not chunk.error.startswith("malformed"):
+            if not chunk.malformed:
                 self._on_chunk(t, chunk, leftover, None)
                 leftover = b""
         if rec.done is None:
@@ -205,11 +263,32 @@ class StreamAccumulator:
                 rec.error = ErrorClass.STREAM_INTERRUPTED
                 rec.error_detail = "stream ended before its end marker ([DONE] / final chunk)"
                 rec.partial_bytes = leftover[:2048]
+        if rec.error is None and self._exact is False:
+            self._spread_usage()
         return rec
 
-    def fail(self, t: float, error_class: str, detail: str) -> RequestRecord:
-        """The transport failed mid-stream (reset, timeout): keep every timing received so far."""
+    def _spread_usage(self) -> None:
+        """No per-chunk counts, but a usage total: when it disagrees with the chunks, spread it over them evenly.
+
+        A total one above the chunks is left alone: that is the end-of-sequence token, which servers count and
+        send with empty text, not a sign of several tokens per chunk."""
         rec = self.record
+        total, n = rec.output_tokens, len(rec.chunk_tokens)
+        if total is None or n == 0 or total <= n + 1:
+            return
+        base, extra = divmod(total, n)
+        # The remainder to the later chunks: the first chunk's share is what TPOT leaves out, and a stream's first
+        # chunk carries no more than the others.
+        rec.chunk_tokens[:] = array("l", [base + (i >= n - extra) for i in range(n)])
+        rec.token_source = TokenSource.USAGE_SPREAD
+
+    def fail(self, t: float, error_class: str, detail: str) -> RequestRecord:
+        """The transport failed mid-stream (reset, timeout): keep every timing received so far. After the stream's
+        end marker nothing that was measured is missing, so that is still a success (a server that closes without
+        the chunked terminator)."""
+        rec = self.record
+        if rec.error is None and self.saw_done:
+            return self.finish(t)
         if rec.error is None:
             self._fail(error_class, detail)
         _, leftover = self._parser.close()

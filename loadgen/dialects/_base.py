@@ -20,9 +20,11 @@ __all__ = [
     "describe_error_body",
     "error_message",
     "load_object",
+    "malformed",
     "malformed_json",
     "not_an_object",
     "merge_extra",
+    "normal_finish",
 ]
 
 
@@ -36,12 +38,26 @@ class Chunk:
     - `tokens`: the number of tokens this chunk carried, when the server reports a per-chunk (not cumulative) count.
     - `usage`: totals with the keys `prompt_tokens` / `completion_tokens` (other servers' names normalised to these).
     - `done`: this payload ends the stream; it may also carry tokens and usage, which are counted first.
-    - `error`: an error message; one starting with "malformed" is classified `malformed`, any other `server_error`.
+    - `error`: an error message, classified `malformed` when `malformed` is set (the payload is not what the
+      dialect's server sends: not JSON, not an object, a choice that is not one), else `server_error` (the server
+      said something went wrong). A flag, not a prefix of the message: messages are for people and get reworded.
+    - `finish_reason`: why the server ended the stream, in OpenAI's words where a dialect has its own ("stop" for
+      end of sequence or a stop string, "length" for max_tokens; see `normal_finish`).
     - `server_timings`: the server's own timings in llama.cpp's key names and milliseconds (`prompt_n`, `prompt_ms`,
       `predicted_n`, `predicted_ms`, `predicted_per_token_ms`, ...), from llama.cpp's `timings` or Ollama's durations.
     """
 
-    __slots__ = ("done", "has_output", "cum_tokens", "usage", "error", "finish_reason", "server_timings", "tokens")
+    __slots__ = (
+        "done",
+        "has_output",
+        "cum_tokens",
+        "usage",
+        "error",
+        "finish_reason",
+        "server_timings",
+        "tokens",
+        "malformed",
+    )
 
     def __init__(
         self,
@@ -53,6 +69,7 @@ class Chunk:
         finish_reason: str | None = None,
         server_timings: dict[str, Any] | None = None,
         tokens: int | None = None,
+        malformed: bool = False,
     ) -> None:
         self.done = done
         self.has_output = has_output
@@ -62,6 +79,7 @@ class Chunk:
         self.finish_reason = finish_reason
         self.server_timings = server_timings
         self.tokens = tokens
+        self.malformed = malformed
 
     def __repr__(self) -> str:
         fields = ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__ if getattr(self, k) not in (None, False))
@@ -140,11 +158,38 @@ def _merge_into(base: dict[str, Any], extra: dict[str, Any]) -> None:
 
 
 def malformed_json(payload: bytes) -> Chunk:
-    return Chunk(error=f"malformed JSON in stream chunk: {payload[:120]!r}")
+    return Chunk(error=f"malformed JSON in stream chunk: {payload[:120]!r}", malformed=True)
 
 
 def not_an_object(payload: bytes) -> Chunk:
-    return Chunk(error=f"malformed stream chunk (not a JSON object): {payload[:120]!r}")
+    return Chunk(error=f"malformed stream chunk (not a JSON object): {payload[:120]!r}", malformed=True)
+
+
+def malformed(what: str, payload: bytes) -> Chunk:
+    """A payload that is JSON but not of the dialect's shape (`what` says which part)."""
+    return Chunk(error=f"malformed {what} in stream chunk: {payload[:120]!r}", malformed=True)
+
+
+# Each server family's words for why it stopped, in OpenAI's: the report compares the share of requests cut at
+# max_tokens across variants of different servers, so "length" must mean the same everywhere.
+_FINISH_WORDS = {
+    "eos_token": "stop",  # TGI
+    "stop_sequence": "stop",  # TGI
+    "eos": "stop",  # llama.cpp stop_type
+    "word": "stop",  # llama.cpp stop_type: a stop string
+    "limit": "length",  # llama.cpp stop_type: n_predict reached
+    "stopped_limit": "length",
+    "stopped_eos": "stop",
+    "stopped_word": "stop",
+    "max_tokens": "length",
+}
+
+
+def normal_finish(reason: object) -> str | None:
+    """A finish reason in OpenAI's words ("stop", "length", ...); None when there is none ("none", not a string)."""
+    if not isinstance(reason, str) or not reason or reason == "none":
+        return None
+    return _FINISH_WORDS.get(reason, reason)
 
 
 def load_object(payload: bytes) -> dict[str, Any] | Chunk:

@@ -6,7 +6,8 @@ Stream (SSE, no `[DONE]`): `data: {"content", "stop": false, "tokens_predicted",
 (the next chunk then carries two tokens) and the EOS token (empty content, count advanced) are counted where the
 count moved. Older servers lack it in partial chunks; then `timings.predicted_n` (with `timings_per_token`) is the
 cumulative count, and without either each non-empty chunk is one token. The last event has `stop: true`,
-`tokens_predicted`, `tokens_evaluated` (the whole prompt, cached part included), `stop_type` and `timings`
+`tokens_predicted`, `tokens_evaluated` (the whole prompt, cached part included), `stop_type` (or, older,
+`stopped_eos` / `stopped_word` / `stopped_limit`; "limit" is finish reason "length") and `timings`
 {prompt_n, prompt_ms, predicted_n, predicted_ms, predicted_per_token_ms, ...}: kept as the record's
 `server_timings`, ground truth for TTFT (prompt_ms) and TPOT (predicted_per_token_ms).
 Errors inside the stream: `error: {"code", "message", "type"}` (an SSE field of its own, older servers) or
@@ -17,7 +18,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._base import Chunk, DialectBase, RequestLike, as_count, error_message, joined_prompt, load_object, merge_extra
+from ._base import (
+    Chunk,
+    DialectBase,
+    RequestLike,
+    as_count,
+    error_message,
+    joined_prompt,
+    load_object,
+    merge_extra,
+    normal_finish,
+)
 
 __all__ = ["LlamaCppCompletion"]
 
@@ -64,7 +75,14 @@ class LlamaCppCompletion(DialectBase):
             usage["prompt_tokens"] = prompt
         if predicted is not None:
             usage["completion_tokens"] = predicted
-        stop_type = obj.get("stop_type")
-        return Chunk(
-            True, has_output, cum, usage or None, None, stop_type if isinstance(stop_type, str) else None, timings
-        )
+        return Chunk(True, has_output, cum, usage or None, None, _finish(obj), timings)
+
+
+def _finish(obj: dict[str, Any]) -> str | None:
+    """`stop_type` ("eos" / "word" / "limit") of newer servers, else the `stopped_*` flags of older ones."""
+    reason = normal_finish(obj.get("stop_type"))
+    if reason is None:
+        for flag in ("stopped_limit", "stopped_eos", "stopped_word"):
+            if obj.get(flag) is True:
+                return normal_finish(flag)
+    return reason

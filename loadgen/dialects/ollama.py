@@ -15,7 +15,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._base import Chunk, DialectBase, RequestLike, as_count, chat_messages, error_message, load_object, merge_extra
+from ._base import (
+    Chunk,
+    DialectBase,
+    RequestLike,
+    as_count,
+    chat_messages,
+    error_message,
+    load_object,
+    merge_extra,
+    normal_finish,
+)
 
 __all__ = ["OllamaChat", "OllamaGenerate"]
 
@@ -65,15 +75,8 @@ class _OllamaBase(DialectBase):
             usage["prompt_tokens"] = pt
         if ct is not None:
             usage["completion_tokens"] = ct
-        reason = obj.get("done_reason")
         return Chunk(
-            True,
-            has_output,
-            None,
-            usage or None,
-            None,
-            reason if isinstance(reason, str) else None,
-            _server_timings(obj),
+            True, has_output, None, usage or None, None, normal_finish(obj.get("done_reason")), _server_timings(obj)
         )
 
     def _has_output(self, obj: dict[str, Any]) -> bool:

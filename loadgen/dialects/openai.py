@@ -8,6 +8,7 @@ Quirks handled here:
 - llama.cpp's server sends `timings` (and, with `timings_per_token: true`, a cumulative `timings.predicted_n` in
   every chunk, used as the token count when there is no per-chunk usage);
 - EOS arrives as a chunk with `finish_reason` and an empty delta: not a token unless the server's count advanced;
+- a refusal streams in `delta.refusal` with `content: null`: output like content;
 - older llama.cpp / TGI put `usage` on the last chunk that still has `choices`: the accumulator only trusts
   cumulative counts that started with the first token, so those totals are not dumped onto the last chunk.
 """
@@ -26,6 +27,7 @@ from ._base import (
     chat_messages,
     error_message,
     joined_prompt,
+    malformed,
     malformed_json,
     merge_extra,
     not_an_object,
@@ -70,7 +72,7 @@ class _OpenAIBase(DialectBase):
             return Chunk(False, False, None, usage, None, None, timings)
         choice = choices[0] if type(choices) is list else None
         if type(choice) is not dict:
-            return Chunk(error=f"malformed choice in stream chunk: {payload[:120]!r}")
+            return malformed("choice", payload)
         cum = None
         if usage is not None:
             cum = usage.get("completion_tokens")
@@ -113,9 +115,16 @@ class OpenAIChat(_OpenAIBase):
         delta = choice.get("delta")
         if type(delta) is not dict:
             return False
-        # Reasoning models stream thoughts before content; both are generated tokens and count for TTFT.
+        # Reasoning models stream thoughts before content; both are generated tokens and count for TTFT. A refusal
+        # comes in `refusal` with `content: null` (OpenAI): generated tokens too. `content` may be a list of parts
+        # (Mistral's `[{"type": "thinking", "thinking": []}]`): any part is output, even one with nothing to show
+        # yet, as a chunk held back for a multibyte character is.
         return bool(
-            delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning") or delta.get("tool_calls")
+            delta.get("content")
+            or delta.get("reasoning_content")
+            or delta.get("reasoning")
+            or delta.get("tool_calls")
+            or delta.get("refusal")
         )
 
 

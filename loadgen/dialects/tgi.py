@@ -13,7 +13,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._base import Chunk, DialectBase, RequestLike, as_count, error_message, joined_prompt, load_object, merge_extra
+from ._base import (
+    Chunk,
+    DialectBase,
+    RequestLike,
+    as_count,
+    error_message,
+    joined_prompt,
+    load_object,
+    merge_extra,
+    normal_finish,
+)
 
 __all__ = ["TGIGenerate"]
 
@@ -53,7 +63,6 @@ class TGIGenerate(DialectBase):
                 usage["prompt_tokens"] = pt
             if ct is not None:
                 usage["completion_tokens"] = ct
-            fr = details.get("finish_reason")
-            finish = fr if isinstance(fr, str) else None
+            finish = normal_finish(details.get("finish_reason"))
         cum = as_count(obj.get("index")) if has_output else None
         return Chunk(done, has_output, cum, usage, None, finish)

@@ -16,14 +16,28 @@ Triton closes the chunked body. So the orderly end is the *complete* HTTP body: 
 Exact token counts: the vLLM backend with `return_num_output_tokens: true` (and `return_num_input_tokens: true`)
 adds `num_output_tokens`, the tokens in this response (not cumulative), and `num_input_tokens`. Ask for them with
 the variant's `extra_body`; they are not sent by default because a model that does not declare them as inputs would
-receive them as sampling parameters.
+receive them as sampling parameters. TensorRT-LLM's ensemble has no such count, but a response that carries several
+tokens (speculative decoding, or responses merged under load) says how many with what it returns per token: the
+log probabilities of this response's tokens (`output_log_probs`, with `return_log_probs: true`), else
+`sequence_length` (the length of this response's `output_ids` in streaming mode). Without them a response is one
+token.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ._base import Chunk, DialectBase, RequestLike, as_count, error_message, joined_prompt, load_object, merge_extra
+from ._base import (
+    Chunk,
+    DialectBase,
+    RequestLike,
+    as_count,
+    error_message,
+    joined_prompt,
+    load_object,
+    merge_extra,
+    normal_finish,
+)
 
 __all__ = ["TritonGenerate"]
 
@@ -35,6 +49,22 @@ def _first(value: Any) -> Any:
     if isinstance(value, list):
         return value[0] if value else None
     return value
+
+
+def _log_prob_count(obj: dict[str, Any]) -> int | None:
+    """How many tokens this response's `output_log_probs` cover (a list of numbers, one beam; `[[...]]` is one
+    beam too), or None. The ensemble returns the tensor whether or not log probs were asked for: not asked, it is a
+    placeholder of zeros (and `cum_log_probs` 0.0), whose length says nothing."""
+    value = obj.get("output_log_probs")
+    if isinstance(value, list) and len(value) == 1 and isinstance(value[0], list):
+        value = value[0]
+    if not isinstance(value, list) or not value:
+        return None
+    if not all(type(v) is float or type(v) is int for v in value):
+        return None
+    if not any(value) and not _first(obj.get("cum_log_probs")):
+        return None
+    return len(value)
 
 
 class TritonGenerate(DialectBase):
@@ -61,8 +91,12 @@ class TritonGenerate(DialectBase):
         else:
             has_output = isinstance(text, str) and bool(text)
         tokens = as_count(obj.get("num_output_tokens"))
+        if tokens is None:
+            tokens = _log_prob_count(obj)
+            if tokens is None:
+                tokens = as_count(obj.get("sequence_length"))
         prompt = as_count(obj.get("num_input_tokens"))
         usage = {"prompt_tokens": prompt} if prompt is not None else None
         fr = _first(obj.get("finish_reason"))
-        finish = fr if isinstance(fr, str) and fr not in _NOT_FINISHED else None
+        finish = normal_finish(fr) if isinstance(fr, str) and fr not in _NOT_FINISHED else None
         return Chunk(finish is not None, has_output, None, usage, None, finish, None, tokens)

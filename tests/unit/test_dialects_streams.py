@@ -66,6 +66,7 @@ def snapshot(rec: RequestRecord, acc: StreamAccumulator) -> tuple[Any, ...]:
         rec.server_timings,
         rec.done,
         rec.partial_bytes,
+        rec.finish_reason,
         acc.saw_done,
     )
 
@@ -83,6 +84,7 @@ class Case:
     detail: str = ""
     timings: dict[str, Any] | None = None  # expected subset of server_timings
     output_count: int | None = None  # what reports use (usage, else the chunk sum)
+    finish: str | None = None  # finish_reason, in OpenAI's words
 
     @property
     def dialect(self) -> str:
@@ -104,10 +106,21 @@ CASES = [
         17,
         TokenSource.SERVER,
         done_event=7,
+        finish="stop",
     ),
     # Hosted API / SGLang without per-chunk counts: a comment, a role chunk, an empty-content chunk (not a token),
     # EOS as `finish_reason: stop` with an empty delta (not a token), usage in a final chunk with empty choices.
-    Case("openai-chat-eos-no-content.txt", [2, 3, 5], [1, 1, 1], 5, 12, done_event=8),
+    # Its total (5) is more than the chunks (3) and EOS: spread over them, the remainder on the later ones.
+    Case(
+        "openai-chat-eos-no-content.txt",
+        [2, 3, 5],
+        [1, 2, 2],
+        5,
+        12,
+        TokenSource.USAGE_SPREAD,
+        done_event=8,
+        finish="stop",
+    ),
     # llama.cpp's OAI server with timings_per_token: cumulative timings.predicted_n; a held-back emoji (2 tokens).
     Case(
         "openai-chat-llamacpp-timings.txt",
@@ -118,6 +131,7 @@ CASES = [
         TokenSource.SERVER,
         done_event=7,
         timings={"predicted_n": 6, "predicted_per_token_ms": 8.6, "prompt_ms": 35.2},
+        finish="stop",
     ),
     # Older llama.cpp: usage and timings only on the last chunk that still has choices; its totals must not be
     # counted as tokens of that chunk.
@@ -129,6 +143,7 @@ CASES = [
         9,
         done_event=5,
         timings={"predicted_n": 5, "predicted_ms": 48.0},
+        finish="stop",
     ),
     # llama.cpp's `error:` SSE field mid-stream.
     Case(
@@ -150,10 +165,10 @@ CASES = [
         error=ErrorClass.SERVER_ERROR,
         detail="InternalServerError: The engine loop has stopped",
     ),
-    Case("openai-completions-trtllm.txt", [0, 1, 2, 3], [1, 1, 1, 1], 4, 7, done_event=5),
+    Case("openai-completions-trtllm.txt", [0, 1, 2, 3], [1, 1, 1, 1], 4, 7, done_event=5, finish="length"),
     # TGI native: index = cumulative count; a keep-alive comment; an empty-text token (incomplete character) is a
     # token; EOS is a special token in the final event with details.
-    Case("tgi-eos.txt", [0, 1, 3, 4, 5], [1, 1, 1, 1, 1], 5, 11, TokenSource.SERVER, done_event=5),
+    Case("tgi-eos.txt", [0, 1, 3, 4, 5], [1, 1, 1, 1, 1], 5, 11, TokenSource.SERVER, done_event=5, finish="stop"),
     Case(
         "tgi-error.txt",
         [0],
@@ -177,6 +192,7 @@ CASES = [
         TokenSource.SERVER,
         done_event=4,
         output_count=7,
+        finish="length",
     ),
     Case(
         "triton-error.txt",
@@ -198,6 +214,7 @@ CASES = [
         TokenSource.SERVER,
         done_event=5,
         timings={"prompt_n": 9, "prompt_ms": 21.3, "predicted_n": 6, "predicted_per_token_ms": 12.733},
+        finish="stop",
     ),
     # llama.cpp native, n_predict reached, prompt partly cached: tokens_evaluated is the whole prompt.
     Case(
@@ -209,6 +226,7 @@ CASES = [
         TokenSource.SERVER,
         done_event=3,
         timings={"cache_n": 12, "prompt_n": 3, "predicted_per_token_ms": 8.2},
+        finish="length",
     ),
     Case(
         "llamacpp-error-field.txt",
@@ -246,6 +264,7 @@ CASES = [
             "total_ms": 512.345678,
             "load_ms": 12.345678,
         },
+        finish="stop",
     ),
     Case(
         "ollama-chat-error.txt",
@@ -256,14 +275,16 @@ CASES = [
         error=ErrorClass.SERVER_ERROR,
         detail="an error was encountered while running the model: unexpected EOF",
     ),
-    # Thinking tokens are generated tokens: they set TTFT.
+    # Thinking tokens are generated tokens: they set TTFT. eval_count (6) spread over the 4 lines.
     Case(
         "ollama-generate-thinking.txt",
         [0, 1, 2, 3],
-        [1, 1, 1, 1],
+        [1, 1, 2, 2],
         6,
         14,
+        TokenSource.USAGE_SPREAD,
         done_event=4,
+        finish="stop",
         timings={"prompt_ms": 42.0, "predicted_ms": 90.0, "predicted_per_token_ms": 15.0},
     ),
 ]
@@ -291,6 +312,7 @@ def test_fixture(case: Case) -> None:
     output_count = case.output_count if case.output_count is not None else case.output_tokens
     assert rec.output_token_count == (output_count if output_count is not None else sum(case.chunk_tokens))
     assert rec.token_source == case.source
+    assert rec.finish_reason == case.finish
     assert rec.error == case.error
     assert case.detail in rec.error_detail
     assert rec.ok == acc.saw_done == (case.error is None)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from array import array
+
 import orjson
 import pytest
 
@@ -63,13 +65,44 @@ def test_without_server_counts_each_content_chunk_is_one_token() -> None:
     acc.feed(100.05, _chunk("x"))
     acc.feed(100.06, _chunk(""))  # empty content: no token
     acc.feed(100.07, _chunk("y"))
-    acc.feed(100.08, _chunk(None, finish="stop") + USAGE + DONE)
+    # The usage total is one above the chunks: the end-of-sequence token (empty text), not several per chunk.
+    acc.feed(100.08, _chunk(None, finish="stop") + USAGE.replace(b":9,", b":3,") + DONE)
     rec = acc.finish(100.09)
     assert rec.token_source == TokenSource.ASSUMED_ONE
     assert list(rec.chunk_tokens) == [1, 1]
     assert rec.ttft == pytest.approx(0.05)
-    assert rec.output_tokens == 9  # server usage wins over the chunk count for token totals
-    assert rec.tpot == pytest.approx(0.02 / 8)
+    assert rec.output_tokens == 3  # server usage wins over the chunk count for token totals
+    assert rec.tpot == pytest.approx(0.02 / 2)
+    assert rec.finish_reason == "stop"
+
+
+def test_a_usage_total_above_the_chunks_is_spread_over_them() -> None:
+    # 4 tokens per chunk every 40 ms (10 ms per token), counts only in the final usage: 14 over 4 chunks.
+    acc = _acc()
+    for i in range(4):
+        acc.feed(100.2 + 0.04 * i, _chunk("a b c d"))
+    acc.feed(100.33, USAGE.replace(b":9,", b":14,") + DONE)
+    rec = acc.finish(100.34)
+    assert rec.ok and rec.token_source == TokenSource.USAGE_SPREAD
+    assert list(rec.chunk_tokens) == [3, 3, 4, 4]  # the remainder to the later chunks
+    assert rec.tokens_received == rec.output_tokens == 14
+    # (last - first) / (total - first chunk's share) = 0.12 / 11, not 0.12 / 13 (n - 1) nor 0.12 / 3 (chunks)
+    assert rec.tpot == pytest.approx(0.12 / 11)
+    assert [s for s, _ in rec.itl_samples()] == [pytest.approx(0.04 / 3), pytest.approx(0.01), pytest.approx(0.01)]
+
+
+def test_no_spread_where_counts_came_from_the_server_or_the_stream_failed() -> None:
+    acc = _acc()
+    acc.feed(100.1, _chunk("a", cum=1) + _chunk("b", cum=2))
+    acc.feed(100.2, USAGE + DONE)
+    rec = acc.finish(100.2)
+    assert rec.token_source == TokenSource.SERVER and list(rec.chunk_tokens) == [1, 1]
+    acc = _acc()
+    acc.feed(100.1, _chunk("a") + _chunk("b"))
+    acc.feed(100.2, USAGE)
+    rec = acc.fail(100.3, ErrorClass.STREAM_INTERRUPTED, "reset")
+    assert rec.error == ErrorClass.STREAM_INTERRUPTED
+    assert rec.token_source == TokenSource.ASSUMED_ONE and list(rec.chunk_tokens) == [1, 1]
 
 
 def test_events_sharing_one_read_share_its_arrival_time() -> None:
@@ -150,5 +183,5 @@ def test_queue_delay_and_tpot_edge_cases() -> None:
     rec = RequestRecord("r", "v", "m", scheduled=9.5, sent=10.0)
     assert rec.queue_delay == pytest.approx(0.5)
     assert rec.tpot is None and rec.ttft is None
-    rec.chunk_times, rec.chunk_tokens = [10.1], [1]
+    rec.chunk_times, rec.chunk_tokens = array("d", [10.1]), array("l", [1])
     assert rec.tpot is None  # one chunk: no inter-token time exists

@@ -56,6 +56,8 @@ def _record_state(rec: RequestRecord) -> tuple[object, ...]:
         rec.token_source,
         rec.done,
         rec.server_timings,
+        rec.finish_reason,
+        rec.partial_bytes,
     )
 
 
@@ -112,7 +114,8 @@ def test_the_first_token_decides_where_counts_come_from() -> None:
     ]
     slow, _ = _run(lagging, "openai-chat", fast=False)
     fast, taken = _run(lagging, "openai-chat", fast=True)
-    assert fast == slow and taken == 2 and fast[6] == "one_per_chunk" and fast[1] == [1, 1]
+    # One token per chunk, then the final usage (9) spread over the two chunks at the end.
+    assert fast == slow and taken == 2 and fast[6] == "usage_spread" and fast[1] == [4, 5]
 
 
 def test_several_chunks_in_one_read_and_several_tokens_per_chunk() -> None:
@@ -128,7 +131,12 @@ def test_several_chunks_in_one_read_and_several_tokens_per_chunk() -> None:
         json.dumps({"choices": [{"delta": {"content": "\u00e9"}}], "usage": {"completion_tokens": 3}}).encode(),
         b'{ "choices" : [ { "delta" : { "content" : "x" } } , 5, "s", [1, {"a": []}] ] , '
         b'"usage" : { "completion_tokens" : 3 } }',
-        b'{"choices":[{"delta":{"content":""},"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":3}}',
+        b'{"choices":[{"delta":{"content":""},"finish_reason":null}],"usage":{"prompt_tokens":12,"completion_tokens":3}}',
+        b'{"choices":[{"delta":{"content":"a"},"finish_reason":5}],"usage":{"completion_tokens":3}}',
+        b'{"choices":[{"delta":{"content":null,"refusal":"I can\'t"}}],"usage":{"completion_tokens":3}}',
+        b'{"choices":[{"delta":{"content":null,"refusal":""}}],"usage":{"completion_tokens":3}}',
+        b'{"choices":[{"delta":{"content":[{"type":"thinking","thinking":[]}]}}],"usage":{"completion_tokens":3}}',
+        b'{"choices":[{"delta":{"content":[]}}],"usage":{"completion_tokens":3}}',
         b'{"choices":[{"delta":null}],"usage":{"completion_tokens":3}}',
         b'{"choices":[{"delta":{"reasoning_content":"think"}}],"usage":{"completion_tokens":3}}',
         b'{"choices":[{"delta":{"tool_calls":[{"index":0}]}}],"usage":{"completion_tokens":3}}',
@@ -160,6 +168,10 @@ def test_accepted_shapes_match_python(payload: bytes) -> None:
         b'{"error":null,"choices":[{"delta":{"content":"a"}}]}',
         b'{"object":"error","message":"boom","choices":[{"delta":{"content":"a"}}]}',
         b'{"choices":[{"delta":{"content":"a"}}],"timings":{"predicted_n":3}}',
+        # why the stream ended: Python records it
+        b'{"choices":[{"delta":{"content":""},"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":3}}',
+        b'{"choices":[{"delta":{"content":"a"},"finish_reason":"length"}],"usage":{"completion_tokens":3}}',
+        b'{"choices":[{"delta":{"content":"a"},"finish_reason":"stop","finish_reason":null}]}',
         b'{"choices":[{"delta":{"content":"a"}}],"usage":{"completion_tokens":true}}',
         b'{"choices":[{"delta":{"content":"a"}}],"usage":{"completion_tokens":-1}}',
         b'{"choices":[{"delta":{"content":"a"}}],"usage":{"completion_tokens":[3]}}',
@@ -211,7 +223,8 @@ def test_chunk_framing_must_be_exact() -> None:
 def test_completions_dialect() -> None:
     text = [b'{"choices":[{"text":" a","index":0}],"usage":{"completion_tokens":%d}}' % n for n in (3, 4)]
     empty = b'{"choices":[{"text":"","finish_reason":"length"}],"usage":{"completion_tokens":5}}'
-    assert _parity([_chunk(p) for p in [*text, empty]], "openai-completions") == 5
+    # the finish chunk is Python's (it records the finish reason)
+    assert _parity([_chunk(p) for p in [*text, empty]], "openai-completions") == 4
 
 
 def test_one_token_per_chunk_when_the_server_sends_no_counts() -> None:
@@ -263,7 +276,9 @@ _values = st.recursive(
     max_leaves=8,
 )
 _delta = st.dictionaries(
-    st.sampled_from(["content", "reasoning_content", "reasoning", "tool_calls", "role", "x"]), _values, max_size=4
+    st.sampled_from(["content", "reasoning_content", "reasoning", "tool_calls", "refusal", "role", "x"]),
+    _values,
+    max_size=4,
 )
 _choice = st.fixed_dictionaries(
     {}, optional={"delta": _delta | _values, "text": _values, "finish_reason": _values, "index": _values}
