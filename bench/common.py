@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import platform
 import resource
 import shutil
 import signal
@@ -20,6 +21,49 @@ import orjson
 
 REPO = Path(__file__).resolve().parent.parent
 VENVS = Path(os.environ.get("BENCH_VENVS", "/work/bench-venvs"))
+# Kept in the repo: a figure in README.md or bench/README.md must be one of these files' numbers.
+RESULTS = REPO / "bench" / "results"
+
+
+def machine_info() -> dict[str, Any]:
+    """What a figure depends on besides the code: CPU model, cores, kernel, Python, and the commit measured."""
+    cpu = "unknown"
+    with contextlib.suppress(OSError), open("/proc/cpuinfo", encoding="utf-8") as f:
+        cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
+
+    def git(*args: str) -> str | None:
+        try:
+            out = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, timeout=10, check=True)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return out.stdout.strip()
+
+    dirty = git("status", "--porcelain", "--", "loadgen", "bench")
+    return {
+        "cpu_model": cpu,
+        "cores": os.cpu_count(),
+        "cores_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "commit": git("rev-parse", "HEAD"),
+        # Uncommitted changes to the code measured: the figures are then not those of `commit`.
+        "dirty": None if dirty is None else bool(dirty),
+        "load_average_1m": round(os.getloadavg()[0], 2),
+    }
+
+
+def write_results(name: str, results: dict[str, Any], machine: dict[str, Any] | None = None) -> Path:
+    """Write bench/results/NAME.json: the results, with the machine they were measured on and when."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{name}.json"
+    doc = {
+        "bench": name,
+        "measured": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "machine": machine or machine_info(),
+        "results": results,
+    }
+    path.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY, default=str) + b"\n")
+    return path
 
 
 @dataclass

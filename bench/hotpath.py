@@ -147,5 +147,11 @@ def run() -> list[tuple[str, str]]:
 
 
 if __name__ == "__main__":
-    for name, value in run():
+    from bench.common import machine_info, write_results
+
+    # Before the work: the load average is the machine's, not ours.
+    machine = machine_info()
+    rows = run()
+    for name, value in rows:
         print(f"{name:64s} {value}")
+    print(f"(results: {write_results('hotpath', {'rows': rows, 'c_half': fast_path_available()}, machine)})")

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import orjson  # noqa: E402
 
 from bench import capacity, fidelity, hotpath, scale  # noqa: E402
-from bench.common import Cores, busy_fraction, fmt, load_average, print_table  # noqa: E402
+from bench.common import Cores, busy_fraction, fmt, load_average, machine_info, print_table, write_results  # noqa: E402
 from bench.runners import CLIENTS, INSTALL, installed  # noqa: E402
 
 PARTS = ("fidelity", "capacity", "scale", "merge", "memory", "hotpath")
@@ -89,9 +89,12 @@ def main(argv: list[str] | None = None) -> int:
     cores = Cores(a.server_cpu, a.client_cpu)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
+    machine = machine_info()
     results: dict[str, Any] = {
         "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
-        "cpus": os.cpu_count(),
+        "argv": sys.argv[1:] if argv is None else argv,
+        "parts": parts,
+        "clients": clients,
         "server_cpu": a.server_cpu,
         "client_cpu": a.client_cpu,
         "seconds": seconds,
@@ -167,8 +170,16 @@ def main(argv: list[str] | None = None) -> int:
         orjson.dumps(results, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY, default=str)
     )
     (out / "results.md").write_text("\n".join(texts) + "\n")
-    print(f"\n(results: {out / 'results.md'}, {out / 'results.json'})")
+    kept = write_results(results_name(parts, a.quick), results, machine)
+    print(f"\n(results: {out / 'results.md'}, {out / 'results.json'}; kept: {kept})")
     return 0
+
+
+def results_name(parts: list[str], quick: bool) -> str:
+    """bench/results/ file for these parts: `run` (every part), `run-quick`, or e.g. `run-capacity` for a subset,
+    so that a partial run never overwrites a full one."""
+    name = "run" if set(parts) == set(PARTS) else "run-" + "-".join(p for p in PARTS if p in parts)
+    return name + "-quick" if quick else name
 
 
 def _fid_json(r: fidelity.FidelityRow) -> dict[str, Any]:
