@@ -8,16 +8,31 @@ is counted twice.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from .histogram import LatencyHistogram, merge_encoded_into, record_chunk_gaps
 from .records import RequestRecord
 
-__all__ = ["METRICS", "Aggregate", "GroupStats", "WIRE_VERSION"]
+__all__ = ["CENSORED_METRICS", "CONNECTION_METRICS", "METRICS", "Aggregate", "GroupStats", "WIRE_VERSION"]
 
 METRICS: tuple[str, ...] = ("ttft", "itl", "icl", "tpot", "e2e", "queue_delay")
-WIRE_VERSION = 2
+# Opening a connection: beside TTFT, not in it (TTFT runs from the request write).
+CONNECTION_METRICS: tuple[str, ...] = ("connect", "tls")
+# Metrics where a request that never got there is a censored sample (above everything measured).
+CENSORED_METRICS: tuple[str, ...] = ("ttft", "e2e")
+WIRE_VERSION = 3
+_COUNTERS = (
+    "requests",
+    "ok",
+    "output_tokens",
+    "prompt_tokens",
+    "warmup_excluded",
+    "cut_by_stop",
+    "ok_without_tokens",
+)
+_COUNTS = ("errors", "token_sources", "censored", "finish_reasons")
 
 
 def _add_counts(into: dict[str, int], other: dict[str, int]) -> None:
@@ -25,8 +40,25 @@ def _add_counts(into: dict[str, int], other: dict[str, int]) -> None:
         into[k] = into.get(k, 0) + v
 
 
+def _tokens_from(rec: RequestRecord, start: float) -> int:
+    """Tokens of the chunks that arrived at or after `start` (all of them when the request began after it)."""
+    t, n = rec.chunk_times, rec.chunk_tokens
+    if not t or t[0] >= start:
+        return sum(n)
+    return sum(k for ti, k in zip(t, n, strict=False) if ti >= start)
+
+
 @dataclass(slots=True)
 class GroupStats:
+    """One (variant, mix) over the measured window.
+
+    A request belongs to the window when it completed inside it (`requests`, `ok`, `errors`, latency samples);
+    throughput counts the tokens whose chunks arrived inside it, whichever request carried them — a request sent
+    during the warm-up adds the tokens it streamed after it, one still running at the stop (`cut_by_stop`) the
+    tokens it streamed before. A failed request is an error of its class; one that failed before its first token is
+    a censored TTFT sample, and every failed request a censored E2E sample (see `LatencyHistogram.summary_ms`).
+    """
+
     hists: dict[str, LatencyHistogram] = field(default_factory=dict)
     requests: int = 0
     ok: int = 0
@@ -34,7 +66,11 @@ class GroupStats:
     output_tokens: int = 0
     prompt_tokens: int = 0
     warmup_excluded: int = 0
+    cut_by_stop: int = 0
+    ok_without_tokens: int = 0
     token_sources: dict[str, int] = field(default_factory=dict)
+    censored: dict[str, int] = field(default_factory=dict)
+    finish_reasons: dict[str, int] = field(default_factory=dict)
 
     def _hist(self, metric: str) -> LatencyHistogram:
         h = self.hists.get(metric)
@@ -42,22 +78,51 @@ class GroupStats:
             h = self.hists[metric] = LatencyHistogram()
         return h
 
-    def add(self, rec: RequestRecord) -> None:
+    def _censor(self, metric: str) -> None:
+        self.censored[metric] = self.censored.get(metric, 0) + 1
+
+    def add(self, rec: RequestRecord, window_start: float = -math.inf) -> None:
+        if rec.cut_by_stop:
+            self.cut_by_stop += 1
+            self.output_tokens += _tokens_from(rec, window_start)
+            return
         if rec.warmup:
             self.warmup_excluded += 1
+            self.output_tokens += _tokens_from(rec, window_start)
             return
         self.requests += 1
+        tokens = _tokens_from(rec, window_start)
+        if rec.connect_s is not None:
+            self._hist("connect").record(rec.connect_s)
+        if rec.tls_s is not None:
+            self._hist("tls").record(rec.tls_s)
+        t = rec.chunk_times
         if rec.error is not None:
             self.errors[rec.error] = self.errors.get(rec.error, 0) + 1
+            self.output_tokens += tokens
+            ttft = rec.ttft
+            if ttft is None:
+                self._censor("ttft")
+            else:
+                self._hist("ttft").record(ttft)
+            self._censor("e2e")
+            if len(t) > 1:  # the gaps it did stream are real gaps
+                record_chunk_gaps(self._hist("itl"), self._hist("icl"), t, rec.chunk_tokens)
             return
         self.ok += 1
-        self.output_tokens += rec.output_token_count
+        # The server's usage may count a token that never came as a chunk (EOS with an empty delta).
+        usage_extra = rec.output_token_count - rec.tokens_received
+        self.output_tokens += tokens + max(usage_extra, 0)
         if rec.prompt_tokens is not None:
             self.prompt_tokens += rec.prompt_tokens
         self.token_sources[rec.token_source] = self.token_sources.get(rec.token_source, 0) + 1
+        reason = rec.finish_reason or "unknown"
+        self.finish_reasons[reason] = self.finish_reasons.get(reason, 0) + 1
         ttft = rec.ttft
         if ttft is not None:
             self._hist("ttft").record(ttft)
+        else:
+            self.ok_without_tokens += 1
         e2e = rec.e2e
         if e2e is not None:
             self._hist("e2e").record(e2e)
@@ -67,26 +132,23 @@ class GroupStats:
         tpot = rec.tpot
         if tpot is not None:
             self._hist("tpot").record(tpot)
-        t = rec.chunk_times
         if len(t) > 1:
             record_chunk_gaps(self._hist("itl"), self._hist("icl"), t, rec.chunk_tokens)
 
     def merge(self, other: GroupStats) -> None:
         for m, h in other.hists.items():
             self._hist(m).merge(h)
-        self.requests += other.requests
-        self.ok += other.ok
-        _add_counts(self.errors, other.errors)
-        self.output_tokens += other.output_tokens
-        self.prompt_tokens += other.prompt_tokens
-        self.warmup_excluded += other.warmup_excluded
-        _add_counts(self.token_sources, other.token_sources)
+        for name in _COUNTERS:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        for name in _COUNTS:
+            _add_counts(getattr(self, name), getattr(other, name))
 
     def reset_counters(self) -> None:
         """Zero the counters and keep the histograms (a report interval that ships counters only)."""
-        self.requests = self.ok = self.output_tokens = self.prompt_tokens = self.warmup_excluded = 0
-        self.errors = {}
-        self.token_sources = {}
+        for name in _COUNTERS:
+            setattr(self, name, 0)
+        for name in _COUNTS:
+            setattr(self, name, {})
 
     def to_wire(self, histograms: bool = True) -> dict[str, Any]:
         # A histogram identical to another one (ICL = ITL whenever every chunk carries one token) is sent as an
@@ -103,39 +165,33 @@ class GroupStats:
                 hists[m] = blob
             else:
                 alias[m] = first
-        return {
-            "hists": hists,
-            "alias": alias,
-            "requests": self.requests,
-            "ok": self.ok,
-            "errors": dict(self.errors),
-            "output_tokens": self.output_tokens,
-            "prompt_tokens": self.prompt_tokens,
-            "warmup_excluded": self.warmup_excluded,
-            "token_sources": dict(self.token_sources),
-        }
+        out: dict[str, Any] = {"hists": hists, "alias": alias}
+        for name in _COUNTERS:
+            out[name] = getattr(self, name)
+        for name in _COUNTS:
+            out[name] = dict(getattr(self, name))
+        return out
 
     def merge_wire(self, w: dict[str, Any]) -> None:
         alias: dict[str, str] = w.get("alias", {})
         for m, blob in w.get("hists", {}).items():
             merge_encoded_into(blob, [self._hist(m), *(self._hist(a) for a, src in alias.items() if src == m)])
-        self.requests += int(w.get("requests", 0))
-        self.ok += int(w.get("ok", 0))
-        _add_counts(self.errors, w.get("errors", {}))
-        self.output_tokens += int(w.get("output_tokens", 0))
-        self.prompt_tokens += int(w.get("prompt_tokens", 0))
-        self.warmup_excluded += int(w.get("warmup_excluded", 0))
-        _add_counts(self.token_sources, w.get("token_sources", {}))
+        for name in _COUNTERS:
+            setattr(self, name, getattr(self, name) + int(w.get(name, 0)))
+        for name in _COUNTS:
+            _add_counts(getattr(self, name), w.get(name, {}))
 
 
 class Aggregate:
     """Groups keyed by (variant, mix), plus a per-second timeline of completions (wall-clock seconds)."""
 
-    __slots__ = ("groups", "timeline")
+    __slots__ = ("groups", "timeline", "window_start")
 
-    def __init__(self) -> None:
+    def __init__(self, window_start: float = -math.inf) -> None:
         self.groups: dict[tuple[str, str], GroupStats] = {}
         self.timeline: dict[int, list[int]] = {}
+        # Start of the measured window (monotonic): where this process's warm-up ended.
+        self.window_start = window_start
 
     def group(self, variant: str, mix: str) -> GroupStats:
         key = (variant, mix)
@@ -145,8 +201,8 @@ class Aggregate:
         return g
 
     def add(self, rec: RequestRecord, wall_time: float) -> None:
-        self.group(rec.variant, rec.mix).add(rec)
-        if rec.warmup:
+        self.group(rec.variant, rec.mix).add(rec, self.window_start)
+        if rec.warmup or rec.cut_by_stop:
             return
         sec = int(wall_time)
         row = self.timeline.get(sec)

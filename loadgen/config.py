@@ -12,7 +12,7 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 import orjson
@@ -67,6 +67,7 @@ _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 
 MetricName = Literal["ttft", "itl", "icl", "tpot", "e2e", "queue_delay"]
 StatName = Literal["p50", "p90", "p95", "p99", "p99.9", "mean", "max"]
+SLOMetricName = Literal["ttft", "itl", "icl", "tpot", "e2e", "queue_delay", "success_rate"]
 QUEUE_DELAY_REFUSED = (
     "queue_delay needs open-loop arrivals (load.arrival), which loadgen does not have yet; closed-loop users "
     "send as soon as they are free, so there is no schedule to lag behind"
@@ -248,22 +249,61 @@ class Variant(BaseModel):
 
 
 class SLO(BaseModel):
-    """A service-level objective: a statistic of a latency metric that must stay at or under a bound."""
+    """A service-level objective: a statistic of a latency metric that must stay at or under a bound, or the share
+    of requests that must succeed."""
 
     model_config = ConfigDict(extra="forbid")
 
-    metric: MetricName = Field(
+    metric: SLOMetricName = Field(
         description="ttft: time to first token; itl: inter-token latency (per token); icl: inter-chunk latency; "
-        "tpot: time per output token (per request); e2e: whole request; queue_delay: send lag behind schedule."
+        "tpot: time per output token (per request); e2e: whole request; queue_delay: send lag behind schedule; "
+        "success_rate: share of the requests completed in the measured window that succeeded (with `min_percent`)."
     )
-    stat: StatName = Field(description="Statistic of the metric's distribution that is checked.")
-    max_ms: PositiveFloat = Field(description="Bound in milliseconds: met when the statistic is <= this.")
+    stat: StatName | None = Field(
+        default=None, description="Statistic of a latency metric's distribution that is checked (not for success_rate)."
+    )
+    max_ms: PositiveFloat | None = Field(
+        default=None, description="Bound of a latency metric in milliseconds: met when the statistic is <= this."
+    )
+    min_percent: Annotated[float, Field(gt=0, le=100, allow_inf_nan=False, strict=True)] | None = Field(
+        default=None,
+        description="Bound of success_rate in percent: met when at least this share of requests succeeded.",
+    )
     variant: str | None = Field(default=None, description="Variant this SLO applies to; null: every variant.")
     mix: str | None = Field(default=None, description="Mix this SLO applies to; null: all traffic together.")
 
+    @model_validator(mode="after")
+    def _check_bound(self) -> SLO:
+        issues: list[tuple[tuple[str | int, ...], str]] = []
+        if self.metric == "success_rate":
+            if self.min_percent is None:
+                issues.append((("min_percent",), "success_rate needs min_percent, e.g. 99"))
+            for name in ("stat", "max_ms"):
+                if getattr(self, name) is not None:
+                    issues.append(((name,), "does not apply to success_rate (it takes min_percent)"))
+        else:
+            if self.stat is None:
+                issues.append((("stat",), f"{self.metric} needs a stat: one of p50, p90, p95, p99, p99.9, mean, max"))
+            if self.max_ms is None:
+                issues.append((("max_ms",), f"{self.metric} needs max_ms, the bound in milliseconds"))
+            if self.min_percent is not None:
+                issues.append((("min_percent",), "only applies to success_rate; latency metrics take max_ms"))
+        if issues:
+            raise SubpathIssues(issues)
+        return self
+
+    def describe(self) -> str:
+        if self.metric == "success_rate":
+            return f"success rate ≥ {self.min_percent:g} %"
+        return f"{self.metric} {self.stat} ≤ {self.max_ms:g} ms"
+
 
 def _default_slos() -> list[SLO]:
-    return [SLO(metric="ttft", stat="p99", max_ms=3000.0), SLO(metric="e2e", stat="p99", max_ms=10000.0)]
+    return [
+        SLO(metric="ttft", stat="p99", max_ms=3000.0),
+        SLO(metric="e2e", stat="p99", max_ms=10000.0),
+        SLO(metric="success_rate", min_percent=99.0),
+    ]
 
 
 class Scenario(BaseModel):
@@ -286,7 +326,8 @@ class Scenario(BaseModel):
     slos: list[SLO] = Field(
         default_factory=_default_slos,
         description="Objectives checked after the run; any breach exits with status 1. "
-        "Default: TTFT p99 <= 3000 ms and E2E p99 <= 10000 ms. An empty list checks nothing.",
+        "Default: TTFT p99 <= 3000 ms, E2E p99 <= 10000 ms and success rate >= 99 % for every variant. "
+        "An empty list checks nothing.",
     )
     report_dir: str = Field(default="loadgen-report", min_length=1, description="Directory the reports are written to.")
 

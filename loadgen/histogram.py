@@ -112,8 +112,13 @@ class LatencyHistogram:
     def min(self) -> float:
         return self._h.get_min_value() / 1e6
 
-    def summary_ms(self) -> dict[str, float | int]:
+    def summary_ms(self, censored: int = 0) -> dict[str, float | int | None]:
         """count, mean, p50 … p99.9, max in milliseconds; empty histogram → count 0 only.
+
+        `censored`: samples known only to lie above everything recorded (a request that failed before its first
+        token has no TTFT, but it certainly did not come fast). They count in every rank: a percentile that falls
+        among them, and the mean and max, are None ("censored"), so a p99 cannot pass because the slow requests
+        died. `count` stays the number of recorded samples; `censored` is added when there are any.
 
         One pass over the recorded index range. hdrh's getters walk all 23k slots in Python once per percentile
         (and once more for the mean): ~30 ms per histogram, seconds for a report of many groups on the master's
@@ -122,10 +127,19 @@ class LatencyHistogram:
         h = self._h
         n = h.total_count
         if n == 0:
+            if censored:
+                return {
+                    "count": 0,
+                    "censored": censored,
+                    "mean": None,
+                    **{k: None for k, _ in PERCENTILES},
+                    "max": None,
+                }
             return {"count": 0}
         lo = h._counts_index_for(h.min_value)
         hi = min(h._counts_index_for(h.max_value), h.counts_len - 1)
-        targets = [(max(int(p * n / 100 + 0.5), 1), name) for name, p in PERCENTILES]
+        total_n = n + censored
+        targets = [(max(int(p * total_n / 100 + 0.5), 1), name) for name, p in PERCENTILES]
         found: dict[str, int] = {}
         total = weighted = ti = 0
         value_at, median_of, highest_of = (
@@ -142,10 +156,14 @@ class LatencyHistogram:
             while ti < len(targets) and total >= targets[ti][0]:
                 found[targets[ti][1]] = highest_of(v)
                 ti += 1
-        out: dict[str, float | int] = {"count": n, "mean": round(weighted / n / 1e3, 4)}
+        out: dict[str, float | int | None] = {"count": n, "mean": round(weighted / n / 1e3, 4)}
         for name, _ in PERCENTILES:
-            out[name] = round(found.get(name, 0) / 1e3, 4)
+            v = found.get(name)
+            out[name] = None if v is None and censored else round((v or 0) / 1e3, 4)
         out["max"] = round(self.max() * 1e3, 4)
+        if censored:
+            out["censored"] = censored
+            out["mean"] = out["max"] = None
         return out
 
     def cdf_ms(self, points: int = 100) -> list[tuple[float, float]]:

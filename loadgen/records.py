@@ -161,6 +161,35 @@ class RequestRecord:
             return None
         return (self.chunk_times[-1] - self.chunk_times[0]) / denom
 
+    @classmethod
+    def from_json(cls, row: dict[str, Any]) -> RequestRecord:
+        """A raw shard row back into a record (the master recovers a lost worker's last rows this way)."""
+        rec = cls(
+            str(row["id"]),
+            str(row["variant"]),
+            str(row["mix"]),
+            str(row.get("bucket", "")),
+            scheduled=row.get("scheduled"),
+            sent=float(row.get("sent") or 0.0),
+            done=row.get("done"),
+            status=int(row.get("status") or 0),
+            error=row.get("error"),
+            error_detail=str(row.get("error_detail") or ""),
+            chunk_times=array("d", row.get("chunk_times") or ()),
+            chunk_tokens=array("l", row.get("chunk_tokens") or ()),
+            token_source=str(row.get("token_source") or TokenSource.ASSUMED_ONE),
+            prompt_tokens=row.get("prompt_tokens"),
+            output_tokens=row.get("output_tokens"),
+            prompt_tokens_target=int(row.get("prompt_tokens_target") or 0),
+            max_tokens=int(row.get("max_tokens") or 0),
+            warmup=bool(row.get("warmup")),
+            finish_reason=row.get("finish_reason"),
+            connect_s=row.get("connect_s"),
+            tls_s=row.get("tls_s"),
+            cut_by_stop=bool(row.get("cut_by_stop")),
+        )
+        return rec
+
     def to_json(self) -> dict[str, Any]:
         """One JSONL row for raw record shards: raw timestamps plus the headline derived values."""
         return {

@@ -1,0 +1,114 @@
+"""The master's side of a run: what every worker reported, merged, and who is missing.
+
+Pure (no Locust): the plugin feeds it reports and asks it for the merged aggregate. A worker's report belongs to one
+run (the web UI can run several in one process life); a late one from an earlier run is dropped, never mixed in.
+A worker is lost only when Locust marked it missing or, once the final flush was asked, it never answered; what it
+finished after its last report is recovered from its raw shard when the master can read it, and named as missing
+otherwise.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from .aggregate import Aggregate
+from .health import HealthStats
+from .records import RequestRecord
+
+__all__ = ["Collector"]
+
+
+class Collector:
+    def __init__(self, run: int = 0) -> None:
+        self.run = run
+        self.aggregate = Aggregate()
+        self.health: dict[str, HealthStats] = {}
+        self.seen: set[str] = set()
+        self.final: set[str] = set()
+        self.started_wall: float | None = None
+        self.stopped_wall: float | None = None
+        self.reported = False
+        # The final flush was asked and is over: from then on a worker that did not answer is lost.
+        self.flushed = False
+        self.raw_position: dict[str, dict[str, Any]] = {}
+        self.windows: dict[str, list[float | None]] = {}
+        self.last_report_wall: dict[str, float] = {}
+        self.requests_reported: dict[str, int] = {}
+        self.recovered: dict[str, str] = {}
+
+    def merge_report(self, worker_id: str, data: dict[str, Any], final: bool = False) -> bool:
+        """Merge one report; False (and nothing merged) when it belongs to another run."""
+        if int(data.get("run", self.run)) != self.run:
+            return False
+        self.seen.add(worker_id)
+        self.aggregate.merge_wire(data["agg"])
+        health = self.health.get(worker_id)
+        if health is None:  # not setdefault(): a HealthStats holds a 190 KB histogram, built only once per worker
+            health = self.health[worker_id] = HealthStats()
+        health.merge_wire(data["health"])
+        if data.get("raw"):
+            self.raw_position[worker_id] = data["raw"]
+        if data.get("window"):
+            self.windows[worker_id] = list(data["window"])
+        self.last_report_wall[worker_id] = time.time()
+        done = sum(int(g.get("requests", 0)) + int(g.get("warmup_excluded", 0)) for _, _, g in data["agg"]["groups"])
+        self.requests_reported[worker_id] = self.requests_reported.get(worker_id, 0) + done
+        if final:
+            self.final.add(worker_id)
+        return True
+
+    def lost_workers(self, missing: set[str] | frozenset[str] = frozenset()) -> list[str]:
+        """Workers Locust marks missing, and (after the final flush) those that never answered it."""
+        lost = self.seen & set(missing)
+        if self.flushed:
+            lost |= self.seen - self.final
+        return sorted(lost)
+
+    def window_monotonic(self) -> list[float] | None:
+        """[earliest warm-up end, latest stop] over the workers (one host's monotonic clock)."""
+        starts = [w[0] for w in self.windows.values() if w and w[0] is not None]
+        ends = [w[1] for w in self.windows.values() if len(w) > 1 and w[1] is not None]
+        if not starts or not ends:
+            return None
+        return [min(starts), max(ends)]
+
+    def recover_lost(self, lost: list[str], label: dict[str, str]) -> list[str]:
+        """For each lost worker: merge the shard rows its reports did not cover, or say what is missing."""
+        notes = []
+        for wid in lost:
+            if wid not in self.recovered:
+                self.recovered[wid] = self._recover(wid, label.get(wid, wid))
+            notes.append(self.recovered[wid])
+        return notes
+
+    def _recover(self, wid: str, name: str) -> str:
+        pos = self.raw_position.get(wid)
+        since = self.last_report_wall.get(wid)
+        ago = f"{max(0.0, (self.stopped_wall or time.time()) - since):.1f} s" if since else "an unknown time"
+        if pos is None:
+            return (
+                f"{name}: no raw shard; what it finished in the last {ago} before the stop (after its last report) "
+                f"is missing — it had reported {self.requests_reported.get(wid, 0)} requests"
+            )
+        window = self.windows.get(wid) or [None]
+        start = window[0] if window[0] is not None else float("-inf")
+        agg = Aggregate(window_start=start)
+        added = 0
+        try:
+            with Path(pos["path"]).open("rb") as fh:
+                for i, line in enumerate(fh):
+                    if i < int(pos["rows"]) or not line.endswith(b"\n"):
+                        continue  # covered by a report already / a row cut by the kill
+                    agg.add(RequestRecord.from_json(orjson.loads(line)), time.time())
+                    added += 1
+        except (OSError, ValueError, KeyError) as e:
+            return f"{name}: its raw shard {pos['path']} could not be read ({e}); its last {ago} is missing"
+        self.aggregate.merge(agg)
+        return (
+            f"{name}: {added} requests it finished after its last report were recovered from its raw shard; "
+            "only its in-flight requests are missing"
+        )

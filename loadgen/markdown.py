@@ -1,0 +1,163 @@
+"""The Markdown rendering of a canonical JSON report: for CI logs, PR comments and `loadgen report`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["render_markdown"]
+
+_METRIC_LABEL = {
+    "ttft": "TTFT",
+    "itl": "ITL (per token)",
+    "icl": "ICL (per chunk)",
+    "tpot": "TPOT",
+    "e2e": "E2E",
+    "queue_delay": "Queue delay",
+    "connect": "TCP connect (new connections only, not in TTFT)",
+    "tls": "TLS handshake (new connections only, not in TTFT)",
+}
+_STATS = ("p50", "p90", "p95", "p99", "p99.9", "max", "mean")
+_TOKEN_SOURCE_NOTE = {
+    "server": "exact per-chunk counts from the server",
+    "one_per_chunk": "no per-chunk counts: each chunk taken as one token (ITL/TPOT approximate when chunks carry "
+    "several tokens)",
+    "usage_spread": "estimated: the server sent no per-chunk counts and its final usage disagreed with the chunks, "
+    "so the usage total was spread evenly over the chunks (ITL and TPOT are estimates)",
+}
+
+
+def _fmt(v: Any, nd: int = 1) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        return f"{v:,.{nd}f}"
+    return f"{v:,}" if isinstance(v, int) else str(v)
+
+
+def _cell(s: dict[str, Any], k: str) -> str:
+    if s.get(k) is None and s.get("censored"):
+        return "censored"
+    return _fmt(s.get(k), 2)
+
+
+def _groups(v: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    return [("**all**", v["overall"]), *v["mixes"].items()]
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    run = report["run"]
+    lines = [f"# loadgen report — {report['scenario']}", ""]
+    verdict = "trustworthy" if run["trustworthy"] else "**NOT trustworthy**"
+    lines.append(
+        f"Measured window {run['window_s']:.1f} s (warm-up excluded) · seed {report['seed']} · "
+        f"percentiles from HDR histograms, ±{report['histogram']['relative_error'] * 100:g} % · run {verdict}"
+    )
+    split = run.get("users_per_variant")
+    if split:
+        lines.append("Users per variant: " + ", ".join(f"{k} {n}" for k, n in split.items()))
+    for r in run.get("untrustworthy_reasons", []):
+        lines.append(f"- ⚠ {r}")
+    for w in run.get("lost_workers", []):
+        lines.append(f"- ⚠ lost worker {w}: its in-flight requests and anything after its last report are missing")
+    for note in run.get("recovered", []):
+        lines.append(f"- {note}")
+    lines += ["", "## Throughput and errors", ""]
+    lines.append(
+        "| variant | mix | requests | ok | success | errors | cut by stop | req/s | output tok/s | input tok/s "
+        "| stopped at max_tokens |"
+    )
+    lines.append("|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|")
+    sources: set[str] = set()
+    no_tokens: list[str] = []
+    for v in report["variants"]:
+        for mix, g in _groups(v):
+            errs = ", ".join(f"{k} {n}" for k, n in g["errors"].items()) or "0"
+            rate = "–" if g["success_rate"] is None else f"{100 * g['success_rate']:.2f} %"
+            at_max = g.get("stopped_at_max_tokens")
+            lines.append(
+                f"| {v['name']} | {mix} | {g['requests']} | {g['ok']} | {rate} | {errs} | {g.get('cut_by_stop', 0)} "
+                f"| {_fmt(g['requests_per_s'], 2)} | {_fmt(g['output_tokens_per_s'])} "
+                f"| {_fmt(g['input_tokens_per_s'])} | {'–' if at_max is None else f'{100 * at_max:.0f} %'} |"
+            )
+            sources.update(g["token_count_source"])
+            if mix == "**all**" and g.get("ok_without_tokens"):
+                no_tokens.append(f"{v['name']} {g['ok_without_tokens']}")
+    lines += [
+        "",
+        "Requests are counted when they complete inside the measured window; req/s counts the successful ones. "
+        "Token throughput counts the tokens whose chunks arrived inside the window, from any request (one sent "
+        "during the warm-up, one cut by the stop). A failed request is an error of its class and a *censored* "
+        "sample: above every measured value in E2E, and in TTFT too when it failed before its first token — a "
+        "percentile that falls among them shows as `censored`, so a p99 cannot pass because the slow requests "
+        "died. Requests cut by the stop are neither errors nor latency samples.",
+    ]
+    for src in sorted(sources):
+        lines.append(f"- token counts `{src}`: {_TOKEN_SOURCE_NOTE.get(src, src)}")
+    if no_tokens:
+        lines.append(f"- ⚠ successful requests that streamed no token (no TTFT): {', '.join(no_tokens)}")
+    for metric in _METRIC_LABEL:
+        rows = []
+        for v in report["variants"]:
+            for mix, g in _groups(v):
+                s = g["metrics_ms"].get(metric)
+                if s and (s.get("count") or s.get("censored")):
+                    cells = " | ".join(_cell(s, k) for k in _STATS)
+                    rows.append(f"| {v['name']} | {mix} | {s['count']:,} | {s.get('censored', 0):,} | {cells} |")
+        if not rows:
+            continue
+        lines += ["", f"## {_METRIC_LABEL[metric]} (ms)", ""]
+        lines.append("| variant | mix | samples | censored | p50 | p90 | p95 | p99 | p99.9 | max | mean |")
+        lines.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        lines += rows
+    lines += ["", f"## Speedup vs baseline `{report['baseline']}` (baseline ÷ variant; > 1 is faster)", ""]
+    lines.append("| variant | TTFT p99 | E2E p99 | TPOT p50 | ITL p50 |")
+    lines.append("|---|---:|---:|---:|---:|")
+    for v in report["variants"]:
+        s = v["speedup_vs_baseline"]
+        cells = " | ".join(
+            "–" if s[k] is None else f"{s[k]:.2f}×" for k in ("ttft_p99", "e2e_p99", "tpot_p50", "itl_p50")
+        )
+        lines.append(f"| {v['name']} | {cells} |")
+    if report["slos"]:
+        lines += ["", "## SLOs", ""]
+        lines.append("| variant | mix | SLO | observed | result |")
+        lines.append("|---|---|---|---:|---|")
+        for s in report["slos"]:
+            res = "pass" if s["passed"] else "**FAIL**"
+            if s["metric"] == "success_rate":
+                obs = "no data" if s.get("observed_percent") is None else f"{s['observed_percent']:.2f} %"
+                if not s["passed"] and s.get("errors"):
+                    obs += " (" + ", ".join(f"{k} {n}" for k, n in s["errors"].items()) + ")"
+            elif s.get("censored"):
+                obs = "censored (failed requests)"
+            else:
+                obs = "no data" if s.get("observed_ms") is None else _fmt(s["observed_ms"], 1)
+            lines.append(f"| {s['variant']} | {s['mix'] or 'all'} | {s.get('slo', s['metric'])} | {obs} | {res} |")
+    workers = run.get("workers") or {}
+    if workers:
+        lines += ["", "## Load generator health", ""]
+        lines.append(
+            "| worker | loop lag p50 ms | p99 ms | max ms | CPU mean % | CPU p90 % | reads > 1 ms late "
+            "| latest read ms | reads taken in C |"
+        )
+        lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for wid, h in sorted(workers.items()):
+            lag = h.get("loop_lag_ms", {})
+            cpu = h.get("cpu_percent", {})
+            rd = h.get("read_delay", {})
+            late = f"{100 * rd['late_share']:.2f} %" if rd else "—"
+            in_c = f"{100 * rd['in_c_share']:.0f} %" if "in_c_share" in rd else "—"
+            lines.append(
+                f"| {wid} | {_fmt(lag.get('p50'), 2)} | {_fmt(lag.get('p99'), 2)} | {_fmt(lag.get('max'), 2)} "
+                f"| {_fmt(cpu.get('mean'))} | {_fmt(cpu.get('p90'))} | {late} | {_fmt(rd.get('max_ms'), 1)} "
+                f"| {in_c} |"
+            )
+        lines += [
+            "",
+            "Loop lag: how late the event loop woke from a 10 ms sleep (requests go out that late). Chunk times are "
+            "the kernel's receive stamps, so a late read costs no accuracy unless a later chunk of the same stream "
+            "arrived before it (then both carry the later time). Reads taken in C: token chunks the C read path "
+            "accounted without Python (response heads, ends and other servers' chunk shapes are parsed in Python).",
+        ]
+    lines += ["", f"Exit code: {report['exit_code']}", ""]
+    return "\n".join(lines)
