@@ -21,11 +21,19 @@ from ..records import ErrorClass, RequestRecord
 from ..stream import StreamAccumulator
 from .connection import Endpoint, StreamConnection, TransportError, tls_context
 
-__all__ = ["Lane", "LaneAssigner"]
+__all__ = ["CutByStop", "Lane", "LaneAssigner"]
 
 
 class _Deadline(Exception):
     """The whole-request timeout (gevent.Timeout raises this inside the request)."""
+
+
+class CutByStop(gevent.GreenletExit):
+    """The user was stopped mid-request; `record` is what the request got until then (`cut_by_stop`)."""
+
+    def __init__(self, record: RequestRecord) -> None:
+        super().__init__()
+        self.record = record
 
 
 # Building a scenario's sampler (mixes, system prompts, the word block) takes ~0.3 ms; with a thousand users spawning,
@@ -126,6 +134,15 @@ class Lane:
         except _Deadline:
             self._conn.close()
             acc.fail(time.monotonic(), ErrorClass.TIMEOUT, f"request exceeded {self._request_timeout:g}s")
+        except gevent.GreenletExit:
+            # Locust stops users by killing their greenlets: this request was in flight at the stop. It keeps the
+            # tokens it got (they count for throughput) and is handed back for recording before the user dies.
+            self._conn.close()
+            rec.done = time.monotonic()
+            rec.cut_by_stop = True
+            if not rec.sent:
+                rec.sent = rec.done
+            raise CutByStop(rec) from None
         finally:
             timeout.close()
         if not rec.sent:
@@ -136,23 +153,24 @@ class Lane:
             rec.partial_bytes = rec.partial_bytes.replace(self._secret.encode(), b"***")
         if len(rec.error_detail) > 500:
             rec.error_detail = rec.error_detail[:499] + "…"
-        rec.warmup = rec.sent < warmup_end
+        # The window holds what completed inside it: a request sent during the warm-up that ends after it counts.
+        rec.warmup = (rec.done if rec.done is not None else rec.sent) < warmup_end
         return rec
 
 
 class LaneAssigner:
-    """Hands each new user a variant (smooth weighted round-robin) and a stream id.
+    """Hands each new user of a variant its stream id; Locust's dispatcher decides the variant (one user class per
+    variant, weighted), so users per variant follow the weights over all workers together.
 
-    The stream id counts users per variant, so the k-th user of every variant replays the same seeded requests:
-    variants see the same prompts in the same order, which is what makes them comparable request by request.
+    The stream id counts this worker's users per variant, so the k-th user of every variant replays the same seeded
+    requests: variants see the same prompts in the same order, which makes them comparable request by request.
     """
 
-    __slots__ = ("_variants", "_current", "_slots", "_worker_index")
+    __slots__ = ("_variants", "_slots", "_worker_index")
 
     def __init__(self, variants: list[Variant], worker_index: int) -> None:
-        self._variants = variants
-        self._current = [0.0] * len(variants)
-        self._slots = [0] * len(variants)
+        self._variants = {v.name: v for v in variants}
+        self._slots = dict.fromkeys(self._variants, 0)
         self._worker_index = worker_index
         for v in variants:
             # Load each TLS trust store now, before any request is in flight (the system store takes ~30 ms of
@@ -161,12 +179,7 @@ class LaneAssigner:
                 with contextlib.suppress(OSError, ssl.SSLError):
                     tls_context(v.tls_ca_file, v.tls_verify)
 
-    def next(self) -> tuple[Variant, int]:
-        total = sum(v.weight for v in self._variants)
-        for i, v in enumerate(self._variants):
-            self._current[i] += v.weight
-        best = max(range(len(self._variants)), key=lambda i: self._current[i])
-        self._current[best] -= total
-        slot = self._slots[best]
-        self._slots[best] += 1
-        return self._variants[best], self._worker_index * 100_000 + slot
+    def next(self, variant: str) -> tuple[Variant, int]:
+        slot = self._slots[variant]
+        self._slots[variant] = slot + 1
+        return self._variants[variant], self._worker_index * 100_000 + slot

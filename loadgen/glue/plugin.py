@@ -1,9 +1,12 @@
 """Wires loadgen into Locust's events: command-line options, per-process runtime, worker → master reports, the
 end-of-run flush, the report files and exit code, and a live report route on the web UI.
 
-Run end (headless, no `-t`): the master stops the users after the scenario's duration, asks every worker for its
-last delta (`loadgen_flush` → `loadgen_final`), writes the report, sets the exit code, then quits. Workers that never
-answer are named in the report as lost: what they reported before is kept, nothing is counted twice.
+Run end, in every mode (headless with or without `-t`, `--processes`, the web UI's Stop): when the master's test
+stops it asks every live worker for its last delta (`loadgen_flush` → `loadgen_final`) and waits for them; a worker
+still running users (Locust's `-t` quits without stopping them first) stops them before it answers. Headless runs
+then write the report and exit with its code. A worker is lost only when Locust marked it missing or it never
+answered the flush: what it reported before is kept, its last rows are recovered from its raw shard where the
+master can read it, and nothing is counted twice. Each Start begins a new run: counts from zero, fresh request ids.
 """
 
 from __future__ import annotations
@@ -18,13 +21,15 @@ from typing import Any
 import gevent
 from locust import events
 from locust.env import Environment
-from locust.runners import STATE_MISSING, LocalRunner, MasterRunner, WorkerRunner
+from locust.runners import STATE_INIT, STATE_MISSING, STATE_STOPPED, LocalRunner, MasterRunner, WorkerRunner
 
+from ..collector import Collector
 from ..config import load_scenario, validate_scenario
 from ..config_errors import ConfigError
 from ..health import HealthThresholds, verdict
 from ..report import build_report, render_markdown, write_reports
-from .runtime import Collector, Runtime, runtime_of
+from .runtime import Runtime, runtime_of
+from .user import LLMUser, variant_user_classes
 
 __all__ = ["register"]
 
@@ -69,9 +74,15 @@ def _on_init(environment: Environment, **_: Any) -> None:
         except ConfigError as e:
             sys.stderr.write(f"{e}\n")
             sys.exit(2)
+    runner = environment.runner
+    if not isinstance(runner, WorkerRunner):
+        problem = _check_users_cover_variants(scenario, getattr(opts, "num_users", None) if opts else None)
+        if problem:
+            sys.stderr.write(f"{path}: {problem}\n")
+            sys.exit(2)
+    _use_variant_classes(environment, scenario)
     rt = Runtime(environment, scenario, getattr(opts, "raw_records", "") or None)
     environment.loadgen = rt  # type: ignore[attr-defined]
-    runner = environment.runner
     if opts is not None and not isinstance(runner, WorkerRunner):
         if getattr(opts, "num_users", None) is None:
             opts.num_users = scenario.load.users
@@ -88,20 +99,22 @@ def _on_init(environment: Environment, **_: Any) -> None:
     if isinstance(runner, WorkerRunner):
         runner.register_message("loadgen_flush", _on_flush_request)
         runner.register_message("loadgen_cadence", _on_cadence)
+        runner.register_message("loadgen_run", _on_run_number)
 
         def _report(client_id: str, data: dict[str, Any], **_: Any) -> None:
-            data["loadgen"] = rt.take_report()
+            if rt.started:
+                data["loadgen"] = rt.take_report()
 
         environment.events.report_to_master.add_listener(_report)
     else:
-        col = rt.collector = Collector()
+        rt.collector = Collector()
         if isinstance(runner, MasterRunner):
             runner.register_message("loadgen_final", _on_final)
 
             def _merge(client_id: str, data: dict[str, Any], **_: Any) -> None:
                 payload = data.get("loadgen")
-                if payload is not None:
-                    col.merge_report(client_id, payload)
+                if payload is not None and rt.collector is not None:
+                    rt.collector.merge_report(client_id, payload)
 
             environment.events.worker_report.add_listener(_merge)
     web_ui = environment.web_ui
@@ -109,10 +122,71 @@ def _on_init(environment: Environment, **_: Any) -> None:
         _add_web_routes(environment)
 
 
+def _check_users_cover_variants(scenario: Any, users: int | None) -> str | None:
+    """Every variant must get a user under Locust's weighted dispatch, or its SLOs fail for want of data."""
+    from collections import Counter
+
+    from locust.dispatch import _kl_generator
+
+    n = users if users is not None else scenario.load.users
+    gen = _kl_generator((v.name, v.weight) for v in scenario.variants)
+    got = Counter(next(gen) for _ in range(n))
+    idle = [v.name for v in scenario.variants if not got.get(v.name)]
+    if not idle:
+        return None
+    return (
+        f"load.users ({n}) leaves variant(s) {', '.join(idle)} without a user under variants[].weight "
+        f"({', '.join(f'{v.name} {v.weight:g}' for v in scenario.variants)}); raise load.users to at least "
+        f"{len(scenario.variants)} or even out the weights"
+    )
+
+
+def _use_variant_classes(environment: Environment, scenario: Any) -> None:
+    """Replace each LLMUser subclass of the locustfile by one weighted class per variant."""
+    classes: list[Any] = []
+    for cls in environment.user_classes:
+        if isinstance(cls, type) and issubclass(cls, LLMUser) and cls.variant is None:
+            classes.extend(variant_user_classes(cls, scenario))
+        else:
+            classes.append(cls)
+    environment.user_classes[:] = classes
+    if environment.available_user_classes is not None:
+        environment.available_user_classes = {c.__name__: c for c in classes}
+
+
+def users_per_variant(environment: Environment) -> dict[str, int]:
+    """Users of each variant now (a master counts what its workers reported)."""
+    runner = environment.runner
+    counts: dict[str, int] = {}
+    if runner is None:
+        return counts
+    by_class = getattr(runner, "reported_user_classes_count", None) or runner.user_classes_count
+    if not any(by_class.values()):  # stopped: what it had when it stopped
+        by_class = getattr(runner, "final_user_classes_count", None) or by_class
+    for cls in environment.user_classes:
+        variant = getattr(cls, "variant", None)
+        if variant is not None:
+            counts[variant] = counts.get(variant, 0) + int(by_class.get(cls.__name__, 0))
+    return counts
+
+
+def _on_run_number(environment: Environment, msg: Any, **_: Any) -> None:
+    runtime_of(environment).run_from_master = int(msg.data["run"])
+
+
 def _on_flush_request(environment: Environment, msg: Any, **_: Any) -> None:
     rt = runtime_of(environment)
+    runner = environment.runner
+    assert runner is not None
+    if runner.state not in (STATE_STOPPED, STATE_INIT):
+        # Locust's `-t` makes the master quit without stopping the workers first: stop our users (their in-flight
+        # requests become cut_by_stop) so that this final delta is complete.
+        runner.stop()
     rt.on_test_stop()
-    environment.runner.send_message("loadgen_final", rt.take_report(final=True))  # type: ignore[union-attr]
+    report = rt.take_report(final=True)
+    if msg.data and int(msg.data.get("run", rt.run)) != rt.run:
+        report["run"] = rt.run  # the master drops it: a flush for another run
+    runner.send_message("loadgen_final", report)
 
 
 def _on_cadence(environment: Environment, msg: Any, **_: Any) -> None:
@@ -131,8 +205,8 @@ def hist_every(workers: int, groups: int) -> int:
 
 def _on_final(environment: Environment, msg: Any, **_: Any) -> None:
     rt = runtime_of(environment)
-    assert rt.collector is not None
-    rt.collector.merge_report(msg.node_id, msg.data, final=True)
+    if rt.collector is not None:
+        rt.collector.merge_report(msg.node_id, msg.data, final=True)
 
 
 def _on_test_start(environment: Environment, **_: Any) -> None:
@@ -140,16 +214,22 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
     runner = environment.runner
     if not isinstance(runner, MasterRunner):
         rt.on_test_start()
+        run = rt.run
     else:
+        # Sent before Locust's spawn messages (test_start fires first), so each worker's run starts numbered.
+        rt.run += 1
+        run = rt.run
+        for c in runner.clients.all:
+            runner.send_message("loadgen_run", {"run": run}, client_id=c.id)
         sc = rt.scenario
         every = hist_every(runner.worker_count, len(sc.variants) * len(sc.traffic.mixes))
         if every > 1:
             for c in runner.clients.all:
                 runner.send_message("loadgen_cadence", {"hist_every": every}, client_id=c.id)
     if rt.collector is not None:
-        rt.collector.started_wall = time.time()
-        rt.collector.stopped_wall = None
-        rt.collector.reported = False
+        # A new run starts from zero: nothing of the previous one (the web UI's Start → Stop → Start).
+        col = rt.collector = Collector(run)
+        col.started_wall = time.time()
         opts = environment.parsed_options
         if opts is not None and opts.headless and not opts.run_time:
             gevent.spawn(_run_for_duration, environment)
@@ -163,10 +243,28 @@ def _on_test_stopping(environment: Environment, **_: Any) -> None:
 
 def _on_test_stop(environment: Environment, **_: Any) -> None:
     rt = runtime_of(environment)
-    if not isinstance(environment.runner, MasterRunner):
+    runner = environment.runner
+    col = rt.collector
+    if col is not None and col.stopped_wall is None:
+        col.stopped_wall = time.time()
+    if not isinstance(runner, MasterRunner):
         rt.on_test_stop()
-    if rt.collector is not None and rt.collector.stopped_wall is None:
-        rt.collector.stopped_wall = time.time()
+        if col is not None and not col.flushed:
+            _collect_local_final(rt)
+    elif col is not None and not col.flushed:
+        _flush_workers(runner, col)
+
+
+def _flush_workers(runner: MasterRunner, col: Collector) -> None:
+    """Ask every live worker for its last delta and wait for the answers (bounded)."""
+    alive = {c.id for c in runner.clients.all if c.state != STATE_MISSING}
+    for wid in sorted(alive):
+        runner.send_message("loadgen_flush", {"run": col.run}, client_id=wid)
+    deadline = time.monotonic() + _FLUSH_TIMEOUT
+    while not alive <= col.final and time.monotonic() < deadline:
+        gevent.sleep(0.05)
+    col.seen |= alive
+    col.flushed = True
 
 
 def _run_for_duration(environment: Environment) -> None:
@@ -176,25 +274,10 @@ def _run_for_duration(environment: Environment) -> None:
 
 
 def finish_run(environment: Environment) -> dict[str, Any]:
-    """Stop the users, collect every worker's last delta, write the report, set the exit code, quit."""
-    rt = runtime_of(environment)
+    """Stop the users (which collects every worker's last delta), write the report, set the exit code, quit."""
     runner = environment.runner
-    assert rt.collector is not None and runner is not None
-    col = rt.collector
-    col.stopped_wall = time.time()
+    assert runner is not None
     runner.stop()
-    if isinstance(runner, MasterRunner):
-        # Ask only live workers; one that went missing (killed, partitioned) is reported as lost, with what it
-        # delivered before.
-        alive = {c.id for c in runner.clients.all if c.state != STATE_MISSING}
-        for wid in sorted(alive):
-            runner.send_message("loadgen_flush", None, client_id=wid)
-        deadline = time.monotonic() + _FLUSH_TIMEOUT
-        while not alive <= col.final and time.monotonic() < deadline:
-            gevent.sleep(0.05)
-        col.seen |= alive
-    else:
-        _collect_local_final(rt)
     report = write_final_report(environment)
     environment.process_exit_code = report["exit_code"]
     runner.quit()
@@ -206,6 +289,7 @@ def _collect_local_final(rt: Runtime) -> None:
     assert rt.collector is not None
     rt.on_test_stop()
     rt.collector.merge_report("local", rt.take_report(final=True), final=True)
+    rt.collector.flushed = True
 
 
 def current_report(environment: Environment) -> dict[str, Any]:
@@ -213,40 +297,54 @@ def current_report(environment: Environment) -> dict[str, Any]:
     col = rt.collector
     assert col is not None
     scenario = rt.scenario
-    if not isinstance(environment.runner, MasterRunner):
+    runner = environment.runner
+    if not isinstance(runner, MasterRunner):
         rt.drain()
-    if isinstance(environment.runner, LocalRunner) and not col.reported and "local" not in col.final:
+    if isinstance(runner, LocalRunner) and not col.flushed and rt.started:
         # A single process has no reports in flight: read its own aggregate without consuming it. (Once its final
         # report is in, the collector has everything; the emptied runtime would overwrite its health.)
-        snapshot = Collector()
+        snapshot = Collector(col.run)
         rt.collect_reads()
-        snapshot.merge_report("local", {"agg": rt.aggregate.to_wire(), "health": rt.health.to_wire()})
+        snapshot.merge_report(
+            "local",
+            {"run": col.run, "agg": rt.aggregate.to_wire(), "health": rt.health.to_wire(), "window": None},
+        )
         col_view = _combined(col, snapshot)
     else:
         col_view = col
     started = col.started_wall or time.time()
     stopped = col.stopped_wall or time.time()
     window = max(0.0, stopped - started - scenario.load.warmup)
-    runner = environment.runner
     if isinstance(runner, MasterRunner):
-        label = {wid: f"worker-{runner.get_worker_index(wid)}" for wid in col_view.health}
+        label = {wid: f"worker-{runner.get_worker_index(wid)}" for wid in col.seen | set(col_view.health)}
+        missing = {c.id for c in runner.clients.all if c.state == STATE_MISSING}
     else:
-        label = {wid: wid for wid in col_view.health}
+        label = {wid: wid for wid in col.seen | set(col_view.health)}
+        missing = set()
+    lost = col.lost_workers(missing)
+    recovered = col.recover_lost(lost, label) if col.flushed else []
     workers = {label[wid]: h.summary() for wid, h in sorted(col_view.health.items())}
     reasons = verdict(workers, HealthThresholds())
     run = {
         "duration_s": round(stopped - started, 3),
         "warmup_s": scenario.load.warmup,
         "users": getattr(environment.parsed_options, "num_users", None),
+        "users_per_variant": users_per_variant(environment),
         "workers": workers,
-        "lost_workers": [label.get(w, w) for w in col.lost_workers()],
+        "lost_workers": [label.get(w, w) for w in lost],
+        "recovered": recovered,
         "untrustworthy_reasons": reasons,
+        "run_number": col.run,
     }
+    mono = col.window_monotonic()
+    if mono is not None:
+        # The workers' own window on this host's monotonic clock (what a truth log can be cut at).
+        run["window_monotonic"] = [round(mono[0], 6), round(mono[1], 6)]
     return build_report(scenario, col_view.aggregate, window, run)
 
 
 def _combined(a: Collector, b: Collector) -> Collector:
-    out = Collector()
+    out = Collector(a.run)
     out.aggregate.merge(a.aggregate)
     out.aggregate.merge(b.aggregate)
     out.health = {**a.health, **b.health}
@@ -271,7 +369,7 @@ def _on_quitting(environment: Environment, **_: Any) -> None:
         return
     if rt.collector.started_wall is None:
         return
-    if not isinstance(environment.runner, MasterRunner):
+    if not isinstance(environment.runner, MasterRunner) and not rt.collector.flushed:
         _collect_local_final(rt)
     report = write_final_report(environment)
     if environment.process_exit_code is None:

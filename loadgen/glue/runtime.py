@@ -20,6 +20,7 @@ import psutil
 from locust.env import Environment
 
 from ..aggregate import Aggregate
+from ..collector import Collector
 from ..config import Scenario
 from ..health import HealthStats
 from ..records import RequestRecord
@@ -34,19 +35,26 @@ _LAG_PERIOD = 0.01
 # Finished requests waiting to be recorded beyond which the recorder stops waiting for idle moments.
 _RECORD_BACKLOG = 2048
 _CPU_PERIOD = 1.0
+_RAW_FLUSH_S = 0.25
 
 
 class RawRecordWriter:
-    """Opt-in JSONL shard of every raw record, flushed often so a dead process loses little."""
+    """Opt-in JSONL shard of every raw record, one file per run and process, flushed at least every
+    `_RAW_FLUSH_S` (and every 256 rows): a SIGKILLed worker loses only its in-flight requests and at most that
+    much of its finished ones. Rows go out in the order they enter the aggregate, so `rows` tells the master
+    which rows its last report already covered."""
 
     def __init__(self, directory: Path, tag: str) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         self.path = directory / f"records-{tag}.jsonl"
         self._fh = open(self.path, "ab")  # noqa: SIM115 - lives as long as the run
         self._pending: list[bytes] = []
+        self.rows = 0
+        self._flusher = gevent.spawn(self._flush_periodically)
 
     def write(self, rec: RequestRecord) -> None:
         self._pending.append(orjson.dumps(rec.to_json(), option=orjson.OPT_APPEND_NEWLINE))
+        self.rows += 1
         if len(self._pending) >= 256:
             self.flush()
 
@@ -56,7 +64,13 @@ class RawRecordWriter:
             self._fh.flush()
             self._pending.clear()
 
+    def _flush_periodically(self) -> None:
+        while True:
+            gevent.sleep(_RAW_FLUSH_S)
+            self.flush()
+
     def close(self) -> None:
+        self._flusher.kill(block=False)
         self.flush()
         self._fh.close()
 
@@ -68,10 +82,17 @@ class Runtime:
         self.aggregate = Aggregate()
         self.health = HealthStats()
         self.warmup_end = math.inf
+        self.stopped_at: float | None = None
         self.assigner: LaneAssigner | None = None
         self.raw_dir = Path(raw_dir) if raw_dir else None
         self.raw: RawRecordWriter | None = None
         self.worker_tag = f"w{os.getpid()}"
+        # Which run of this process's life this is (the web UI can Start → Stop → Start): in request ids and shard
+        # names so that no id repeats, and in every report so that the master drops a late one from an earlier run.
+        # A worker takes its master's number (loadgen_run), a local process counts its own.
+        self.run = 0
+        self.run_from_master: int | None = None
+        self.started = False
         self._monitors: list[gevent.Greenlet] = []
         self.collector: Collector | None = None
         # Ship histograms every this many reports (the master raises it when many workers report; 1 = every time).
@@ -85,17 +106,30 @@ class Runtime:
         return max(int(getattr(self.env.runner, "worker_index", 0)), 0)
 
     def on_test_start(self) -> None:
+        """A run starts from zero: nothing of an earlier run (counts, health, pending records, stream slots)."""
         self.stopping = False
+        self.started = True
+        self.run = self.run_from_master if self.run_from_master is not None else self.run + 1
         now = time.monotonic()
         self.warmup_end = now + self.scenario.load.warmup
+        self.stopped_at = None
+        self.aggregate = Aggregate(window_start=self.warmup_end)
+        self.health = HealthStats()
+        self._pending.clear()
+        self._reports = 0
         self.assigner = LaneAssigner(list(self.scenario.variants), self.worker_index())
-        self.worker_tag = f"w{self.worker_index()}-{os.getpid()}"
-        if self.raw_dir is not None and self.raw is None:
+        self.worker_tag = f"r{self.run}-w{self.worker_index()}-{os.getpid()}"
+        if self.raw is not None:
+            self.raw.close()
+            self.raw = None
+        if self.raw_dir is not None:
             self.raw = RawRecordWriter(self.raw_dir, self.worker_tag)
         if not self._monitors:
             self._monitors = [gevent.spawn(self._watch_loop_lag), gevent.spawn(self._watch_cpu)]
 
     def on_test_stop(self) -> None:
+        if self.stopped_at is None and self.started:
+            self.stopped_at = time.monotonic()
         self.drain()
         for g in self._monitors:
             g.kill(block=False)
@@ -152,7 +186,15 @@ class Runtime:
         self._reports += 1
         every = self.hist_every
         hists = final or every <= 1 or (self._reports + self.worker_index()) % every == 0
-        return {"agg": self.aggregate.take_delta(histograms=hists), "health": health.to_wire()}
+        out: dict[str, Any] = {
+            "run": self.run,
+            "agg": self.aggregate.take_delta(histograms=hists),
+            "health": health.to_wire(),
+            "window": [self.warmup_end if self.started else None, self.stopped_at],
+        }
+        if self.raw is not None:
+            out["raw"] = {"path": str(self.raw.path.resolve()), "rows": self.raw.rows}
+        return out
 
     def collect_reads(self) -> None:
         """Move the reactor's read-delay counters into this interval's health."""
@@ -178,32 +220,6 @@ class Runtime:
         while True:
             gevent.sleep(_CPU_PERIOD)
             self.health.add_cpu(proc.cpu_percent(None))
-
-
-class Collector:
-    """On the master (or a local process): merged results, per-worker health, and who reported last."""
-
-    def __init__(self) -> None:
-        self.aggregate = Aggregate()
-        self.health: dict[str, HealthStats] = {}
-        self.seen: set[str] = set()
-        self.final: set[str] = set()
-        self.started_wall: float | None = None
-        self.stopped_wall: float | None = None
-        self.reported = False
-
-    def merge_report(self, worker_id: str, data: dict[str, Any], final: bool = False) -> None:
-        self.seen.add(worker_id)
-        self.aggregate.merge_wire(data["agg"])
-        health = self.health.get(worker_id)
-        if health is None:  # not setdefault(): a HealthStats holds a 190 KB histogram, built only once per worker
-            health = self.health[worker_id] = HealthStats()
-        health.merge_wire(data["health"])
-        if final:
-            self.final.add(worker_id)
-
-    def lost_workers(self) -> list[str]:
-        return sorted(self.seen - self.final)
 
 
 def runtime_of(environment: Environment) -> Runtime:

@@ -1,27 +1,38 @@
-"""The streaming LLM Locust user: one variant, one seeded request stream, one keep-alive connection."""
+"""The streaming LLM Locust user: one variant, one seeded request stream, one keep-alive connection.
+
+Each variant gets a user class of its own (`variant_user_classes`), weighted by the variant's `weight`: Locust's
+dispatcher then spreads users over all workers together, so users per variant follow the weights whatever the
+worker count (3 variants × 10 users on 4 workers: 4 / 3 / 3, not 4 / 4 / 2 per-worker rounding).
+"""
 
 from __future__ import annotations
+
+from typing import Any, ClassVar
 
 import gevent
 from locust import User, task
 from locust.env import Environment
 
+from ..config import Scenario
 from ..records import ErrorClass, RequestRecord
-from .lanes import Lane
+from .lanes import CutByStop, Lane
 from .runtime import runtime_of
 
-__all__ = ["LLMUser"]
+__all__ = ["LLMUser", "variant_user_classes"]
 
 
 class LLMUser(User):
-    """Abstract: subclass it in a locustfile (`class StreamingUser(LLMUser): pass`).
+    """Abstract: subclass it in a locustfile (`class StreamingUser(LLMUser): pass`); loadgen derives one class
+    per variant from it.
 
-    Every finished request goes to loadgen's aggregate (exact TTFT/ITL/TPOT histograms) and is also fired as
-    Locust `request` events — `STREAM` with the E2E time and `TTFT` with time to first token — so Locust's own
-    UI, CSV and HTML reports keep working.
+    Every finished request goes to loadgen's aggregate (exact TTFT/ITL/TPOT histograms) and is also fired as a
+    Locust `STREAM` request event with its E2E time (failures included), so Locust's own UI, CSV and HTML reports
+    count each request once. TTFT goes to a `TTFT` row of Locust's statistics that is kept out of the Aggregated
+    total, which would otherwise count every request twice.
     """
 
     abstract = True
+    variant: ClassVar[str | None] = None
 
     def __init__(self, environment: Environment) -> None:
         super().__init__(environment)
@@ -29,7 +40,8 @@ class LLMUser(User):
         if rt.assigner is None:
             rt.on_test_start()
         assert rt.assigner is not None
-        variant, stream_id = rt.assigner.next()
+        name = self.variant or rt.scenario.variants[0].name
+        variant, stream_id = rt.assigner.next(name)
         self._rt = rt
         self._lane = Lane(rt.scenario, variant, stream_id, rt.worker_tag)
         self._backoff = 0.0
@@ -42,7 +54,11 @@ class LLMUser(User):
 
     @task
     def stream(self) -> None:
-        rec = self._lane.run_one(self._rt.warmup_end)
+        try:
+            rec = self._lane.run_one(self._rt.warmup_end)
+        except CutByStop as cut:
+            self._rt.submit(cut.record, _nothing)
+            raise
         # Histograms, raw shard and Locust's stats are filled in by the runtime's recorder when the loop has time,
         # so that a wave of requests finishing together does not hold up the timestamps of the streams still running.
         self._rt.submit(rec, self._fire)
@@ -55,11 +71,10 @@ class LLMUser(User):
             self._backoff = 0.0
 
     def _fire(self, rec: RequestRecord) -> None:
-        fire = self.environment.events.request.fire
         name = f"{rec.variant}/{rec.mix}"
         e2e = rec.e2e
         exc = None if rec.error is None else Exception(f"{rec.error}: {rec.error_detail[:200]}")
-        fire(
+        self.environment.events.request.fire(
             request_type="STREAM",
             name=name,
             response_time=(e2e or 0.0) * 1e3,
@@ -69,6 +84,24 @@ class LLMUser(User):
         )
         ttft = rec.ttft
         if ttft is not None:
-            fire(
-                request_type="TTFT", name=name, response_time=ttft * 1e3, response_length=0, exception=None, context={}
-            )
+            # Straight into its own entry: `RequestStats.log_request` would add it to the Aggregated total too.
+            self.environment.stats.get(name, "TTFT").log(ttft * 1e3, 0)
+
+
+def _nothing(_: RequestRecord) -> None:
+    """A request cut by the stop is recorded, but it is no Locust request: not a sample, not a failure."""
+
+
+def variant_user_classes(base: type[LLMUser], scenario: Scenario) -> list[type[LLMUser]]:
+    """One concrete subclass of `base` per variant, weighted by the variant's weight."""
+    classes: list[type[LLMUser]] = []
+    for v in scenario.variants:
+        attrs: dict[str, Any] = {
+            "variant": v.name,
+            "weight": v.weight,
+            "abstract": False,
+            "__module__": base.__module__,
+            "__doc__": f"Streams to variant {v.name!r} ({v.base_url}).",
+        }
+        classes.append(type(f"{base.__name__}-{v.name}", (base,), attrs))
+    return classes
