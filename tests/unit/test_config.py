@@ -109,6 +109,7 @@ def test_defaults() -> None:
     assert scenario.slos == [
         SLO(metric="ttft", stat="p99", max_ms=3000),
         SLO(metric="e2e", stat="p99", max_ms=10000),
+        SLO(metric="success_rate", min_percent=99),
     ]
     assert (scenario.name, scenario.seed, scenario.report_dir) == ("scenario", 0, "loadgen-report")
     assert scenario.baseline_variant is variant
