@@ -94,7 +94,7 @@ def compare_with_truth(records: list[dict[str, Any]], truth: dict[str, TruthRequ
     itl_err: list[float] = []
     icl_err: list[float] = []
     for r in records:
-        if r["error"] is not None:
+        if r["error"] is not None or r.get("cut_by_stop"):
             continue
         t = truth[r["id"]]
         assert r["chunk_tokens"] == t.chunk_tokens, r["id"]
