@@ -38,7 +38,7 @@ def machine_info() -> dict[str, Any]:
             return None
         return out.stdout.strip()
 
-    dirty = git("status", "--porcelain", "--", "loadgen", "bench")
+    dirty = git("status", "--porcelain", "--", "loadgen", "bench", ":!bench/results")
     return {
         "cpu_model": cpu,
         "cores": os.cpu_count(),
