@@ -239,6 +239,9 @@ def _on_test_stopping(environment: Environment, **_: Any) -> None:
     rt = getattr(environment, "loadgen", None)
     if rt is not None:
         rt.stopping = True
+        # The window ends when the stop begins: a master's stop then waits (in 1 s steps) for the workers' users.
+        if rt.collector is not None and rt.collector.stopped_wall is None:
+            rt.collector.stopped_wall = time.time()
 
 
 def _on_test_stop(environment: Environment, **_: Any) -> None:
@@ -314,7 +317,10 @@ def current_report(environment: Environment) -> dict[str, Any]:
         col_view = col
     started = col.started_wall or time.time()
     stopped = col.stopped_wall or time.time()
-    window = max(0.0, stopped - started - scenario.load.warmup)
+    # The workers' own windows (warm-up end → stop, each on its own clock) where they reported them, else the
+    # master's wall clock.
+    spans = [w[1] - w[0] for w in col_view.windows.values() if len(w) > 1 and None not in w]
+    window = max(spans) if spans else max(0.0, stopped - started - scenario.load.warmup)
     if isinstance(runner, MasterRunner):
         label = {wid: f"worker-{runner.get_worker_index(wid)}" for wid in col.seen | set(col_view.health)}
         missing = {c.id for c in runner.clients.all if c.state == STATE_MISSING}
