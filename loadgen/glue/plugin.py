@@ -319,7 +319,9 @@ def current_report(environment: Environment) -> dict[str, Any]:
     stopped = col.stopped_wall or time.time()
     # The workers' own windows (warm-up end → stop, each on its own clock) where they reported them, else the
     # master's wall clock.
-    spans = [w[1] - w[0] for w in col_view.windows.values() if len(w) > 1 and None not in w]
+    spans = [
+        b - a for a, b in (w[:2] for w in col_view.windows.values() if len(w) > 1) if a is not None and b is not None
+    ]
     window = max(spans) if spans else max(0.0, stopped - started - scenario.load.warmup)
     if isinstance(runner, MasterRunner):
         label = {wid: f"worker-{runner.get_worker_index(wid)}" for wid in col.seen | set(col_view.health)}

@@ -62,7 +62,9 @@ def test_window_throughput_matches_the_truth_log(tmp_path: Path) -> None:
     # it. Client stamps trail the writes by well under a millisecond, so only chunks at the two edges may differ.
     for v in report["variants"]:
         truth = load_truth(truth_path, variant=v["name"])
-        tokens = sum(n for t in truth.values() for ts, n in zip(t.chunk_times, t.chunk_tokens) if start <= ts <= end)
+        tokens = sum(
+            n for t in truth.values() for ts, n in zip(t.chunk_times, t.chunk_tokens, strict=True) if start <= ts <= end
+        )
         finished = sum(1 for t in truth.values() if t.finish is not None and not t.aborted and start <= t.finish <= end)
         o = v["overall"]
         print(f"{v['name']}: tokens {o['output_tokens']} vs truth {tokens}, requests {o['ok']} vs truth {finished}")
