@@ -131,6 +131,11 @@ class StreamAccumulator:
             exact = self._exact
             tape.arm(self._counted, -1 if exact is None else int(exact))
 
+    def on_connection(self, connect_s: float | None, tls_s: float | None) -> None:
+        """This request opened its connection (TCP connect and TLS handshake times), or reused one (None)."""
+        self.record.connect_s = connect_s
+        self.record.tls_s = tls_s
+
     def on_sent(self, t: float) -> None:
         self.record.sent = t
 
@@ -281,6 +286,21 @@ class StreamAccumulator:
         # chunk carries no more than the others.
         rec.chunk_tokens[:] = array("l", [base + (i >= n - extra) for i in range(n)])
         rec.token_source = TokenSource.USAGE_SPREAD
+
+    def refused(self, t: float, status: int, body: bytes, location: str | None = None) -> RequestRecord:
+        """A response other than 200, whose body (the first bytes of it) arrived by `t`: the server's own message
+        (`error.message`, TGI / Ollama `error`, FastAPI `detail`), and for a redirect where it pointed to."""
+        rec = self.record
+        rec.done = t
+        rec.error = ErrorClass.for_status(status)
+        # Kept longer than reports show, so that a key echoed in it is redacted whole (the lane cuts it to 500).
+        detail = describe_error_body(body, 2000) if body.strip() else f"status {status} with no body"
+        if location is not None:
+            detail = f"redirected to {location} (is base_url right?): {detail}"
+        rec.error_detail = detail
+        rec.partial_bytes = body[:2048]
+        self.finished = True
+        return rec
 
     def fail(self, t: float, error_class: str, detail: str) -> RequestRecord:
         """The transport failed mid-stream (reset, timeout): keep every timing received so far. After the stream's

@@ -10,8 +10,6 @@ across requests, so there is no pool to contend on.
 
 from __future__ import annotations
 
-import functools
-import ipaddress
 import socket
 import ssl
 import time
@@ -19,18 +17,21 @@ from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from gevent import socket as gsocket
-from gevent import ssl as gssl
 from geventhttpclient._parser import HTTPResponseParser
 from geventhttpclient.response import HTTPParseError, HTTPResponse
 
 from ..chunked import ChunkedDecoder, ChunkedError
 from ..records import ErrorClass
+from .dial import TLSSession, open_tcp, tls_context
 from .reactor import Reading, enable_rx_timestamps, reactor
 
-__all__ = ["BodyConsumer", "Endpoint", "StreamConnection", "TransportError"]
+__all__ = ["BodyConsumer", "Endpoint", "StreamConnection", "TransportError", "tls_context"]
 
 _RECV = 65536
 _MAX_ERROR_BODY = 65536
+# After a stream's end marker, how long to wait for the rest of the body (the chunked terminator) before giving
+# the connection up: the request is complete and measured, only the connection's reuse is at stake.
+_AFTER_END_S = 1.0
 
 
 class TransportError(Exception):
@@ -64,7 +65,11 @@ class BodyConsumer(Protocol):
 
     finished: bool
 
+    def on_connection(self, connect_s: float | None, tls_s: float | None) -> None: ...
+
     def on_sent(self, t: float) -> None: ...
+
+    def on_head(self, content_type: str) -> None: ...
 
     def feed(self, t: float, data: bytes) -> None: ...
 
@@ -99,6 +104,25 @@ class _Parser(HTTPResponse):
         self.received_any = False
         # The consumer's C fast half (stream.py `make_tape`), handed the reads between events while armed.
         self.tape: Any = None
+        self.reading: Reading | None = None  # set by the connection, to shorten its idle wait after the end
+
+    @property
+    def ended_by_consumer(self) -> bool:
+        """The stream sent its end marker and nothing went wrong: whatever happens to the connection now (closed,
+        reset, the chunked terminator never sent) takes nothing from the request."""
+        consumer = self.consumer
+        return self.status == 200 and consumer.finished and not consumer.fatal
+
+    @property
+    def ends_at_close(self) -> bool:
+        """A body with neither chunked coding nor a length: HTTP/1.1 ends it by closing the connection."""
+        return (
+            self.headers_complete
+            and self.status >= 200
+            and self._chunked is None
+            and "chunked" not in str(self.get("transfer-encoding", "")).lower()
+            and self.get("content-length") is None
+        )
 
     def take_at(self, t: float, data: bytes) -> bool:
         """One read that arrived at `t`; True once the response is complete or the consumer wants no more."""
@@ -109,6 +133,8 @@ class _Parser(HTTPResponse):
         self.received_any = True
         self.take(data)
         done = self.message_complete or self.consumer.fatal
+        if not done and self.consumer.finished and self.reading is not None:
+            self.reading.read_timeout = min(self.reading.read_timeout, _AFTER_END_S)
         if tape is not None and not done:
             dec = self._chunked
             if dec is not None and dec.at_boundary:
@@ -155,6 +181,8 @@ class _Parser(HTTPResponse):
                 continue  # a CRLFCRLF inside something llhttp still reads as head (cannot happen in valid HTTP)
             if self.status < 200:
                 continue  # an interim (1xx) response: the real head follows
+            if self.status == 200:
+                self.consumer.on_head(str(self.get("content-type", "")))
             if self.status == 200 and "chunked" in str(self.get("transfer-encoding", "")).lower():
                 self._chunked = ChunkedDecoder()
                 if data:
@@ -177,115 +205,21 @@ class _Parser(HTTPResponse):
             self.error_body += buf[: _MAX_ERROR_BODY - len(self.error_body)]
 
 
-@functools.lru_cache(maxsize=16)
-def tls_context(ca_file: str | None, verify: bool) -> ssl.SSLContext:
-    """The client TLS context of one trust setting, shared by every connection of the process: loading a CA store
-    takes milliseconds, not to be spent per user on the event loop. `ca_file` replaces the system store (like curl's
-    `--cacert`); `verify=False` checks neither the certificate nor the host name. Load errors are not cached."""
-    ctx = gssl.create_default_context(cafile=ca_file)
-    if not verify:
-        ctx.check_hostname = False
-        ctx.verify_mode = ssl.CERT_NONE
-    return ctx
-
-
-# Resolved addresses per (host, port), for this long. gevent resolves names on a thread pool: ~0.25 ms and a thread
-# hand-off per connect, and a thousand users connecting at spawn held the event loop up for tens of ms.
-_DNS_TTL_S = 30.0
-_dns_cache: dict[tuple[str, int], tuple[float, list[tuple[int, int, int, Any]]]] = {}
-
-
-def _addresses(host: str, port: int) -> list[tuple[int, int, int, Any]]:
-    try:
-        ip = ipaddress.ip_address(host)
-    except ValueError:
-        pass
-    else:  # an IP literal needs no resolver at all
-        return [(socket.AF_INET6 if ip.version == 6 else socket.AF_INET, socket.SOCK_STREAM, 0, (host, port))]
-    now = time.monotonic()
-    hit = _dns_cache.get((host, port))
-    if hit is not None and hit[0] > now:
-        return hit[1]
-    infos = [(f, t, p, addr) for f, t, p, _, addr in gsocket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)]
-    if len(_dns_cache) > 256:
-        _dns_cache.clear()
-    _dns_cache[(host, port)] = (now + _DNS_TTL_S, infos)
-    return infos
-
-
-def _open_tcp(host: str, port: int, timeout: float) -> gsocket.socket:
-    """`create_connection` with cached name resolution: each address in turn, the last error if none answers."""
-    err: OSError | None = None
-    for family, type_, proto, addr in _addresses(host, port):
-        sock = gsocket.socket(family, type_, proto)
-        sock.settimeout(timeout)
-        try:
-            sock.connect(addr)
-            return sock
-        except OSError as e:
-            sock.close()
-            err = e
-    raise err if err is not None else OSError(f"no address for {host}")
-
-
-class _TLS:
-    """TLS over memory buffers on a plain socket, so a TLS stream is read by the reactor like any other: `recvmsg`
-    with the kernel's receive stamp, then decrypted here. (An SSL socket reads the file descriptor itself, which
-    would take the read — and its timestamp — away from the reactor.)"""
-
-    __slots__ = ("obj", "_in", "_out")
-
-    def __init__(self, ctx: ssl.SSLContext, host: str) -> None:
-        self._in, self._out = ssl.MemoryBIO(), ssl.MemoryBIO()
-        self.obj = ctx.wrap_bio(self._in, self._out, server_hostname=host)
-
-    def handshake(self, sock: gsocket.socket) -> None:
-        """On the connecting greenlet, with the socket's timeout. Raises ssl.SSLError / OSError."""
-        while True:
-            try:
-                self.obj.do_handshake()
-            except ssl.SSLWantReadError:
-                self.flush(sock)
-                data = sock.recv(_RECV)
-                if not data:
-                    raise ConnectionResetError("connection closed during the TLS handshake") from None
-                self._in.write(data)
-            else:
-                self.flush(sock)
-                return
-
-    def flush(self, sock: gsocket.socket) -> None:
-        if self._out.pending:
-            sock.sendall(self._out.read())
-
-    def seal(self, data: bytes) -> bytes:
-        self.obj.write(data)
-        return self._out.read()
-
-    def open(self, data: bytes) -> tuple[bytes, bool]:
-        """Decrypt what came off the wire: (plaintext so far, whether the peer closed TLS with close_notify)."""
-        self._in.write(data)
-        out: list[bytes] = []
-        closed = False
-        while True:
-            try:
-                piece = self.obj.read(_RECV)
-            except ssl.SSLWantReadError:
-                break
-            except ssl.SSLZeroReturnError:
-                closed = True
-                break
-            if not piece:
-                closed = True
-                break
-            out.append(piece)
-        return b"".join(out), closed
-
-
 class StreamConnection:
     """Owned by one user for one endpoint; not shared between greenlets."""
 
-    __slots__ = ("_ep", "_connect_timeout", "_read_timeout", "_sock", "_tls", "_session", "requests_on_conn")
+    __slots__ = (
+        "_ep",
+        "_connect_timeout",
+        "_read_timeout",
+        "_sock",
+        "_tls",
+        "_session",
+        "_opened",
+        "requests_on_conn",
+        "last_rx",
+        "location",
+    )
 
     def __init__(
         self,
@@ -301,8 +235,14 @@ class StreamConnection:
         self._sock: gsocket.socket | None = None
         # The context is built at the first connect, so a CA file that does not load fails requests, not the user.
         self._tls: tuple[str | None, bool] | None = (tls_ca_file, tls_verify) if endpoint.tls else None
-        self._session: _TLS | None = None  # the TLS state of the open connection
+        self._session: TLSSession | None = None  # the TLS state of the open connection
+        # (TCP connect s, TLS handshake s or None) of the connection `_connect` opened last.
+        self._opened: tuple[float, float | None] = (0.0, None)
         self.requests_on_conn = 0
+        # Of the last response: the arrival stamp of its last read (the kernel's, like every chunk time), and its
+        # Location header when it was a redirect.
+        self.last_rx = 0.0
+        self.location: str | None = None
 
     def close(self) -> None:
         self._session = None
@@ -320,19 +260,22 @@ class StreamConnection:
                 ctx = tls_context(*self._tls)
             except (OSError, ssl.SSLError) as e:
                 raise TransportError(ErrorClass.CONNECT, f"cannot load tls_ca_file {self._tls[0]!r}: {e}") from e
+        t0 = time.monotonic()
         try:
-            sock = _open_tcp(ep.host, ep.port, self._connect_timeout)
+            sock = open_tcp(ep.host, ep.port, self._connect_timeout)
         except TimeoutError as e:
             raise TransportError(ErrorClass.CONNECT, f"connect timeout to {ep.host}:{ep.port}") from e
         except OSError as e:
             raise TransportError(ErrorClass.CONNECT, f"connect to {ep.host}:{ep.port}: {e}") from e
+        t1 = time.monotonic()
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         enable_rx_timestamps(sock)
         self._session = None
+        tls_s: float | None = None
         if ctx is not None:
             sock.settimeout(self._connect_timeout)
             try:
-                session = _TLS(ctx, ep.host)
+                session = TLSSession(ctx, ep.host)
                 session.handshake(sock)
                 self._session = session
             except ssl.SSLCertVerificationError as e:
@@ -345,6 +288,8 @@ class StreamConnection:
             except (OSError, ssl.SSLError) as e:
                 sock.close()
                 raise TransportError(ErrorClass.CONNECT, f"TLS handshake with {ep.host}: {e}") from e
+            tls_s = time.monotonic() - t1
+        self._opened = (t1 - t0, tls_s)
         sock.settimeout(self._read_timeout)
         self.requests_on_conn = 0
         return sock
@@ -365,10 +310,14 @@ class StreamConnection:
         TransportError; whatever the consumer already got stays with it (partial streams keep their timings).
         """
         request = b"".join((head, extra_head, b"Content-Length: %d\r\n\r\n" % len(body), body))
+        self.location = None
         for attempt in (0, 1):
             reused = self._sock is not None
             sock = self._sock if self._sock is not None else self._connect()
             self._sock = sock
+            # Connect and TLS time are this request's when it opened the connection: not part of TTFT (which runs
+            # from the write below), reported beside it.
+            consumer.on_connection(*((None, None) if reused else self._opened))
             sent = time.monotonic()
             consumer.on_sent(sent)
             try:
@@ -420,9 +369,13 @@ class StreamConnection:
             self.requests_on_conn += 1
             if parser.should_close():
                 self.close()
-        elif consumer.fatal:
-            # A fatal chunk (malformed, error payload): the rest of the body is of no use.
+        else:
+            # A fatal chunk (malformed, error payload: the rest of the body is of no use), or a body that ended
+            # with the connection (closed, reset, or no terminator after the end marker): not reusable.
             self.close()
+        if 300 <= parser.status < 400:
+            location = parser.get("location")
+            self.location = None if location is None else str(location)
         return parser.status, bytes(parser.error_body)
 
     def _read_in_reactor(self, raw: socket.socket, parser: _Parser, may_be_stale: bool) -> None:
@@ -431,17 +384,23 @@ class StreamConnection:
         def on_eof() -> bool:
             if not parser.received_any and may_be_stale:
                 raise _StaleConnection()
+            if parser.ended_by_consumer or parser.ends_at_close:
+                return True  # the consumer decides whether what came is whole (its end marker)
             what = "response body" if parser.headers_complete else "response headers"
             raise TransportError(ErrorClass.STREAM_INTERRUPTED, f"connection closed during {what}")
 
-        def on_error(e: OSError) -> BaseException:
+        def on_error(e: OSError) -> BaseException | None:
+            if parser.ended_by_consumer:
+                return None
             if isinstance(e, ConnectionResetError):
                 if not parser.received_any and may_be_stale:
                     return _StaleConnection()
                 return TransportError(ErrorClass.STREAM_INTERRUPTED, f"connection reset: {e}")
             return TransportError(ErrorClass.STREAM_INTERRUPTED, f"socket error: {e}")
 
-        def on_idle() -> BaseException:
+        def on_idle() -> BaseException | None:
+            if parser.ended_by_consumer:
+                return None
             return TransportError(ErrorClass.TIMEOUT, f"no bytes for {self._read_timeout:g}s")
 
         on_data = parser.take_at
@@ -461,10 +420,14 @@ class StreamConnection:
                     return on_eof()
                 return done
 
+        reading = Reading(raw, on_data, on_eof, on_error, on_idle, self._read_timeout, parser.tape)
+        parser.reading = reading
         try:
-            reactor().read(Reading(raw, on_data, on_eof, on_error, on_idle, self._read_timeout, parser.tape))
+            reactor().read(reading)
         except (HTTPParseError, ChunkedError) as e:
             raise TransportError(ErrorClass.MALFORMED, f"HTTP parse error: {e}") from e
+        finally:
+            self.last_rx = reading.last_arrival()
 
 
 class _StaleConnection(Exception):

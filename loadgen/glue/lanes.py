@@ -15,7 +15,7 @@ import weakref
 import gevent
 
 from ..config import Scenario, Variant
-from ..dialects import describe_error_body, get_dialect
+from ..dialects import get_dialect
 from ..prompts import RequestSampler, sampler_for
 from ..records import ErrorClass, RequestRecord
 from ..stream import StreamAccumulator
@@ -121,14 +121,12 @@ class Lane:
         try:
             _, status, err_body = self._conn.post_stream(self._head, extra, body, acc)
             rec.status = status
+            # Ends at the arrival stamp of the last read, like every chunk time (a stream without an end marker of
+            # its own, Triton's, ends there).
             if status == 200:
-                acc.finish(time.monotonic())
+                acc.finish(self._conn.last_rx)
             else:
-                rec.done = time.monotonic()
-                rec.error = ErrorClass.for_status(status)
-                # The server's own message (`error.message`, TGI / Ollama `error`, FastAPI `detail`), not raw JSON.
-                # Kept longer than reports show so that a key echoed in it is redacted whole below.
-                rec.error_detail = describe_error_body(err_body, 2000)
+                acc.refused(self._conn.last_rx, status, err_body, self._conn.location)
         except TransportError as e:
             acc.fail(time.monotonic(), e.error_class, e.detail)
         except _Deadline:

@@ -91,7 +91,9 @@ def enable_rx_timestamps(sock: socket.socket) -> bool:
 class Reading:
     """One response being read. `on_data(t, data)` returns True once the response is complete (or must stop);
     it may raise, which ends the reading with that exception. `on_eof()` is called when the peer closed the socket
-    (it must raise or return True); `on_error(exc)` maps a socket error to the exception to raise."""
+    (it must raise or return True); `on_error(exc)` maps a socket error to the exception to raise, and `on_idle()`
+    gives the one for a read timeout (either returns None when the response is whole anyway: the stream's end
+    marker came). `read_timeout` may be shortened while the reading runs."""
 
     __slots__ = (
         "fd",
@@ -112,8 +114,8 @@ class Reading:
         raw: Any,
         on_data: Callable[[float, bytes], bool],
         on_eof: Callable[[], bool],
-        on_error: Callable[[OSError], BaseException],
-        on_idle: Callable[[], BaseException],
+        on_error: Callable[[OSError], BaseException | None],
+        on_idle: Callable[[], BaseException | None],
         read_timeout: float,
         tape: Any = None,
     ) -> None:

@@ -20,6 +20,9 @@ class _Sink:
     def on_sent(self, t: float) -> None:
         pass
 
+    def on_head(self, content_type: str) -> None:
+        self.content_type = content_type
+
     def feed(self, t: float, data: bytes) -> None:
         self.body += data
         self.times.append(t)
