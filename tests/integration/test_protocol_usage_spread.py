@@ -1,0 +1,158 @@
+"""A server that puts 4 tokens in every chunk and says so only in its final usage (no continuous_usage_stats),
+against its ground-truth log (bench/server.py: 10 ms per token, so a chunk every 40 ms): the usage total spread
+over the chunks gives per-token ITL of 10 ms (not 40: one token per chunk assumed) and TPOT within 1 % of the
+truth (not 2.4 % low), on the C read path and the Python one alike."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import gevent
+import orjson
+import pytest
+
+from loadgen.dialects import get_dialect
+from loadgen.glue import reactor as reactor_mod
+from loadgen.glue.connection import Endpoint, StreamConnection
+from loadgen.records import RequestRecord, TokenSource
+from loadgen.sim.truth import TruthRequest, load_truth
+from loadgen.stream import StreamAccumulator
+
+_ROOT = Path(__file__).resolve().parents[2]
+_K, _ITL_MS, _TOKENS = 4, 10.0, 128
+_USERS, _PER_USER = 6, 2
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def bench_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path, subprocess.Popen[bytes]]]:
+    d = tmp_path_factory.mktemp("spread")
+    port, ready, truth = _free_port(), d / "ready", d / "truth.jsonl"
+    cmd = [sys.executable, "-m", "bench.server", "--port", str(port), "--k", str(_K), "--itl-ms", str(_ITL_MS)]
+    cmd += ["--force-output-tokens", str(_TOKENS), "--no-spin", "--truth", str(truth), "--ready-file", str(ready)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(_ROOT), os.environ.get("PYTHONPATH")) if p)}
+    proc = subprocess.Popen(cmd, cwd=_ROOT, env=env, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 15
+    while not ready.exists():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}", truth, proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(10)
+
+
+def _stream_all(base_url: str, tag: str) -> list[RequestRecord]:
+    dialect = get_dialect("openai-chat")
+    records: list[RequestRecord] = []
+
+    def user(u: int) -> None:
+        conn = StreamConnection(Endpoint(base_url), 5.0, 10.0)
+        head = conn.head_bytes(dialect.path_for("m"), {"Content-Type": "application/json"})
+        try:
+            for j in range(_PER_USER):
+                rid = f"{tag}-{u}-{j}"
+                rec = RequestRecord(rid, "v", "m")
+                acc = StreamAccumulator(rec, dialect)
+                body = orjson.dumps(
+                    {
+                        "model": "m",
+                        "messages": [{"role": "user", "content": "word " * 20}],
+                        "max_tokens": _TOKENS,
+                        "stream": True,
+                        "stream_options": {"include_usage": True},  # totals at the end only
+                    }
+                )
+                status = conn.post_stream(head, b"X-Request-Id: %s\r\n" % rid.encode(), body, acc)[1]
+                assert status == 200
+                records.append(acc.finish(conn.last_rx))
+        finally:
+            conn.close()
+
+    gevent.joinall([gevent.spawn(user, u) for u in range(_USERS)], raise_error=True, timeout=60)
+    return records
+
+
+def _truth_tpot(tr: TruthRequest) -> float:
+    return (tr.chunk_times[-1] - tr.chunk_times[0]) / (tr.output_tokens - tr.chunk_tokens[0])
+
+
+@pytest.fixture(scope="module")
+def runs(bench_server: tuple[str, Path, subprocess.Popen[bytes]]) -> dict[str, list[RequestRecord]]:
+    url, _, _ = bench_server
+    out: dict[str, list[RequestRecord]] = {}
+    hub = gevent.get_hub()
+    saved = reactor_mod._reactors.get(hub)
+    for path in ("c", "python"):
+        if path == "python":
+            # A reactor of its own for this hub, started with the C half switched off.
+            os.environ["LOADGEN_PURE_PYTHON"] = "1"
+            reactor_mod._reactors[hub] = reactor_mod.Reactor(hub)
+        try:
+            assert reactor_mod.reactor().fast is (path == "c")
+            out[path] = _stream_all(url, path)
+        finally:
+            if path == "python":
+                del os.environ["LOADGEN_PURE_PYTHON"]
+                if saved is not None:
+                    reactor_mod._reactors[hub] = saved
+                else:
+                    del reactor_mod._reactors[hub]
+    return out
+
+
+@pytest.fixture(scope="module")
+def truth(
+    bench_server: tuple[str, Path, subprocess.Popen[bytes]], runs: dict[str, list[RequestRecord]]
+) -> dict[str, TruthRequest]:
+    _, path, proc = bench_server
+    proc.send_signal(signal.SIGTERM)  # the server writes its truth log at exit
+    proc.wait(10)
+    return load_truth(path)
+
+
+@pytest.mark.parametrize("path", ["c", "python"])
+def test_usage_spread_gives_per_token_itl_and_tpot_of_the_truth(
+    runs: dict[str, list[RequestRecord]], truth: dict[str, TruthRequest], path: str
+) -> None:
+    records = runs[path]
+    assert len(records) == _USERS * _PER_USER
+    itl_ms: list[float] = []
+    tpot_err: list[float] = []
+    one_per_chunk_err: list[float] = []
+    for rec in records:
+        tr = truth[rec.request_id]
+        assert rec.error is None, rec.error_detail
+        assert tr.chunk_tokens == [_K] * (_TOKENS // _K)
+        assert rec.token_source == TokenSource.USAGE_SPREAD and rec.output_tokens == _TOKENS
+        assert list(rec.chunk_tokens) == tr.chunk_tokens
+        itl_ms += [gap * 1e3 for gap, k in rec.itl_samples() for _ in range(k)]
+        assert rec.tpot is not None
+        tpot_err.append(rec.tpot / _truth_tpot(tr) - 1)
+        # What one token per chunk would have given: the span over (usage - 1).
+        span = rec.chunk_times[-1] - rec.chunk_times[0]
+        one_per_chunk_err.append(span / (_TOKENS - 1) / _truth_tpot(tr) - 1)
+    med = statistics.median(itl_ms)
+    worst = max(abs(e) for e in tpot_err)
+    print(
+        f"{path}: ITL per token median {med:.2f} ms (n={len(itl_ms)}), TPOT error max {worst * 100:.2f} %, "
+        f"one-per-chunk TPOT error {statistics.mean(one_per_chunk_err) * 100:.2f} %"
+    )
+    assert 9.5 < med < 10.5
+    assert worst < 0.01
+    assert statistics.mean(one_per_chunk_err) < -0.02  # the bias the spread removes
