@@ -350,6 +350,16 @@ class Scenario(BaseModel):
                     )
                 else:
                     baseline_at = i
+        if self.load.users < len(self.variants):
+            # Users are split over variants by weight across all workers: fewer users than variants leaves one
+            # without traffic, and its SLOs would fail for want of data.
+            issues.append(
+                (
+                    ("load", "users"),
+                    f"{self.load.users} users cannot cover {len(self.variants)} variants: every variant needs at "
+                    f"least one user (load.users >= {len(self.variants)})",
+                )
+            )
         mix_names = [ref.name for ref in self.traffic.mixes]
         for i, slo in enumerate(self.slos):
             if slo.variant is not None and slo.variant not in names:

@@ -24,7 +24,7 @@ from locust.env import Environment
 from locust.runners import STATE_INIT, STATE_MISSING, STATE_STOPPED, LocalRunner, MasterRunner, WorkerRunner
 
 from ..collector import Collector
-from ..config import load_scenario, validate_scenario
+from ..config import check_environment, load_scenario, validate_scenario
 from ..config_errors import ConfigError
 from ..health import HealthThresholds, verdict
 from ..report import build_report, render_markdown, write_reports
@@ -73,6 +73,20 @@ def _on_init(environment: Environment, **_: Any) -> None:
             scenario = validate_scenario(data, source=f"{path} (--loadgen-duration)")
         except ConfigError as e:
             sys.stderr.write(f"{e}\n")
+            sys.exit(2)
+    if not isinstance(environment.runner, MasterRunner):
+        # The processes that send requests need the keys (on Kubernetes the master may well not have them).
+        try:
+            check_environment(scenario, path)
+        except ConfigError as e:
+            sys.stderr.write(f"{e}\n")
+            sys.exit(2)
+    raw_dir = getattr(opts, "raw_records", "") or ""
+    if raw_dir:
+        try:
+            Path(raw_dir).mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            sys.stderr.write(f"--raw-records {raw_dir}: cannot create the folder ({e.strerror or e})\n")
             sys.exit(2)
     runner = environment.runner
     if not isinstance(runner, WorkerRunner):
@@ -343,6 +357,8 @@ def current_report(environment: Environment) -> dict[str, Any]:
         "recovered": recovered,
         "untrustworthy_reasons": reasons,
         "run_number": col.run,
+        # False while the run is live (the web UI's report): counts still grow, no worker has been asked to flush.
+        "finished": col.flushed,
     }
     mono = col.window_monotonic()
     if mono is not None:
