@@ -309,10 +309,10 @@ class StreamAccumulator:
         rec = self.record
         if rec.error is None and self.saw_done:
             return self.finish(t)
-        if rec.error is None:
-            self._fail(error_class, detail)
         _, leftover = self._parser.close()
-        rec.partial_bytes = leftover[:2048]
+        if rec.error is None:  # else the first error stands, with the bytes it kept
+            self._fail(error_class, detail)
+            rec.partial_bytes = leftover[:2048]
         if rec.done is None:
             rec.done = t
         return rec

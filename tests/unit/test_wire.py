@@ -316,3 +316,18 @@ def test_corrupted_payloads_agree_with_python(at: int, junk: bytes) -> None:
     at %= len(payload)
     _parity([_chunk(payload[:at] + junk + payload[at + len(junk) :])])
     _parity([_chunk(payload[:at] + junk + payload[at + len(junk) :])], opening=_OPENING[:1])
+
+
+def test_the_first_body_read_is_pythons_so_a_body_that_is_not_a_stream_is_seen() -> None:
+    # The head alone in its read: the tape stays disarmed until Python looked at the first body bytes.
+    json_head = _HEAD.replace(b"text/event-stream", b"application/json")
+    body = b'{"object":"chat.completion","choices":[{"message":{"content":"Paris."}}]}'
+    reads = [json_head, b"%x\r\n%s\r\n" % (len(body), body), b"0\r\n\r\n"]
+    slow, _ = _run(reads, "openai-chat", fast=False)
+    fast, taken = _run(reads, "openai-chat", fast=True)
+    assert fast == slow and taken == 0 and fast[4] == "not_a_stream" and fast[-1] == body
+    # A stream: its first token read is Python's, the later ones the tape's.
+    stream = [_HEAD, _chunk(_ROLE) + _chunk(_vllm(1)), _chunk(_vllm(2)), _chunk(_vllm(3))]
+    slow, _ = _run(stream + _CLOSING, "openai-chat", fast=False)
+    fast, taken = _run(stream + _CLOSING, "openai-chat", fast=True)
+    assert fast == slow and taken == 2 and fast[4] is None
