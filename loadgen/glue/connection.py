@@ -236,7 +236,7 @@ class StreamConnection:
         # The context is built at the first connect, so a CA file that does not load fails requests, not the user.
         self._tls: tuple[str | None, bool] | None = (tls_ca_file, tls_verify) if endpoint.tls else None
         self._session: TLSSession | None = None  # the TLS state of the open connection
-        # (TCP connect s, TLS handshake s or None) of the connection `_connect` opened last.
+        # (connect s: name resolution when not cached, then TCP; TLS handshake s or None) of the last `_connect`.
         self._opened: tuple[float, float | None] = (0.0, None)
         self.requests_on_conn = 0
         # Of the last response: the arrival stamp of its last read (the kernel's, like every chunk time), and its
