@@ -75,3 +75,16 @@ def test_window_throughput_matches_the_truth_log(tmp_path: Path) -> None:
         assert o["requests_per_s"] == pytest.approx(o["ok"] / window, rel=1e-3)
     slow, fast = (next(v for v in report["variants"] if v["name"] == n)["overall"] for n in ("slow", "fast"))
     assert fast["output_tokens_per_s"] > slow["output_tokens_per_s"]
+
+
+def test_a_breached_latency_slo_exits_1(tmp_path: Path) -> None:
+    with start_sim_process(["fast=int8"]) as sim:
+        slos = [{"metric": "ttft", "stat": "p50", "max_ms": 0.5}, {"metric": "e2e", "stat": "p99", "max_ms": 60000}]
+        scenario = write_scenario(
+            tmp_path / "s.yaml", {"fast": sim.base_url("fast")}, load={"duration": "3s"}, slos=slos
+        )
+        proc = run_loadgen(scenario, "--workers", "0")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    ttft, e2e = read_report(tmp_path / "report")["slos"]
+    assert not ttft["passed"] and ttft["observed_ms"] > 0.5  # a real TTFT is well above half a millisecond
+    assert e2e["passed"] and e2e["observed_ms"] < 60000
