@@ -224,6 +224,13 @@ class Variant(BaseModel):
             ) from None
         if value.get("stream", True) is not True:
             raise ValueError("`stream` must stay true: loadgen measures streamed responses")
+        for key in ("n", "best_of"):
+            several = value.get(key)
+            if isinstance(several, int) and not isinstance(several, bool) and several > 1:
+                # Their chunks would interleave on one timeline: TTFT, ITL and tokens would mix the choices.
+                raise SubpathIssues(
+                    [((key,), f"{several} choices per request cannot be timed on one timeline; loadgen times one")]
+                )
         return value
 
     @field_validator("headers")

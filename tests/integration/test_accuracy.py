@@ -77,4 +77,4 @@ def test_report_counts_equal_raw_records(accuracy_run: dict[str, object]) -> Non
     for v in report["variants"]:  # type: ignore[index]
         n = sum(1 for r in records if r["variant"] == v["name"])  # type: ignore[attr-defined]
         o = v["overall"]
-        assert o["requests"] + o["warmup_excluded"] == n
+        assert o["requests"] + o["warmup_excluded"] + o["cut_by_stop"] == n

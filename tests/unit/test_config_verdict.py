@@ -1,4 +1,5 @@
-"""SLO bounds: latency metrics take stat + max_ms, success_rate takes min_percent; mistakes name the field."""
+"""Verdict-related config: SLO bounds (latency metrics take stat + max_ms, success_rate min_percent), one choice per
+request; mistakes name the field."""
 
 from __future__ import annotations
 
@@ -37,3 +38,11 @@ def test_success_rate_slo_per_variant_and_mix() -> None:
 def test_default_slos_include_success_rate() -> None:
     sc = parse_scenario(BASE)
     assert [s.describe() for s in sc.slos] == ["ttft p99 ≤ 3000 ms", "e2e p99 ≤ 10000 ms", "success rate ≥ 99 %"]
+
+
+@pytest.mark.parametrize("key", ["n", "best_of"])
+def test_several_choices_per_request_are_refused(key: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_scenario(f'variants: [{{name: a, base_url: "http://127.0.0.1:1", model: m, extra_body: {{{key}: 3}}}}]')
+    assert f"variants[0].extra_body.{key}" in str(err.value) and "one timeline" in str(err.value)
+    parse_scenario(f'variants: [{{name: a, base_url: "http://127.0.0.1:1", model: m, extra_body: {{{key}: 1}}}}]')
