@@ -63,7 +63,7 @@ def test_llamacpp_timings_agree_with_server(llama_server: str, tmp_path: Path) -
     scenario = _scenario(tmp_path / "s.yaml", llama_server)
     proc = run_loadgen(scenario, "--workers", "1", "--raw-records", str(tmp_path / "raw"), timeout=240)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    records = [r for r in read_records(tmp_path / "raw") if r["error"] is None]
+    records = [r for r in read_records(tmp_path / "raw") if r["error"] is None and not r["cut_by_stop"]]
     assert len(records) >= 8
     assert {r["mix"] for r in records} == {"chat-small", "code-small"}
     overhead_ms, tpot_rel = [], []
@@ -85,4 +85,9 @@ def test_llamacpp_timings_agree_with_server(llama_server: str, tmp_path: Path) -
     assert quantile(tpot_rel, 0.5) <= TPOT_REL_TOL
     report = read_report(tmp_path / "report")
     overall = report["variants"][0]["overall"]
-    assert overall["output_tokens"] == sum(r["output_tokens"] for r in records if not r["warmup"])
+    # No warm-up: the window's tokens are the server's usage of every finished request plus what the requests cut
+    # by the stop had streamed.
+    cut = [r for r in read_records(tmp_path / "raw") if r["cut_by_stop"]]
+    assert overall["cut_by_stop"] == len(cut)
+    streamed = sum(sum(r["chunk_tokens"]) for r in cut)
+    assert overall["output_tokens"] == sum(r["output_tokens"] for r in records) + streamed
