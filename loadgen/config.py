@@ -263,7 +263,8 @@ class SLO(BaseModel):
 
     metric: SLOMetricName = Field(
         description="ttft: time to first token; itl: inter-token latency (per token); icl: inter-chunk latency; "
-        "tpot: time per output token (per request); e2e: whole request; queue_delay: send lag behind schedule; "
+        "tpot: time per output token (per request); e2e: whole request; queue_delay: send lag behind an open-loop "
+        "schedule (refused until loadgen has open-loop arrivals); "
         "success_rate: share of the requests completed in the measured window that succeeded (with `min_percent`)."
     )
     stat: StatName | None = Field(
