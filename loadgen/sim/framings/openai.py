@@ -1,0 +1,129 @@
+"""OpenAI's chat and completions framings, as vLLM streams them (SSE, one event per engine step, `[DONE]`)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import orjson
+
+from loadgen.sim.framings.base import *  # noqa: F403
+
+
+class _OpenAI(Framing):
+    chat = False
+    cut_marker = b'"choices":['
+
+    def parse(self, body: dict[str, Any]) -> SimRequest:
+        words = self._prompt_words(body)
+        value = body.get("max_completion_tokens", body.get("max_tokens"))
+        if value is None:
+            max_tokens = DEFAULT_MAX_TOKENS
+        elif not _int(value) or value < 1:
+            raise ApiError(400, "'max_tokens' must be a positive integer")
+        else:
+            max_tokens = value
+        if body.get("n", 1) != 1:
+            raise ApiError(400, "the simulator supports n=1 only")
+        stream = _bool(body, "stream", False, 400)
+        opts = _object(body, "stream_options", 400)
+        return SimRequest(
+            words,
+            max_tokens,
+            stream,
+            _model(body, 400),
+            include_usage=bool(opts.get("include_usage")),
+            # vLLM only honours continuous_usage_stats together with include_usage; accepting it alone is lenient.
+            continuous=bool(opts.get("continuous_usage_stats")),
+        )
+
+    def _prompt_words(self, body: dict[str, Any]) -> list[str]:
+        raise NotImplementedError
+
+    def _id(self, s: StreamState) -> str:
+        return ("chatcmpl-" if self.chat else "cmpl-") + s.rid
+
+    def _chunk(self, s: StreamState, choices: list[dict[str, Any]], completion_tokens: int | None) -> bytes:
+        obj: dict[str, Any] = {
+            "id": self._id(s),
+            "object": "chat.completion.chunk" if self.chat else "text_completion",
+            "created": s.created,
+            "model": s.req.model,
+            "choices": choices,
+        }
+        if completion_tokens is not None:
+            obj["usage"] = _usage(s, completion_tokens)
+        return b"data: " + orjson.dumps(obj) + b"\n\n"
+
+    def _choice(self, text: str, finish: str | None) -> dict[str, Any]:
+        if self.chat:
+            return {"index": 0, "delta": {"content": text}, "logprobs": None, "finish_reason": finish}
+        return {"index": 0, "text": text, "logprobs": None, "finish_reason": finish, "stop_reason": None}
+
+    def head(self, s: StreamState) -> bytes:
+        # vLLM's chat stream opens with a role-only chunk as soon as the request is accepted; completions has none.
+        if not self.chat:
+            return b""
+        choice = {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}
+        return self._chunk(s, [choice], 0 if s.req.continuous else None)
+
+    def tokens(self, s: StreamState, start: int, n: int, final: bool) -> list[Event]:
+        choice = self._choice(token_text(s.vocab_offset, start, n), "length" if final else None)
+        return [(self._chunk(s, [choice], start + n if s.req.continuous else None), n)]
+
+    def end(self, s: StreamState, generated: int) -> bytes:
+        usage = self._chunk(s, [], generated) if s.req.include_usage else b""
+        return usage + b"data: [DONE]\n\n"
+
+    def error_event(self) -> bytes:
+        return (
+            b'data: {"error": {"message": "simulated mid-stream failure (loadgen sim fault injection)", '
+            b'"type": "server_error", "code": 500}}\n\ndata: [DONE]\n\n'
+        )
+
+    def full(self, s: StreamState, generated: int) -> bytes:
+        text = token_text(s.vocab_offset, 0, generated)
+        choice: dict[str, Any]
+        if self.chat:
+            message = {"role": "assistant", "content": text}
+            choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": "length"}
+        else:
+            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": "length", "stop_reason": None}
+        obj = {
+            "id": self._id(s),
+            "object": "chat.completion" if self.chat else "text_completion",
+            "created": s.created,
+            "model": s.req.model,
+            "choices": [choice],
+            "usage": _usage(s, generated),
+        }
+        return orjson.dumps(obj)
+
+
+def _usage(s: StreamState, completion_tokens: int) -> dict[str, int]:
+    p = s.prompt_tokens
+    return {"prompt_tokens": p, "completion_tokens": completion_tokens, "total_tokens": p + completion_tokens}
+
+
+class OpenAIChat(_OpenAI):
+    chat = True
+
+    def _prompt_words(self, body: dict[str, Any]) -> list[str]:
+        return _message_words(body.get("messages"), 400)
+
+
+class OpenAICompletions(_OpenAI):
+    def _prompt_words(self, body: dict[str, Any]) -> list[str]:
+        prompt = body.get("prompt")
+        if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str | list):
+            prompt = prompt[0]  # a batch of one
+        if isinstance(prompt, str):
+            return prompt.split()
+        if isinstance(prompt, list) and all(_int(t) for t in prompt):
+            return [str(t) for t in prompt]  # token ids: one word per id
+        raise ApiError(400, "'prompt' is required: a string, a list of token ids, or a list with one of those")
+
+
+# ---- TGI ----
+
+# TGI's `error_type` for the statuses the simulator answers with.
