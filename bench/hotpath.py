@@ -3,7 +3,7 @@
 - `http+sse+json`: one SSE chunk through the HTTP parser (llhttp, chunked framing), the SSE splitter, the dialect's
   JSON parse and the accumulator (what happens after every `recv()` on a quiet connection);
 - `same, 8 chunks per recv`: the same when reads are coalesced (a busy client finds several chunks per read);
-- `C tape`: the same chunks taken by loadgen/_wire.c's tape (framing, JSON check, accounting into the record) —
+- `C tape`: the same chunks taken by loadgen/protocol/_wire.c's tape (framing, JSON check, accounting into the record) —
   what a token read costs where the C half is built (the Python path stays for heads, ends and odd chunks);
 - `aggregate.add`: recording one finished request (TTFT, E2E, TPOT, per-token ITL, ICL) into the histograms;
 - `request setup`: drawing the next request, building its body and record (what precedes every send).
@@ -16,13 +16,13 @@ import time
 from collections.abc import Callable
 
 from bench.server import _WORDS
-from loadgen.aggregate import Aggregate
-from loadgen.config import validate_scenario
-from loadgen.dialects import get_dialect
-from loadgen.glue.connection import _Parser
-from loadgen.prompts import sampler_for
-from loadgen.records import RequestRecord
-from loadgen.stream import StreamAccumulator, fast_path_available
+from loadgen.client.connection import _Parser
+from loadgen.config.scenario import validate_scenario
+from loadgen.measure.aggregate import Aggregate
+from loadgen.measure.records import RequestRecord
+from loadgen.protocol.accumulator import StreamAccumulator, fast_path_available
+from loadgen.protocol.dialects import get_dialect
+from loadgen.traffic.sampler import sampler_for
 
 _HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
 
@@ -77,7 +77,7 @@ def bench_parse(chunks: int = 64, per_recv: int = 1) -> float:
 
 
 def bench_tape(chunks: int = 64, per_recv: int = 1) -> float:
-    from loadgen import _wire
+    from loadgen.protocol import _wire
 
     events = [_event(i + 1) for i in range(chunks)]
     reads = [b"".join(events[i : i + per_recv]) for i in range(0, chunks, per_recv)]

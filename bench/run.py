@@ -29,7 +29,7 @@ from bench.runners import CLIENTS, INSTALL, installed  # noqa: E402
 
 PARTS = ("fidelity", "capacity", "scale", "merge", "memory", "hotpath")
 PEERS = ("guidellm", "inference-perf", "fasthttp", "httpx")
-# loadgen with its C read path switched off: what loadgen/_wire.c buys, in the same run.
+# loadgen with its C read path switched off: what loadgen/protocol/_wire.c buys, in the same run.
 VARIANTS = ("loadgen-py",)
 _FLOOR_MS = 0.05
 

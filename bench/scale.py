@@ -20,10 +20,10 @@ import orjson
 import psutil
 
 from bench.common import fmt, print_table
-from loadgen.aggregate import Aggregate
-from loadgen.glue.runtime import Collector
-from loadgen.health import HealthStats
-from loadgen.records import RequestRecord
+from loadgen.locust_plugin.runtime import Collector
+from loadgen.measure.aggregate import Aggregate
+from loadgen.measure.health import HealthStats
+from loadgen.measure.records import RequestRecord
 
 _REQ_PER_REPORT = 300  # a worker at 100 req/s with Locust's 3 s report interval
 
@@ -71,8 +71,8 @@ def worker_reports(n: int, seed: int = 1, chunks: int = 64, mixes: int = 1, hist
 
 def merge_cost(counts: tuple[int, ...] = (10, 100, 1000), distinct: int = 40, mixes: int = 1) -> list[dict[str, Any]]:
     """Master CPU for one report interval (steady state). With many workers × mixes each worker ships its histograms
-    every few reports (staggered; `loadgen.glue.plugin.hist_every`), counters every report: that is what is timed."""
-    from loadgen.glue.plugin import hist_every
+    every few reports (staggered; `locust_plugin.plugin.hist_every`), counters every report: that is what is timed."""
+    from loadgen.locust_plugin.plugin import hist_every
 
     full = worker_reports(distinct, mixes=mixes)
     lean = worker_reports(distinct, mixes=mixes, hists=False)

@@ -12,7 +12,7 @@ from pathlib import Path
 import orjson
 
 from bench.server import _WORDS
-from loadgen.prompts import WORDS
+from loadgen.traffic.sampler import WORDS
 
 SPECIAL = ["[UNK]", "<s>", "</s>", "[PAD]"]
 

@@ -9,12 +9,11 @@ from pathlib import Path
 import orjson
 import yaml
 
-from .config import check_environment, load_scenario, missing_secrets
-from .config_errors import ConfigError
-from .durations import parse_duration
+from loadgen.config.durations import parse_duration
+from loadgen.config.errors import ConfigError
+from loadgen.config.scenario import check_environment, load_scenario, missing_secrets
+from loadgen.exit_codes import ExitCode
 
-EXIT_USAGE = 2
-EXIT_UNTRUSTWORTHY = 3
 DEMO_VARIANTS = ("baseline", "int8", "spec-decode")
 
 
@@ -23,7 +22,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         sc = load_scenario(args.file)
     except ConfigError as e:
         print(e, file=sys.stderr)
-        return EXIT_USAGE
+        return ExitCode.USAGE
     # Only a warning here: validate may run where the run's secrets are not (a laptop, CI before deploy).
     for issue in missing_secrets(sc):
         print(f"warning: {issue.render(args.file)}", file=sys.stderr)
@@ -37,24 +36,24 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _run(scenario_path: Path, args: argparse.Namespace) -> int:
-    from .runner import RunOptions, default_workers, preflight, run_scenario, set_aside_reports
+    from loadgen.locust_plugin.launcher import RunOptions, default_workers, preflight, run_scenario, set_aside_reports
 
     try:
         sc = load_scenario(scenario_path)
         check_environment(sc, str(scenario_path))
     except ConfigError as e:
         print(e, file=sys.stderr)
-        return EXIT_USAGE
+        return ExitCode.USAGE
     usage = _check_run_flags(args)
     if usage:
         print(f"loadgen: {usage}", file=sys.stderr)
-        return EXIT_USAGE
+        return ExitCode.USAGE
     problems = preflight(sc)
     if problems:
         print("loadgen: target unreachable, nothing was run:", file=sys.stderr)
         for p in problems:
             print(f"  {p}", file=sys.stderr)
-        return EXIT_UNTRUSTWORTHY
+        return ExitCode.UNTRUSTWORTHY
     report_dir = Path(args.report_dir or sc.report_dir)
     # A report left by an earlier run must never pass for this one's.
     set_aside_reports(report_dir)
@@ -76,7 +75,7 @@ def _run(scenario_path: Path, args: argparse.Namespace) -> int:
             f"loadgen: the run wrote no report (exit {code}); see the logs in {report_dir}/locust-*.log",
             file=sys.stderr,
         )
-        return code or EXIT_UNTRUSTWORTHY
+        return code or ExitCode.UNTRUSTWORTHY
     if not args.quiet:
         print(md.read_text(encoding="utf-8"))
         print(f"Reports: {report_dir / 'report.json'}  {md}")
@@ -106,7 +105,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from importlib.resources import files
 
-    from .sim.launch import start_sim_process
+    from loadgen.sim.launch import start_sim_process
 
     report_dir = Path(args.report_dir or "loadgen-report")
     report_dir.mkdir(parents=True, exist_ok=True)
@@ -120,23 +119,23 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         print(f"running {args.duration or doc['load']['duration']} of mixed chat/rag/code load …", flush=True)
         code = _run(scenario_path, args)
     # The demo shows a report; SLO verdicts are in it, but only a broken run fails the command.
-    return code if code in (EXIT_USAGE, EXIT_UNTRUSTWORTHY) else 0
+    return code if code in (ExitCode.USAGE, ExitCode.UNTRUSTWORTHY) else 0
 
 
 def _cmd_sim(args: argparse.Namespace, rest: list[str]) -> int:
-    from .sim.__main__ import main as sim_main
+    from loadgen.sim.__main__ import main as sim_main
 
     return sim_main(rest)
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from .report import render_markdown
+    from loadgen.report.build import render_markdown
 
     try:
         report = orjson.loads(Path(args.file).read_bytes())
     except (OSError, orjson.JSONDecodeError) as e:
         print(f"loadgen: cannot read report {args.file}: {e}", file=sys.stderr)
-        return EXIT_USAGE
+        return ExitCode.USAGE
     print(render_markdown(report))
     return int(report.get("exit_code", 0))
 

@@ -4,8 +4,8 @@ locust -f locustfiles/llm.py --scenario loadgen/examples/demo.yaml            # 
 locust -f locustfiles/llm.py --scenario FILE --headless                      # runs load.duration, writes report
 """
 
-from loadgen.glue.plugin import register
-from loadgen.glue.user import LLMUser
+from loadgen.locust_plugin.plugin import register
+from loadgen.locust_plugin.user import LLMUser
 
 register()
 

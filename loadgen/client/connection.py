@@ -20,10 +20,10 @@ from gevent import socket as gsocket
 from geventhttpclient._parser import HTTPResponseParser
 from geventhttpclient.response import HTTPParseError, HTTPResponse
 
-from ..chunked import ChunkedDecoder, ChunkedError
-from ..records import ErrorClass
-from .dial import TLSSession, open_tcp, tls_context
-from .reactor import Reading, enable_rx_timestamps, reactor
+from loadgen.client.dial import TLSSession, open_tcp, tls_context
+from loadgen.client.reactor import Reading, enable_rx_timestamps, reactor
+from loadgen.measure.records import ErrorClass
+from loadgen.protocol.chunked import ChunkedDecoder, ChunkedError
 
 __all__ = ["BodyConsumer", "Endpoint", "StreamConnection", "TransportError", "tls_context"]
 

@@ -18,7 +18,7 @@ once per wake-up (TLS streams too: connection.py decrypts after the read). Where
 Linux), the time the wake-up began stands in: an upper bound on every arrival it reports, and never later than
 reading each socket in turn.
 
-With loadgen's C half built (loadgen/_wire.c), the per-wake-up loop below runs in C: `Drainer.drain` polls the set,
+With loadgen's C half built (protocol/_wire.c), the per-wake-up loop below runs in C: `Drainer.drain` polls the set,
 reads and stamps every ready socket, and a read made only of whole plain token chunks goes straight into its
 request's record through the stream's armed `Tape`; only the other reads (a response head, the first token, the
 last chunks, errors, EOF) come back here, with their stamps, for the Python parser.
@@ -47,12 +47,8 @@ import gevent
 from gevent import monkey
 from gevent.hub import Hub, Waiter, get_hub
 
-from ..stream import fast_path_available
-
-try:
-    from .. import _wire
-except ImportError:  # pragma: no cover - a build without a C compiler
-    _wire = None  # type: ignore[assignment]
+from loadgen.protocol.native import fast_path_available
+from loadgen.protocol.native import wire as _wire
 
 __all__ = ["Reactor", "Reading", "enable_rx_timestamps", "reactor"]
 

@@ -15,6 +15,8 @@ from typing import Annotated, Any, ClassVar, get_args, get_origin
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from loadgen.exit_codes import ExitCode
+
 __all__ = [
     "ConfigError",
     "ConfigIssue",
@@ -43,7 +45,7 @@ class ConfigIssue:
 class ConfigError(Exception):
     """A scenario that cannot be used; ``issues`` lists every problem found, in file order where known."""
 
-    exit_code: ClassVar[int] = 2
+    exit_code: ClassVar[int] = ExitCode.USAGE
 
     def __init__(self, issues: Sequence[ConfigIssue], source: str = "<string>") -> None:
         if not issues:

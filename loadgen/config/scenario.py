@@ -12,7 +12,7 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 from urllib.parse import urlsplit
 
 import orjson
@@ -27,7 +27,7 @@ from pydantic import (
     model_validator,
 )
 
-from .config_errors import (
+from loadgen.config.errors import (
     ConfigError,
     ConfigIssue,
     SubpathIssues,
@@ -37,10 +37,11 @@ from .config_errors import (
     in_file_order,
     translate_validation_error,
 )
-from .config_traffic import Bucket, Load, MixDef, MixRef, Traffic
-from .config_types import NAME_PATTERN, Duration, PositiveFloat
-from .dialects import DIALECT_NAMES
-from .registry import UnknownNameError
+from loadgen.config.traffic import Bucket, Load, MixDef, MixRef, Traffic
+from loadgen.config.types import NAME_PATTERN, Duration, PositiveFloat
+from loadgen.metric_names import SLOMetricName, StatName
+from loadgen.protocol.dialects import DIALECT_NAMES
+from loadgen.registry import UnknownNameError
 
 __all__ = [
     "SLO",
@@ -65,9 +66,6 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # RFC 9110 header field-name token characters.
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 
-MetricName = Literal["ttft", "itl", "icl", "tpot", "e2e", "queue_delay"]
-StatName = Literal["p50", "p90", "p95", "p99", "p99.9", "mean", "max"]
-SLOMetricName = Literal["ttft", "itl", "icl", "tpot", "e2e", "queue_delay", "success_rate"]
 QUEUE_DELAY_REFUSED = (
     "queue_delay needs open-loop arrivals (load.arrival), which loadgen does not have yet; closed-loop users "
     "send as soon as they are free, so there is no schedule to lag behind"

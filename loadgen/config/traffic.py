@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
 
-from .config_errors import SubpathIssues
-from .config_types import NAME_PATTERN, Duration, MixName, PositiveFloat, TokenRange
-from .registry import UnknownNameError
+from loadgen.config.errors import SubpathIssues
+from loadgen.config.types import NAME_PATTERN, Duration, MixName, PositiveFloat, TokenRange
+from loadgen.registry import UnknownNameError
 
 __all__ = ["Bucket", "Load", "MixDef", "MixRef", "Traffic"]
 
@@ -93,7 +93,7 @@ class Traffic(BaseModel):
     @model_validator(mode="after")
     def _check(self) -> Traffic:
         # Imported here: mixes.py builds its built-ins from MixDef, defined above.
-        from .mixes import BUILTIN_MIX_NAMES
+        from loadgen.traffic.mixes import BUILTIN_MIX_NAMES
 
         issues: list[tuple[tuple[str | int, ...], str]] = []
         for name in self.custom_mixes:

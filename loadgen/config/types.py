@@ -6,8 +6,8 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field, WithJsonSchema
 
-from .config_errors import describe_value
-from .durations import parse_duration
+from loadgen.config.durations import parse_duration
+from loadgen.config.errors import describe_value
 
 __all__ = ["DURATION_PATTERN", "NAME_PATTERN", "Duration", "MixName", "PositiveFloat", "TokenRange"]
 

@@ -14,12 +14,12 @@ import weakref
 
 import gevent
 
-from ..config import Scenario, Variant
-from ..dialects import get_dialect
-from ..prompts import RequestSampler, sampler_for
-from ..records import ErrorClass, RequestRecord
-from ..stream import StreamAccumulator
-from .connection import Endpoint, StreamConnection, TransportError, tls_context
+from loadgen.client.connection import Endpoint, StreamConnection, TransportError, tls_context
+from loadgen.config.scenario import Scenario, Variant
+from loadgen.measure.records import ErrorClass, RequestRecord
+from loadgen.protocol.accumulator import StreamAccumulator
+from loadgen.protocol.dialects import get_dialect
+from loadgen.traffic.sampler import RequestSampler, sampler_for
 
 __all__ = ["CutByStop", "Lane", "LaneAssigner"]
 

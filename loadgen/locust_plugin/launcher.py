@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from .config import Scenario
+from loadgen.config.scenario import Scenario
 
 __all__ = ["REPORT_FILES", "RunOptions", "default_workers", "preflight", "run_scenario", "set_aside_reports"]
 
-LOCUSTFILE = Path(__file__).with_name("glue") / "locustfile.py"
+LOCUSTFILE = Path(__file__).with_name("locustfile.py")
 REPORT_FILES = ("report.json", "report.md")
 
 

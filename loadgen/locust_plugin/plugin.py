@@ -23,13 +23,14 @@ from locust import events
 from locust.env import Environment
 from locust.runners import STATE_INIT, STATE_MISSING, STATE_STOPPED, LocalRunner, MasterRunner, WorkerRunner
 
-from ..collector import Collector
-from ..config import check_environment, load_scenario, validate_scenario
-from ..config_errors import ConfigError
-from ..health import HealthThresholds, verdict
-from ..report import build_report, render_markdown, write_reports
-from .runtime import Runtime, runtime_of
-from .user import LLMUser, variant_user_classes
+from loadgen.config.errors import ConfigError
+from loadgen.config.scenario import check_environment, load_scenario, validate_scenario
+from loadgen.exit_codes import ExitCode
+from loadgen.locust_plugin.runtime import Runtime, runtime_of
+from loadgen.locust_plugin.user import LLMUser, variant_user_classes
+from loadgen.measure.collector import Collector
+from loadgen.measure.health import HealthThresholds, verdict
+from loadgen.report.build import build_report, render_markdown, write_reports
 
 __all__ = ["register"]
 
@@ -58,12 +59,12 @@ def _on_init(environment: Environment, **_: Any) -> None:
     path = getattr(opts, "scenario", "") if opts is not None else ""
     if not path:
         sys.stderr.write("loadgen: --scenario FILE is required (or LOADGEN_SCENARIO)\n")
-        sys.exit(2)
+        sys.exit(ExitCode.USAGE)
     try:
         scenario = load_scenario(path)
     except ConfigError as e:
         sys.stderr.write(f"{e}\n")
-        sys.exit(2)
+        sys.exit(ExitCode.USAGE)
     override: str = getattr(opts, "loadgen_duration", "") or ""
     if override:
         # Re-validate with the override so its rules (e.g. warm-up < duration) still hold.
@@ -73,27 +74,27 @@ def _on_init(environment: Environment, **_: Any) -> None:
             scenario = validate_scenario(data, source=f"{path} (--loadgen-duration)")
         except ConfigError as e:
             sys.stderr.write(f"{e}\n")
-            sys.exit(2)
+            sys.exit(ExitCode.USAGE)
     if not isinstance(environment.runner, MasterRunner):
         # The processes that send requests need the keys (on Kubernetes the master may well not have them).
         try:
             check_environment(scenario, path)
         except ConfigError as e:
             sys.stderr.write(f"{e}\n")
-            sys.exit(2)
+            sys.exit(ExitCode.USAGE)
     raw_dir = getattr(opts, "raw_records", "") or ""
     if raw_dir:
         try:
             Path(raw_dir).mkdir(parents=True, exist_ok=True)
         except OSError as e:
             sys.stderr.write(f"--raw-records {raw_dir}: cannot create the folder ({e.strerror or e})\n")
-            sys.exit(2)
+            sys.exit(ExitCode.USAGE)
     runner = environment.runner
     if not isinstance(runner, WorkerRunner):
         problem = _check_users_cover_variants(scenario, getattr(opts, "num_users", None) if opts else None)
         if problem:
             sys.stderr.write(f"{path}: {problem}\n")
-            sys.exit(2)
+            sys.exit(ExitCode.USAGE)
     _use_variant_classes(environment, scenario)
     rt = Runtime(environment, scenario, getattr(opts, "raw_records", "") or None)
     environment.loadgen = rt  # type: ignore[attr-defined]

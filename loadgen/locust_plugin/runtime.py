@@ -19,13 +19,13 @@ import orjson
 import psutil
 from locust.env import Environment
 
-from ..aggregate import Aggregate
-from ..collector import Collector
-from ..config import Scenario
-from ..health import HealthStats
-from ..records import RequestRecord
-from .lanes import LaneAssigner
-from .reactor import reactor
+from loadgen.client.reactor import reactor
+from loadgen.config.scenario import Scenario
+from loadgen.locust_plugin.lanes import LaneAssigner
+from loadgen.measure.aggregate import Aggregate
+from loadgen.measure.collector import Collector
+from loadgen.measure.health import HealthStats
+from loadgen.measure.records import RequestRecord
 
 __all__ = ["Collector", "Runtime", "runtime_of"]
 

@@ -13,10 +13,10 @@ import gevent
 from locust import User, task
 from locust.env import Environment
 
-from ..config import Scenario
-from ..records import ErrorClass, RequestRecord
-from .lanes import CutByStop, Lane
-from .runtime import runtime_of
+from loadgen.config.scenario import Scenario
+from loadgen.locust_plugin.lanes import CutByStop, Lane
+from loadgen.locust_plugin.runtime import runtime_of
+from loadgen.measure.records import ErrorClass, RequestRecord
 
 __all__ = ["LLMUser", "variant_user_classes"]
 

@@ -12,12 +12,12 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from .histogram import LatencyHistogram, merge_encoded_into, record_chunk_gaps
-from .records import RequestRecord
+from loadgen.measure.histogram import LatencyHistogram, merge_encoded_into, record_chunk_gaps
+from loadgen.measure.records import RequestRecord
+from loadgen.metric_names import METRICS
 
 __all__ = ["CENSORED_METRICS", "CONNECTION_METRICS", "METRICS", "Aggregate", "GroupStats", "WIRE_VERSION"]
 
-METRICS: tuple[str, ...] = ("ttft", "itl", "icl", "tpot", "e2e", "queue_delay")
 # Opening a connection: beside TTFT, not in it (TTFT runs from the request write).
 CONNECTION_METRICS: tuple[str, ...] = ("connect", "tls")
 # Metrics where a request that never got there is a censored sample (above everything measured).

@@ -15,9 +15,9 @@ from typing import Any
 
 import orjson
 
-from .aggregate import Aggregate
-from .health import HealthStats
-from .records import RequestRecord
+from loadgen.measure.aggregate import Aggregate
+from loadgen.measure.health import HealthStats
+from loadgen.measure.records import RequestRecord
 
 __all__ = ["Collector"]
 

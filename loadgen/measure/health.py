@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .histogram import LatencyHistogram
+from loadgen.measure.histogram import LatencyHistogram
 
 __all__ = ["HealthStats", "HealthThresholds", "verdict"]
 
@@ -35,7 +35,7 @@ class HealthStats:
     reads: int = 0
     late_reads: int = 0
     max_read_delay: float = 0.0
-    # Reads the C half (loadgen/_wire.c) took whole: token chunks no Python touched. A low share at high load means
+    # Reads the C half (protocol/_wire.c) took whole: token chunks no Python touched. A low share at high load means
     # the server's chunks fall off that path (see the README) and the worker spends more CPU per chunk.
     reads_in_c: int = 0
 

@@ -20,19 +20,14 @@ import pyhdrh
 from hdrh.codec import payload_header_size
 from hdrh.histogram import HdrHistogram
 
+from loadgen.metric_names import PERCENTILES
+
 __all__ = ["LatencyHistogram", "RELATIVE_ERROR", "PERCENTILES", "merge_encoded_into", "record_chunk_gaps"]
 
 _LOWEST_US = 1
 _HIGHEST_US = 3_600_000_000
 _DIGITS = 3
 RELATIVE_ERROR = 10.0**-_DIGITS
-PERCENTILES: tuple[tuple[str, float], ...] = (
-    ("p50", 50.0),
-    ("p90", 90.0),
-    ("p95", 95.0),
-    ("p99", 99.0),
-    ("p99.9", 99.9),
-)
 
 
 # The bucket layout of HdrHistogram(1 µs, 1 h, 3 digits), for computing a value's counts index inline on the hot

@@ -1,4 +1,4 @@
-/* loadgen._wire: the common case of reading a token stream, in C.
+/* loadgen.protocol._wire: the common case of reading a token stream, in C.
  *
  * Why: at 100k streamed chunks/s one worker process spent ~40 % of its core in Python per chunk (framing regex,
  * orjson, the dialect's parse, the accumulator) and ~7 % more in the reactor loop around recvmsg(). Most reads of
@@ -677,7 +677,7 @@ static PyMemberDef Tape_members[] = {
     {NULL}};
 
 static PyTypeObject TapeType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "loadgen._wire.Tape",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "loadgen.protocol._wire.Tape",
     .tp_basicsize = sizeof(Tape),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "The fast half of one request's stream accumulator (see the module docstring).",
@@ -830,7 +830,7 @@ static PyMemberDef Drainer_members[] = {
     {NULL}};
 
 static PyTypeObject DrainerType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "loadgen._wire.Drainer",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "loadgen.protocol._wire.Drainer",
     .tp_basicsize = sizeof(Drainer),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "Reads the ready sockets of an epoll set with kernel receive stamps (see the module docstring).",
@@ -842,7 +842,7 @@ static PyTypeObject DrainerType = {
 };
 
 static struct PyModuleDef wiremodule = {
-    PyModuleDef_HEAD_INIT, "loadgen._wire", "The common case of reading a token stream, in C.", -1, NULL};
+    PyModuleDef_HEAD_INIT, "loadgen.protocol._wire", "The common case of reading a token stream, in C.", -1, NULL};
 
 PyMODINIT_FUNC PyInit__wire(void) {
     if (PyType_Ready(&TapeType) < 0 || PyType_Ready(&DrainerType) < 0) return NULL;

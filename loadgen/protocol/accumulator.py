@@ -19,33 +19,26 @@ page) is told apart by its first bytes: an SSE body starts with a field (`data:`
 
 from __future__ import annotations
 
-import os
 from array import array
 from typing import Any
 
 import orjson
 
-from .dialects import Chunk, Dialect, describe_error_body
-from .dialects._base import error_message
-from .dialects.openai import OpenAIChat, OpenAICompletions
-from .ndjson import NDJSONParser
-from .records import ErrorClass, RequestRecord, TokenSource
-from .sse import SSEEvent, SSEParser
+from loadgen.measure.records import ErrorClass, RequestRecord, TokenSource
+from loadgen.protocol import native
+from loadgen.protocol.dialects import Chunk, Dialect, describe_error_body
+from loadgen.protocol.dialects._base import error_message
+from loadgen.protocol.dialects.openai import OpenAIChat, OpenAICompletions
+from loadgen.protocol.native import fast_path_available
+from loadgen.protocol.ndjson import NDJSONParser
+from loadgen.protocol.sse import SSEEvent, SSEParser
 
 __all__ = ["StreamAccumulator", "fast_path_available"]
 
-try:  # the C half of the common case (loadgen/_wire.c); optional: without it everything runs here
-    from . import _wire
-except ImportError:  # pragma: no cover - a build without a C compiler
-    _wire = None  # type: ignore[assignment]
+_wire = native.wire
 
 # Dialects whose token chunks `_wire.Tape` accounts exactly as `parse` + `_on_chunk` would (True: chat).
 _FAST_DIALECTS: dict[type, bool] = {OpenAIChat: True, OpenAICompletions: False}
-
-
-def fast_path_available() -> bool:
-    """Whether the C fast path is built and not switched off (LOADGEN_PURE_PYTHON=1)."""
-    return _wire is not None and not os.environ.get("LOADGEN_PURE_PYTHON")
 
 
 class _SSEParser(SSEParser):
@@ -103,7 +96,7 @@ class StreamAccumulator:
         self._sniff = True
         self._content_type = ""
 
-    # ---- the C fast path's hand-over (see loadgen/_wire.c) ----------------------------------------------------
+    # ---- the C fast path's hand-over (see _wire.c) ----------------------------------------------------------------
     def make_tape(self) -> Any:
         """A `_wire.Tape` that may account this stream's plain token chunks while it is armed, or None (no C
         half, or a dialect it does not know; the reader asks only where `fast_path_available()`). The reader arms

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .sse import SSEEvent
+from loadgen.protocol.sse import SSEEvent
 
 __all__ = ["NDJSONParser"]
 

@@ -13,15 +13,15 @@ from urllib.parse import urlsplit, urlunsplit
 
 import orjson
 
-from .aggregate import CENSORED_METRICS, CONNECTION_METRICS, METRICS, Aggregate, GroupStats
-from .config import Scenario
-from .histogram import RELATIVE_ERROR, LatencyHistogram
-from .markdown import render_markdown
+from loadgen.config.scenario import Scenario
+from loadgen.exit_codes import ExitCode
+from loadgen.measure.aggregate import CENSORED_METRICS, CONNECTION_METRICS, METRICS, Aggregate, GroupStats
+from loadgen.measure.histogram import RELATIVE_ERROR, LatencyHistogram
+from loadgen.report.markdown import render_markdown
 
 __all__ = ["SCHEMA", "build_report", "exit_code", "render_markdown", "write_reports"]
 
 SCHEMA = "loadgen.report/v1"
-EXIT_OK, EXIT_SLO, EXIT_USAGE, EXIT_UNTRUSTWORTHY = 0, 1, 2, 3
 
 
 def _safe_url(url: str) -> str:
@@ -134,7 +134,7 @@ def build_report(
         "slos_passed": all(s["passed"] for s in slos),
         "timeline": [[s, *row] for s, row in sorted(agg.timeline.items())],
     }
-    report["exit_code"] = exit_code(report)
+    report["exit_code"] = int(exit_code(report))
     return report
 
 
@@ -175,10 +175,10 @@ def _evaluate_slos(scenario: Scenario, variants: list[dict[str, Any]]) -> list[d
     return out
 
 
-def exit_code(report: dict[str, Any]) -> int:
+def exit_code(report: dict[str, Any]) -> ExitCode:
     if not report["run"]["trustworthy"]:
-        return EXIT_UNTRUSTWORTHY
-    return EXIT_OK if report["slos_passed"] else EXIT_SLO
+        return ExitCode.UNTRUSTWORTHY
+    return ExitCode.OK if report["slos_passed"] else ExitCode.SLO_BREACHED
 
 
 def write_reports(report: dict[str, Any], out_dir: Path) -> tuple[Path, Path]:

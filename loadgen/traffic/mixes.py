@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .config import Bucket, MixDef
-from .registry import Registry
+from loadgen.config.scenario import Bucket, MixDef
+from loadgen.registry import Registry
 
 if TYPE_CHECKING:
-    from .config import Traffic
+    from loadgen.config.scenario import Traffic
 
 __all__ = ["BUILTIN_MIX_NAMES", "builtin_mixes", "resolve_mixes"]
 

@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import TYPE_CHECKING
 
-from .config import MixDef
-from .mixes import resolve_mixes
+from loadgen.config.scenario import MixDef
+from loadgen.traffic.mixes import resolve_mixes
 
 if TYPE_CHECKING:
-    from .config import Scenario
+    from loadgen.config.scenario import Scenario
 
 __all__ = ["WORDS", "RequestSampler", "RequestSpec", "sampler_for"]
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.runner import free_port
+from loadgen.locust_plugin.launcher import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -11,10 +11,10 @@ import time
 
 import pytest
 
-from loadgen.dialects import get_dialect
-from loadgen.glue.connection import Endpoint, StreamConnection, TransportError
-from loadgen.records import ErrorClass, RequestRecord
-from loadgen.stream import StreamAccumulator
+from loadgen.client.connection import Endpoint, StreamConnection, TransportError
+from loadgen.measure.records import ErrorClass, RequestRecord
+from loadgen.protocol.accumulator import StreamAccumulator
+from loadgen.protocol.dialects import get_dialect
 
 _EVENT = b'data: {"choices":[{"delta":{"content":"hi"}}],"usage":{"completion_tokens":1}}\n\n'
 _RESPONSE = (

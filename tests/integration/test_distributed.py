@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from loadgen.histogram import RELATIVE_ERROR
+from loadgen.measure.histogram import RELATIVE_ERROR
 from loadgen.sim.launch import start_sim_process
 from loadgen.sim.truth import load_truth
 

@@ -1,4 +1,4 @@
-"""The C read path (loadgen/_wire.c) in a real streaming run, and the Python path it stands in for: both read the
+"""The C read path (protocol/_wire.c) in a real streaming run, and the Python path it stands in for: both read the
 simulator's streams (one token per chunk, and several with spec-decode) into the same records, timed to its
 ground-truth log; with the C half on, token chunks go straight into the records without Python parsing them."""
 
@@ -11,10 +11,10 @@ import gevent
 import orjson
 import pytest
 
-from loadgen.dialects import get_dialect
-from loadgen.glue import reactor as reactor_mod
-from loadgen.glue.connection import Endpoint, StreamConnection
-from loadgen.records import RequestRecord
+from loadgen.client import reactor as reactor_mod
+from loadgen.client.connection import Endpoint, StreamConnection
+from loadgen.measure.records import RequestRecord
+from loadgen.protocol.dialects import get_dialect
 from loadgen.sim.launch import start_sim_process
 from loadgen.sim.truth import TruthRequest, load_truth
 
@@ -28,7 +28,7 @@ def _stream_all(base_url: str, tag: str) -> list[RequestRecord]:
     records: list[RequestRecord] = []
 
     def user(u: int) -> None:
-        from loadgen.stream import StreamAccumulator
+        from loadgen.protocol.accumulator import StreamAccumulator
 
         conn = StreamConnection(Endpoint(base_url), 5.0, 10.0)
         head = conn.head_bytes(dialect.path_for("m"), {"Content-Type": "application/json"})

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.dialects import get_dialect
-from loadgen.glue.connection import Endpoint, StreamConnection
-from loadgen.records import RequestRecord
-from loadgen.stream import StreamAccumulator
+from loadgen.client.connection import Endpoint, StreamConnection
+from loadgen.measure.records import RequestRecord
+from loadgen.protocol.accumulator import StreamAccumulator
+from loadgen.protocol.dialects import get_dialect
 
 from .test_tls import pki, tls_server  # noqa: F401 - fixtures
 

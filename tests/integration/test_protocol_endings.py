@@ -15,12 +15,12 @@ from collections.abc import Callable, Iterator
 import gevent
 import pytest
 
-from loadgen.config import validate_scenario
-from loadgen.dialects import get_dialect
-from loadgen.glue.connection import Endpoint, StreamConnection
-from loadgen.glue.lanes import Lane
-from loadgen.records import ErrorClass, RequestRecord
-from loadgen.stream import StreamAccumulator
+from loadgen.client.connection import Endpoint, StreamConnection
+from loadgen.config.scenario import validate_scenario
+from loadgen.locust_plugin.lanes import Lane
+from loadgen.measure.records import ErrorClass, RequestRecord
+from loadgen.protocol.accumulator import StreamAccumulator
+from loadgen.protocol.dialects import get_dialect
 
 _SSE_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
 _TOKEN = b'data: {"choices":[{"delta":{"content":"hi"}}]}\n\n'
@@ -111,7 +111,7 @@ def _request(conn: StreamConnection, dialect: str = "openai-chat") -> RequestRec
     rec = RequestRecord("r", "v", "m")
     acc = StreamAccumulator(rec, d)
     head = conn.head_bytes(d.path_for("m"), {"Content-Type": "application/json"})
-    from loadgen.glue.connection import TransportError
+    from loadgen.client.connection import TransportError
 
     try:
         _, status, body = conn.post_stream(head, b"", b"{}", acc)

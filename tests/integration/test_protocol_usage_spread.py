@@ -19,12 +19,12 @@ import gevent
 import orjson
 import pytest
 
-from loadgen.dialects import get_dialect
-from loadgen.glue import reactor as reactor_mod
-from loadgen.glue.connection import Endpoint, StreamConnection
-from loadgen.records import RequestRecord, TokenSource
+from loadgen.client import reactor as reactor_mod
+from loadgen.client.connection import Endpoint, StreamConnection
+from loadgen.measure.records import RequestRecord, TokenSource
+from loadgen.protocol.accumulator import StreamAccumulator
+from loadgen.protocol.dialects import get_dialect
 from loadgen.sim.truth import TruthRequest, load_truth
-from loadgen.stream import StreamAccumulator
 
 _ROOT = Path(__file__).resolve().parents[2]
 _K, _ITL_MS, _TOKENS = 4, 10.0, 128

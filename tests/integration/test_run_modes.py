@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 import pytest
 
-from loadgen.runner import free_port
+from loadgen.locust_plugin.launcher import free_port
 from loadgen.sim.launch import start_sim_process
 
 from .harness import read_records, read_report, write_scenario

@@ -22,11 +22,11 @@ from pathlib import Path
 import gevent
 import pytest
 
-from loadgen.dialects import get_dialect
-from loadgen.glue.connection import Endpoint, StreamConnection
-from loadgen.glue.reactor import reactor
-from loadgen.records import RequestRecord
-from loadgen.stream import StreamAccumulator
+from loadgen.client.connection import Endpoint, StreamConnection
+from loadgen.client.reactor import reactor
+from loadgen.measure.records import RequestRecord
+from loadgen.protocol.accumulator import StreamAccumulator
+from loadgen.protocol.dialects import get_dialect
 
 CHUNKS = 40
 GAP_S = 0.010

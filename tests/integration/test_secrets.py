@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.runner import free_port
+from loadgen.locust_plugin.launcher import free_port
 
 from .harness import write_scenario
 

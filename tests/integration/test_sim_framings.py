@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from loadgen.dialects import get_dialect
-from loadgen.records import ErrorClass, RequestRecord
+from loadgen.measure.records import ErrorClass, RequestRecord
+from loadgen.protocol.accumulator import StreamAccumulator
+from loadgen.protocol.dialects import get_dialect
 from loadgen.sim.faults import CUT, ERROR_EVENT, HTTP_429, HTTP_500, HTTP_503, MALFORMED, RESET, STALL
 from loadgen.sim.launch import SimServerThread, start_sim_process
 from loadgen.sim.truth import TruthRequest, load_truth
-from loadgen.stream import StreamAccumulator
 
 from .harness import compare_with_truth, quantile, read_records, run_loadgen, write_scenario
 from .wire import dechunk

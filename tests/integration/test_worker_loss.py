@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from loadgen.runner import LOCUSTFILE, free_port
+from loadgen.locust_plugin.launcher import LOCUSTFILE, free_port
 from loadgen.sim.launch import start_sim_process
 
 from .harness import read_records, read_report, write_scenario

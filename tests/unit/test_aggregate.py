@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from loadgen.aggregate import Aggregate
-from loadgen.records import ErrorClass, RequestRecord, TokenSource
+from loadgen.measure.aggregate import Aggregate
+from loadgen.measure.records import ErrorClass, RequestRecord, TokenSource
 
 
 def _rec(variant: str, mix: str, sent: float, times: list[float], tokens: list[int], **kw: object) -> RequestRecord:

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loadgen.chunked import ChunkedDecoder, ChunkedError
+from loadgen.protocol.chunked import ChunkedDecoder, ChunkedError
 
 
 def _encode(pieces: list[bytes], ext: bytes = b"", trailers: bytes = b"") -> bytes:

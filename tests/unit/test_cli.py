@@ -66,7 +66,7 @@ KEYED = GOOD.replace("model: m}", "model: m, api_key_env: LG_TEST_KEY}")
 def _fake_run(monkeypatch: pytest.MonkeyPatch, write: str | None = None) -> list[object]:
     """Replace the Locust run (and the TCP preflight) by a stub that records its options and optionally writes a
     report.md, so the CLI's own handling is what is tested."""
-    import loadgen.runner as runner
+    import loadgen.locust_plugin.launcher as runner
 
     calls: list[object] = []
 
@@ -168,7 +168,7 @@ def test_workers_default_to_one_per_core_but_the_masters_and_say_so(
     workers: int,
     message: str,
 ) -> None:
-    import loadgen.runner as runner
+    import loadgen.locust_plugin.launcher as runner
 
     monkeypatch.setattr(runner.os, "sched_getaffinity", lambda pid: set(range(cores)), raising=False)
     calls = _fake_run(monkeypatch, write="# r\n")

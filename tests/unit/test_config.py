@@ -12,7 +12,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from loadgen.config import (
+from loadgen.config.durations import format_duration, parse_duration
+from loadgen.config.scenario import (
     SLO,
     ConfigError,
     ConfigIssue,
@@ -24,8 +25,7 @@ from loadgen.config import (
     scenario_json_schema,
     validate_scenario,
 )
-from loadgen.dialects import DIALECT_NAMES
-from loadgen.durations import format_duration, parse_duration
+from loadgen.protocol.dialects import DIALECT_NAMES
 from loadgen.registry import UnknownNameError
 
 MINIMAL = """\

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from loadgen.config import ConfigError, parse_scenario
+from loadgen.config.scenario import ConfigError, parse_scenario
 
 BASE = 'variants: [{name: a, base_url: "http://127.0.0.1:1", model: m}]\n'
 

@@ -9,11 +9,11 @@ from typing import Any
 import orjson
 import pytest
 
-from loadgen.config import Variant, scenario_json_schema
-from loadgen.dialects import DIALECT_NAMES, Chunk, describe_error_body, get_dialect
-from loadgen.records import RequestRecord, TokenSource
+from loadgen.config.scenario import Variant, scenario_json_schema
+from loadgen.measure.records import RequestRecord, TokenSource
+from loadgen.protocol.accumulator import StreamAccumulator
+from loadgen.protocol.dialects import DIALECT_NAMES, Chunk, describe_error_body, get_dialect
 from loadgen.registry import UnknownNameError
-from loadgen.stream import StreamAccumulator
 
 
 @dataclass

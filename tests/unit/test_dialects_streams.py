@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from loadgen.dialects import get_dialect
-from loadgen.records import ErrorClass, RequestRecord, TokenSource
-from loadgen.stream import StreamAccumulator
+from loadgen.measure.records import ErrorClass, RequestRecord, TokenSource
+from loadgen.protocol.accumulator import StreamAccumulator
+from loadgen.protocol.dialects import get_dialect
 
 STREAMS = Path(__file__).parent / "streams"
 SENT = 100.0
@@ -291,7 +291,7 @@ CASES = [
 
 
 def test_every_fixture_has_a_case_and_every_dialect_a_fixture() -> None:
-    from loadgen.dialects import DIALECT_NAMES
+    from loadgen.protocol.dialects import DIALECT_NAMES
 
     on_disk = {p.name for p in STREAMS.glob("*.txt")}
     assert on_disk == {c.fixture for c in CASES}

@@ -14,8 +14,8 @@ from typing import Annotated, Any, Union, get_args, get_origin
 import yaml
 from pydantic import BaseModel
 
-from loadgen.config import Scenario, load_scenario, parse_scenario
-from loadgen.dialects import DIALECT_NAMES
+from loadgen.config.scenario import Scenario, load_scenario, parse_scenario
+from loadgen.protocol.dialects import DIALECT_NAMES
 
 EXAMPLE = Path(str(resources.files("loadgen") / "examples" / "scenario.yaml"))
 README = Path(__file__).resolve().parents[2] / "README.md"

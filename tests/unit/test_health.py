@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from loadgen.health import HealthStats, HealthThresholds, verdict
+from loadgen.measure.health import HealthStats, HealthThresholds, verdict
 
 
 def _worker(lag_s: float, reads: int, late: int, worst_s: float, in_c: int = 0) -> HealthStats:

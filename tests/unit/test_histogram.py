@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from loadgen.histogram import RELATIVE_ERROR, LatencyHistogram
+from loadgen.measure.histogram import RELATIVE_ERROR, LatencyHistogram
 
 
 def _exact_percentile(values: list[float], p: float) -> float:
@@ -59,7 +59,7 @@ def test_weighted_record_and_clamping() -> None:
 
 @pytest.mark.parametrize("max_k", [1, 5])  # 1: the all-single-token path (table lookup, Counter)
 def test_fast_chunk_gap_recording_equals_record(max_k: int) -> None:
-    from loadgen.histogram import record_chunk_gaps
+    from loadgen.measure.histogram import record_chunk_gaps
 
     rng = random.Random(3)
     itl, icl = LatencyHistogram(), LatencyHistogram()
@@ -114,7 +114,7 @@ def test_merge_of_a_blob_with_another_layout_falls_back_to_hdrh() -> None:
 
 def _hdrh_summary_ms(h: LatencyHistogram) -> dict[str, float | int]:
     """The slow reference: hdrh's own getters, one walk per percentile."""
-    from loadgen.histogram import PERCENTILES
+    from loadgen.measure.histogram import PERCENTILES
 
     raw = h._h
     out: dict[str, float | int] = {"count": raw.total_count, "mean": round(raw.get_mean_value() / 1e3, 4)}
@@ -154,7 +154,7 @@ def test_coarse_histogram_round_trips_and_is_small() -> None:
 
 
 def test_index_lookup_table_equals_the_computed_index() -> None:
-    from loadgen.histogram import _INDEX_TABLE, _TABLE_TOP, _index
+    from loadgen.measure.histogram import _INDEX_TABLE, _TABLE_TOP, _index
 
     assert len(_INDEX_TABLE) == _TABLE_TOP
     assert list(_INDEX_TABLE) == [_index(u) for u in range(_TABLE_TOP)]

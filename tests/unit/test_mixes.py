@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from loadgen.config import MixDef, parse_scenario
-from loadgen.mixes import BUILTIN_MIX_NAMES, builtin_mixes, resolve_mixes
+from loadgen.config.scenario import MixDef, parse_scenario
 from loadgen.registry import UnknownNameError
+from loadgen.traffic.mixes import BUILTIN_MIX_NAMES, builtin_mixes, resolve_mixes
 
 # DESIGN.md's reference workloads: (bucket, min, max, weight) per mix, and output tokens.
 REFERENCE = {

@@ -6,9 +6,9 @@ from collections import Counter
 
 import pytest
 
-from loadgen.config import Bucket, MixDef, parse_scenario
-from loadgen.mixes import builtin_mixes
-from loadgen.prompts import WORDS, RequestSampler, RequestSpec, sampler_for
+from loadgen.config.scenario import Bucket, MixDef, parse_scenario
+from loadgen.traffic.mixes import builtin_mixes
+from loadgen.traffic.sampler import WORDS, RequestSampler, RequestSpec, sampler_for
 
 
 def builtins() -> dict[str, MixDef]:

@@ -7,9 +7,9 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from loadgen.dialects import Chunk, get_dialect
-from loadgen.records import ErrorClass, RequestRecord, TokenSource
-from loadgen.stream import StreamAccumulator
+from loadgen.measure.records import ErrorClass, RequestRecord, TokenSource
+from loadgen.protocol.accumulator import StreamAccumulator
+from loadgen.protocol.dialects import Chunk, get_dialect
 
 
 def _run(dialect: str, events: list[bytes], content_type: str = "text/event-stream") -> RequestRecord:

@@ -6,10 +6,11 @@ from array import array
 
 import pytest
 
-from loadgen.aggregate import Aggregate
-from loadgen.config import parse_scenario
-from loadgen.records import ErrorClass, RequestRecord
-from loadgen.report import EXIT_OK, EXIT_SLO, EXIT_UNTRUSTWORTHY, build_report, render_markdown
+from loadgen.config.scenario import parse_scenario
+from loadgen.exit_codes import ExitCode
+from loadgen.measure.aggregate import Aggregate
+from loadgen.measure.records import ErrorClass, RequestRecord
+from loadgen.report import build_report, render_markdown
 
 SCENARIO = """
 variants:
@@ -50,7 +51,7 @@ def _slo(report: dict, variant: str, metric: str) -> dict:
 
 def test_all_fast_and_successful_passes_with_exit_0() -> None:
     report = _report([_ok(i) for i in range(50)] + [_ok(i, "b") for i in range(50)])
-    assert report["exit_code"] == EXIT_OK
+    assert report["exit_code"] == ExitCode.OK
     assert _slo(report, "a", "success_rate")["observed_percent"] == 100.0
     assert all(s["passed"] for s in report["slos"])
 
@@ -60,7 +61,7 @@ def test_ninety_percent_timeouts_fail_although_the_rest_is_fast() -> None:
     recs = [_ok(i) for i in range(10)] + [_failed(i, ErrorClass.TIMEOUT, 60.0) for i in range(90)]
     recs += [_ok(i, "b") for i in range(100)]
     report = _report(recs)
-    assert report["exit_code"] == EXIT_SLO
+    assert report["exit_code"] == ExitCode.SLO_BREACHED
     sr = _slo(report, "a", "success_rate")
     assert sr["observed_percent"] == pytest.approx(10.0) and not sr["passed"]
     assert sr["errors"] == {"timeout": 90}
@@ -85,7 +86,7 @@ def test_a_few_early_failures_leave_the_median_but_censor_the_tail() -> None:
     assert _slo(report, "a", "success_rate")["passed"]  # 97 % >= 95 %
     p50, p99 = (s for s in report["slos"] if s["variant"] == "a" and s["metric"] == "ttft")
     assert p50["passed"] and not p99["passed"] and p99["censored"]
-    assert report["exit_code"] == EXIT_SLO
+    assert report["exit_code"] == ExitCode.SLO_BREACHED
     md = render_markdown(report)
     assert "censored" in md and "http_5xx 3" in md
 
@@ -103,12 +104,12 @@ def test_success_rate_slo_per_mix_and_no_data_fails() -> None:
     report = _report([_ok(i) for i in range(10)], text)
     (slo,) = report["slos"]
     assert slo["observed_percent"] is None and not slo["passed"]
-    assert report["exit_code"] == EXIT_SLO
+    assert report["exit_code"] == ExitCode.SLO_BREACHED
 
 
 def test_nothing_succeeded_is_untrustworthy_exit_3() -> None:
     report = _report([_failed(i, ErrorClass.CONNECT, 0.001) for i in range(20)])
-    assert report["exit_code"] == EXIT_UNTRUSTWORTHY
+    assert report["exit_code"] == ExitCode.UNTRUSTWORTHY
     assert not report["run"]["trustworthy"]
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from loadgen.chunked import ChunkedError
-from loadgen.glue.connection import _Parser
+from loadgen.client.connection import _Parser
+from loadgen.protocol.chunked import ChunkedError
 
 
 class _Sink:
@@ -103,9 +103,9 @@ def test_bytes_after_the_response_close_the_connection() -> None:
 
 def test_fast_path_and_long_path_record_the_same_stream() -> None:
     """Whole chunks of one `data:` event skip the decoder and the SSE parser; the record must not tell."""
-    from loadgen.dialects import get_dialect
-    from loadgen.records import RequestRecord
-    from loadgen.stream import StreamAccumulator
+    from loadgen.measure.records import RequestRecord
+    from loadgen.protocol.accumulator import StreamAccumulator
+    from loadgen.protocol.dialects import get_dialect
 
     events = [
         b'data: {"choices":[{"delta":{"content":"a"}}],"usage":{"prompt_tokens":3,"completion_tokens":%d}}\n\n' % i

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from loadgen.sse import SSEEvent, SSEParser
+from loadgen.protocol.sse import SSEEvent, SSEParser
 
 STREAM = (
     b'data: {"choices":[{"delta":{"role":"assistant","content":""}}]}\n\n'

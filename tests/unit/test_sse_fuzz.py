@@ -5,10 +5,10 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loadgen.dialects import get_dialect
-from loadgen.records import ErrorClass, RequestRecord
-from loadgen.sse import SSEParser
-from loadgen.stream import StreamAccumulator
+from loadgen.measure.records import ErrorClass, RequestRecord
+from loadgen.protocol.accumulator import StreamAccumulator
+from loadgen.protocol.dialects import get_dialect
+from loadgen.protocol.sse import SSEParser
 
 _sse_atoms = st.sampled_from(
     [

@@ -7,9 +7,9 @@ from array import array
 import orjson
 import pytest
 
-from loadgen.dialects import get_dialect
-from loadgen.records import ErrorClass, RequestRecord, TokenSource
-from loadgen.stream import StreamAccumulator
+from loadgen.measure.records import ErrorClass, RequestRecord, TokenSource
+from loadgen.protocol.accumulator import StreamAccumulator
+from loadgen.protocol.dialects import get_dialect
 
 
 def _chunk(content: str | None = None, role: bool = False, cum: int | None = None, finish: str | None = None) -> bytes:

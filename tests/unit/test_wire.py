@@ -1,4 +1,4 @@
-"""loadgen._wire (the C half of the common read): whatever a tape takes, it accounts exactly as the Python path
+"""loadgen.protocol._wire (the C half of the common read): whatever a tape takes, it accounts exactly as the Python path
 (`_Parser` → SSE → dialect → accumulator) does; whatever it is not sure of, it refuses and changes nothing."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loadgen import _wire
-from loadgen.dialects import get_dialect
-from loadgen.glue.connection import _Parser
-from loadgen.records import RequestRecord
-from loadgen.stream import StreamAccumulator, fast_path_available
+from loadgen.client.connection import _Parser
+from loadgen.measure.records import RequestRecord
+from loadgen.protocol import _wire
+from loadgen.protocol.accumulator import StreamAccumulator, fast_path_available
+from loadgen.protocol.dialects import get_dialect
 
 _HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
 

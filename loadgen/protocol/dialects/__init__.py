@@ -2,7 +2,7 @@
 
 A dialect turns a `RequestSpec` into a path and a JSON body, and turns one decoded stream payload into a `Chunk`:
 did it carry generated tokens, the server's token count if it sent one, final usage, server timings, or an error.
-Only the dialect knows a server's JSON shape; timing stays in the stream reader (`loadgen.stream`).
+Only the dialect knows a server's JSON shape; timing stays in the stream reader (`loadgen.protocol.accumulator`).
 
 One module per server family:
 
@@ -22,13 +22,13 @@ Messages API and hosted OpenAI-compatible APIs (TLS, key from `api_key_env`).
 
 from __future__ import annotations
 
-from ..registry import Registry
-from ._base import Chunk, Dialect, RequestLike, describe_error_body
-from .llamacpp import LlamaCppCompletion
-from .ollama import OllamaChat, OllamaGenerate
-from .openai import OpenAIChat, OpenAICompletions
-from .tgi import TGIGenerate
-from .triton import TritonGenerate
+from loadgen.protocol.dialects._base import Chunk, Dialect, RequestLike, describe_error_body
+from loadgen.protocol.dialects.llamacpp import LlamaCppCompletion
+from loadgen.protocol.dialects.ollama import OllamaChat, OllamaGenerate
+from loadgen.protocol.dialects.openai import OpenAIChat, OpenAICompletions
+from loadgen.protocol.dialects.tgi import TGIGenerate
+from loadgen.protocol.dialects.triton import TritonGenerate
+from loadgen.registry import Registry, UnknownNameError
 
 __all__ = [
     "Chunk",
@@ -40,39 +40,33 @@ __all__ = [
     "get_dialect",
 ]
 
-DIALECT_NAMES: tuple[str, ...] = (
-    "openai-chat",
-    "openai-completions",
-    "tgi",
-    "triton",
-    "llamacpp",
-    "ollama-chat",
-    "ollama-generate",
+# Dialects are stateless: one shared instance each. Their names (each class's `name`) are the only list of them.
+_DIALECTS: tuple[Dialect, ...] = (
+    OpenAIChat(),
+    OpenAICompletions(),
+    TGIGenerate(),
+    TritonGenerate(),
+    LlamaCppCompletion(),
+    OllamaChat(),
+    OllamaGenerate(),
 )
-
-_registry: Registry[Dialect] | None = None
+DIALECT_NAMES: tuple[str, ...] = tuple(d.name for d in _DIALECTS)
 
 
 def dialect_registry() -> Registry[Dialect]:
+    """A registry of the built-in dialects (an unknown name fails listing the known ones)."""
     reg: Registry[Dialect] = Registry("dialect")
-    dialects: tuple[Dialect, ...] = (
-        OpenAIChat(),
-        OpenAICompletions(),
-        TGIGenerate(),
-        TritonGenerate(),
-        LlamaCppCompletion(),
-        OllamaChat(),
-        OllamaGenerate(),
-    )
-    for d in dialects:
+    for d in _DIALECTS:
         reg.register(d.name, d)
-    assert tuple(reg.names()) == tuple(sorted(DIALECT_NAMES))
     return reg
 
 
+_BY_NAME = {d.name: d for d in _DIALECTS}
+
+
 def get_dialect(name: str) -> Dialect:
-    """The dialect called `name` (dialects are stateless and shared); unknown names list the known ones."""
-    global _registry
-    if _registry is None:
-        _registry = dialect_registry()
-    return _registry.get(name)
+    """The dialect called `name`; unknown names list the known ones."""
+    dialect = _BY_NAME.get(name)
+    if dialect is None:
+        raise UnknownNameError("dialect", name, sorted(_BY_NAME))
+    return dialect

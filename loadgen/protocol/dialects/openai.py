@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from ._base import (
+from loadgen.protocol.dialects._base import (
     Chunk,
     DialectBase,
     RequestLike,

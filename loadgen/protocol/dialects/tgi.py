@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._base import (
+from loadgen.protocol.dialects._base import (
     Chunk,
     DialectBase,
     RequestLike,

@@ -1,10 +1,8 @@
 """What every simulated wire framing shares: the request, the per-stream state, the `Framing` base and the body
 readers that turn a bad request into the API's own error."""
 
-
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -201,5 +199,3 @@ def _message_words(messages: Any, status: int, content_types: str = "any") -> li
             raise ApiError(status, "message content must be a string")
         words.extend(_content_words(content))
     return words
-
-

@@ -7,7 +7,21 @@ from typing import Any
 
 import orjson
 
-from loadgen.sim.framings.base import *  # noqa: F403
+from loadgen.sim.framings.base import (
+    _VOCAB,
+    OLLAMA_DEFAULT_NUM_PREDICT,
+    ApiError,
+    Event,
+    Framing,
+    SimRequest,
+    StreamState,
+    _bool,
+    _int,
+    _message_words,
+    _model,
+    _object,
+    token_text,
+)
 
 
 def _created_at() -> str:
@@ -123,5 +137,3 @@ class OllamaGenerate(_Ollama):
 
     def _line(self, s: StreamState, created_at: str, text: str) -> dict[str, Any]:
         return {"model": s.req.model, "created_at": created_at, "response": text, "done": False}
-
-

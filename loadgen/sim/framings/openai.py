@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import orjson
 
-from loadgen.sim.framings.base import *  # noqa: F403
+from loadgen.sim.framings.base import (
+    DEFAULT_MAX_TOKENS,
+    ApiError,
+    Event,
+    Framing,
+    SimRequest,
+    StreamState,
+    _bool,
+    _int,
+    _message_words,
+    _model,
+    _object,
+    token_text,
+)
 
 
 class _OpenAI(Framing):

@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import orjson
 
-from loadgen.sim.framings.base import *  # noqa: F403
-
+from loadgen.sim.framings.base import (
+    _TOKEN_ID_BASE,
+    _VOCAB,
+    TGI_DEFAULT_MAX_NEW_TOKENS,
+    ApiError,
+    Event,
+    Framing,
+    SimRequest,
+    StreamState,
+    _bool,
+    _int,
+    _object,
+    token_text,
+)
 
 _TGI_ERROR_TYPES = {400: "validation", 422: "validation", 429: "overloaded", 503: "overloaded"}
 
@@ -83,5 +94,3 @@ class TGIGenerate(Framing):
 
 
 # ---- Ollama ----
-
-

@@ -1,0 +1,18 @@
+"""The names of what is measured and of its statistics: the one definition the scenario model (SLOs), the
+aggregates, the histograms and the reports share."""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+__all__ = ["METRICS", "PERCENTILES", "STATS", "MetricName", "SLOMetricName", "StatName"]
+
+MetricName = Literal["ttft", "itl", "icl", "tpot", "e2e", "queue_delay"]
+# The SLO that is a share of requests, not a latency.
+SLOMetricName = Literal[MetricName, "success_rate"]
+StatName = Literal["p50", "p90", "p95", "p99", "p99.9", "mean", "max"]
+
+METRICS: tuple[str, ...] = get_args(MetricName)
+STATS: tuple[str, ...] = get_args(StatName)
+# The percentile statistics with their rank in percent ("p99.9" → 99.9).
+PERCENTILES: tuple[tuple[str, float], ...] = tuple((s, float(s[1:])) for s in STATS if s.startswith("p"))

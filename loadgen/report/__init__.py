@@ -1,0 +1,23 @@
+"""The verdict and what people and pipelines read: the canonical JSON report with SLO evaluation and exit code
+(`build`) and its Markdown rendering (`markdown`).
+
+Stage 6 of a request's path. Pure: imports `loadgen.config` and `loadgen.measure`.
+"""
+
+from loadgen.exit_codes import ExitCode
+from loadgen.report.build import (
+    SCHEMA,
+    build_report,
+    exit_code,
+    write_reports,
+)
+from loadgen.report.markdown import render_markdown
+
+__all__ = [
+    "ExitCode",
+    "SCHEMA",
+    "build_report",
+    "exit_code",
+    "render_markdown",
+    "write_reports",
+]

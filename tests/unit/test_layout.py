@@ -1,0 +1,131 @@
+"""The package tree is the architecture: rules checked by walking it, not by a hand-kept list.
+
+- gevent (and geventhttpclient) only in `client/` and `locust_plugin/`; locust only in `locust_plugin/`;
+- no import cycles between loadgen's modules (imports at module level, where a cycle breaks an import);
+- no Python module over 500 lines;
+- and, at run time, importing every module outside those two packages pulls in neither locust nor gevent (importing
+  locust monkey-patches the whole process).
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parents[2] / "loadgen"
+GEVENT_OK = ("loadgen.client", "loadgen.locust_plugin")
+LOCUST_OK = ("loadgen.locust_plugin",)
+MAX_LINES = 500
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in sorted(PKG.rglob("*.py")):
+        parts = list(path.relative_to(PKG.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+MODULES = _modules()
+
+
+def _imports(name: str, *, top_level_only: bool) -> set[str]:
+    """Absolute names of what a module imports (relative imports resolved). `top_level_only` skips imports inside
+    functions and `if TYPE_CHECKING:` blocks, which run later or never."""
+    path = MODULES[name]
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    nodes: list[ast.stmt] = []
+    if top_level_only:
+        for node in tree.body:
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                continue
+            nodes += [*node.body, *(s for h in node.handlers for s in h.body)] if isinstance(node, ast.Try) else [node]
+    else:
+        nodes = [n for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom)]
+    found: set[str] = set()
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = package.split(".")[: len(package.split(".")) - max(node.level - 1, 0)] if node.level else []
+            mod = ".".join([*base, *([node.module] if node.module else [])])
+            found.add(mod)
+            found |= {f"{mod}.{a.name}" for a in node.names if f"{mod}.{a.name}" in MODULES}  # a submodule
+    return found
+
+
+def _inside(name: str, packages: tuple[str, ...]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in packages)
+
+
+def test_the_walk_sees_the_tree() -> None:
+    # A walk that found nothing would pass every rule below.
+    for name in ("loadgen.config.scenario", "loadgen.protocol.chunked", "loadgen.client.reactor", "loadgen.sim"):
+        assert name in MODULES
+    assert "gevent" in {i.split(".")[0] for i in _imports("loadgen.client.reactor", top_level_only=False)}
+    assert "loadgen.measure.records" in _imports("loadgen.protocol.accumulator", top_level_only=True)
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_gevent_and_locust_only_where_allowed(name: str) -> None:
+    roots = {i.split(".")[0] for i in _imports(name, top_level_only=False)}
+    if not _inside(name, GEVENT_OK):
+        assert not roots & {"gevent", "geventhttpclient"}, f"{name} imports gevent: only {GEVENT_OK} may"
+    if not _inside(name, LOCUST_OK):
+        assert "locust" not in roots, f"{name} imports locust: only {LOCUST_OK} may"
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    found: list[list[str]] = []
+    state: dict[str, int] = {}  # 1 on the path, 2 done
+    path: list[str] = []
+
+    def visit(n: str) -> None:
+        state[n] = 1
+        path.append(n)
+        for m in sorted(graph[n]):
+            if state.get(m) == 1:
+                found.append([*path[path.index(m) :], m])
+            elif m not in state:
+                visit(m)
+        path.pop()
+        state[n] = 2
+
+    for n in sorted(graph):
+        if n not in state:
+            visit(n)
+    return found
+
+
+def test_the_cycle_finder_finds_cycles() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == [["a", "b", "c", "a"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycles() -> None:
+    graph = {n: {i for i in _imports(n, top_level_only=True) if i in MODULES and i != n} for n in MODULES}
+    assert _cycles(graph) == []
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_no_module_over_500_lines(name: str) -> None:
+    lines = MODULES[name].read_text(encoding="utf-8").count("\n")
+    assert lines <= MAX_LINES, f"{name} has {lines} lines (> {MAX_LINES}): split it"
+
+
+def test_the_pure_stages_import_neither_locust_nor_gevent_at_run_time() -> None:
+    pure = [n for n in MODULES if not _inside(n, GEVENT_OK) and not n.endswith("__main__")]
+    code = (
+        "import importlib, sys\n"
+        f"for m in {pure!r}: importlib.import_module(m)\n"
+        "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in ('locust', 'gevent', 'geventhttpclient'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "", out
