@@ -150,6 +150,13 @@ def _workers(text: str) -> int:
     return n
 
 
+def _cmd_locustfile(args: argparse.Namespace) -> int:
+    from loadgen.locust_plugin.launcher import LOCUSTFILE
+
+    print(LOCUSTFILE)
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="loadgen", description="Load generation for LLM inference deployments.")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -177,6 +184,7 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser(
         "sim", help="serve the simulated OpenAI-compatible engine (see `loadgen sim --help`)", add_help=False
     )
+    sub.add_parser("locustfile", help="print the path of loadgen's locustfile, for `locust -f`")
     rp = sub.add_parser("report", help="render a report.json as Markdown")
     rp.add_argument("file")
     return p
@@ -187,7 +195,13 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["sim"]:
         return _cmd_sim(argparse.Namespace(), argv[1:])
     args = _parser().parse_args(argv)
-    handlers = {"validate": _cmd_validate, "run": _cmd_run, "demo": _cmd_demo, "report": _cmd_report}
+    handlers = {
+        "validate": _cmd_validate,
+        "run": _cmd_run,
+        "demo": _cmd_demo,
+        "report": _cmd_report,
+        "locustfile": _cmd_locustfile,
+    }
     return handlers[args.cmd](args)
 
 

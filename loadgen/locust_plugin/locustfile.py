@@ -1,4 +1,5 @@
-"""The locustfile `loadgen run` starts; `locustfiles/llm.py` is the same few lines for use with `locust -f`."""
+"""The locustfile: `loadgen run` starts it, `locustfiles/llm.py` re-exports it, and `loadgen locustfile` prints its
+path for `locust -f` (loadgen derives one user class per variant from `StreamingLLMUser`)."""
 
 from loadgen.locust_plugin.plugin import register
 from loadgen.locust_plugin.user import LLMUser

@@ -216,3 +216,12 @@ def test_bad_run_flags_exit_2_before_any_process_starts(
     assert main(["run", _write(tmp_path, GOOD.replace("PORT", "9")), "--workers", "0", *flags]) == 2
     assert fragment in capsys.readouterr().err
     assert calls == []
+
+
+def test_locustfile_prints_the_packaged_locustfile(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["locustfile"]) == 0
+    path = Path(capsys.readouterr().out.strip())
+    assert path.is_file() and path.name == "locustfile.py"
+    # The repo's locustfiles/llm.py is that file re-exported, not a copy of it.
+    repo_file = Path(__file__).resolve().parents[2] / "locustfiles" / "llm.py"
+    assert "from loadgen.locust_plugin.locustfile import StreamingLLMUser" in repo_file.read_text()
