@@ -208,8 +208,8 @@ def _on_cadence(environment: Environment, msg: Any, **_: Any) -> None:
     runtime_of(environment).hist_every = max(1, int(msg.data.get("hist_every", 1)))
 
 
-# How many (worker, variant, mix) histogram sets the master merges per report interval: merging one costs it
-# ~0.2 ms (bench/scale.py). Beyond that, each worker ships its histograms every few intervals, counters every time.
+# How many (worker, variant, mix) histogram sets the master merges per report interval (what one costs: bench/scale.py's
+# merge part). Beyond that, each worker ships its histograms every few intervals, counters every time.
 _HIST_SETS_PER_INTERVAL = 200
 
 

@@ -47,7 +47,7 @@ class Collector:
         self.seen.add(worker_id)
         self.aggregate.merge_wire(data["agg"])
         health = self.health.get(worker_id)
-        if health is None:  # not setdefault(): a HealthStats holds a 190 KB histogram, built only once per worker
+        if health is None:  # not setdefault(): a HealthStats holds a loop-lag histogram, built only once per worker
             health = self.health[worker_id] = HealthStats()
         health.merge_wire(data["health"])
         if data.get("raw"):

@@ -80,7 +80,8 @@ class RequestRecord:
     error: str | None = None
     error_detail: str = ""
     # Arrays, not lists: no objects per element, so the cyclic GC does not walk them. With lists, the in-flight
-    # records' thousands of floats made each gen-1 collection a 10–20 ms pause of the event loop at 100k chunks/s.
+    # records' thousands of floats made each gen-1 collection a pause of the event loop that every stream's
+    # timestamps queued behind (the loop-lag column of bench/run.py's capacity part shows it).
     chunk_times: array[float] = field(default_factory=lambda: array("d"))
     chunk_tokens: array[int] = field(default_factory=lambda: array("l"))
     token_source: str = TokenSource.ASSUMED_ONE
