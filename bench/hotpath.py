@@ -3,8 +3,9 @@
 - `http+sse+json`: one SSE chunk through the HTTP parser (llhttp, chunked framing), the SSE splitter, the dialect's
   JSON parse and the accumulator (what happens after every `recv()` on a quiet connection);
 - `same, 8 chunks per recv`: the same when reads are coalesced (a busy client finds several chunks per read);
-- `C tape`: the same chunks taken by loadgen/protocol/_wire.c's tape (framing, JSON check, accounting into the record) —
-  what a token read costs where the C half is built (the Python path stays for heads, ends and odd chunks);
+- `C counter`: the same chunks counted by loadgen/protocol/_wire.c's TokenChunkCounter (framing, JSON check,
+  accounting into the record) — what a token read costs where the C half is built (the Python path stays for heads,
+  ends and odd chunks);
 - `aggregate.add`: recording one finished request (TTFT, E2E, TPOT, per-token ITL, ICL) into the histograms;
 - `request setup`: drawing the next request, building its body and record (what precedes every send).
 """
@@ -76,7 +77,7 @@ def bench_parse(chunks: int = 64, per_recv: int = 1) -> float:
     return _timeit(one)
 
 
-def bench_tape(chunks: int = 64, per_recv: int = 1) -> float:
+def bench_chunk_counter(chunks: int = 64, per_recv: int = 1) -> float:
     from loadgen.protocol import _wire
 
     events = [_event(i + 1) for i in range(chunks)]
@@ -84,12 +85,12 @@ def bench_tape(chunks: int = 64, per_recv: int = 1) -> float:
 
     def one() -> int:
         rec = RequestRecord("r", "v", "m")
-        tape = _wire.Tape(rec, True, "server")
-        tape.arm(0, -1)
-        take = tape.take
+        counter = _wire.TokenChunkCounter(rec, True, "server")
+        counter.arm(0, -1)
+        try_count = counter.try_count
         for data in reads:
-            if not take(1.0, data):
-                raise RuntimeError("the tape refused a bench chunk")
+            if not try_count(1.0, data):
+                raise RuntimeError("the counter refused a bench chunk")
         return chunks
 
     return _timeit(one)
@@ -146,8 +147,8 @@ def run() -> list[tuple[str, str]]:
         ("same, 8 chunks per recv (µs/chunk)", f"{bench_parse(per_recv=8):.2f}"),
     ]
     if fast_path_available():
-        rows.append(("C tape, 1 chunk per recv (µs/chunk)", f"{bench_tape(per_recv=1):.2f}"))
-        rows.append(("C tape, 8 chunks per recv (µs/chunk)", f"{bench_tape(per_recv=8):.2f}"))
+        rows.append(("C counter, 1 chunk per recv (µs/chunk)", f"{bench_chunk_counter(per_recv=1):.2f}"))
+        rows.append(("C counter, 8 chunks per recv (µs/chunk)", f"{bench_chunk_counter(per_recv=8):.2f}"))
     req, chunk = bench_aggregate(k=1)
     rows.append(("aggregate.add, 64 chunks × 1 token (µs/request; µs/chunk)", f"{req:.1f}; {chunk:.2f}"))
     req, chunk = bench_aggregate(k=4)

@@ -37,7 +37,7 @@ __all__ = ["StreamAccumulator", "fast_path_available"]
 
 _wire = native.wire
 
-# Dialects whose token chunks `_wire.Tape` accounts exactly as `parse` + `_on_chunk` would (True: chat).
+# Dialects whose token chunks `_wire.TokenChunkCounter` accounts exactly as `parse` + `_on_chunk` would (True: chat).
 _FAST_DIALECTS: dict[type, bool] = {OpenAIChat: True, OpenAICompletions: False}
 
 
@@ -71,7 +71,7 @@ class StreamAccumulator:
         "_exact",
         "saw_done",
         "finished",
-        "_tape",
+        "_counter",
         "_sniff",
         "_content_type",
     )
@@ -90,39 +90,47 @@ class StreamAccumulator:
         self.saw_done = False
         # Set once the stream can be abandoned: its end marker seen, or an error that ends it.
         self.finished = False
-        self._tape: Any = None
-        # The first body bytes are still to be looked at (is this a stream at all?). Until then the C tape stays
+        self._counter: Any = None  # the C fast path's TokenChunkCounter, if this stream has one
+        # The first body bytes are still to be looked at (is this a stream at all?). Until then the C counter stays
         # disarmed, so those bytes always come here.
         self._sniff = True
         self._content_type = ""
 
-    # ---- the C fast path's hand-over (see _wire.c) ----------------------------------------------------------------
-    def make_tape(self) -> Any:
-        """A `_wire.Tape` that may account this stream's plain token chunks while it is armed, or None (no C
-        half, or a dialect it does not know; the reader asks only where `fast_path_available()`). The reader arms
-        it through `hand_over` and disarms it through `take_back`: between the two, the tape holds the token count
-        and where counts come from, and the record gets its chunks directly."""
+    # ---- the C fast path (see _wire.c) -----------------------------------------------------------------------------
+    def make_chunk_counter(self) -> Any:
+        """A `_wire.TokenChunkCounter` that may count this stream's plain token chunks into the record while it is
+        armed, or None (no C half, or a dialect it does not know; the reader asks only where
+        `fast_path_available()`). The reader arms it through `arm_fast_path` and disarms it through
+        `disarm_fast_path`: between the two, the counter holds the token count and where counts come from, and the
+        record gets its chunks directly."""
         chat = _FAST_DIALECTS.get(type(self._dialect))
         if chat is None or not self._sse or _wire is None:
             return None
-        self._tape = _wire.Tape(self.record, chat, TokenSource.SERVER)
-        return self._tape
+        self._counter = _wire.TokenChunkCounter(self.record, chat, TokenSource.SERVER)
+        return self._counter
 
-    def take_back(self) -> None:
-        """Before Python handles a read: the count the tape reached, and the tape disarmed."""
-        tape = self._tape
-        if tape is not None:
-            state = tape.disarm()
+    def disarm_fast_path(self) -> None:
+        """Before Python handles a read: the counter disarmed, and the count it reached moved back here."""
+        counter = self._counter
+        if counter is not None:
+            state = counter.disarm()
             if state is not None:
                 self._counted, exact = state
                 self._exact = None if exact < 0 else bool(exact)
 
-    def hand_over(self) -> None:
-        """After Python handled a read that ended at an event boundary: arm the tape if the stream is still going."""
-        tape = self._tape
-        if tape is not None and self.sse_idle and not self.finished and not self._sniff:
+    def arm_fast_path(self) -> None:
+        """After Python handled a read that ended at an event boundary: if the stream is still going, the counter
+        armed with this accumulator's count, so the next reads of whole token chunks are counted in C."""
+        counter = self._counter
+        if counter is not None and self.sse_idle and not self.finished and not self._sniff:
             exact = self._exact
-            tape.arm(self._counted, -1 if exact is None else int(exact))
+            counter.arm(self._counted, -1 if exact is None else int(exact))
+
+    # The old names, still called by loadgen/client/connection.py (`BodyConsumer`, `_Parser.take_at`, the
+    # connection's read setup); remove once it calls the three above.
+    make_tape = make_chunk_counter
+    take_back = disarm_fast_path
+    hand_over = arm_fast_path
 
     def on_connection(self, connect_s: float | None, tls_s: float | None) -> None:
         """This request opened its connection (TCP connect and TLS handshake times), or reused one (None)."""

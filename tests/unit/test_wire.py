@@ -1,5 +1,6 @@
-"""loadgen.protocol._wire (the C half of the common read): whatever a tape takes, it accounts exactly as the Python path
-(`_Parser` → SSE → dialect → accumulator) does; whatever it is not sure of, it refuses and changes nothing."""
+"""loadgen.protocol._wire (the C half of the common read): whatever a TokenChunkCounter counts, it accounts exactly as
+the Python path (`_Parser` → SSE → dialect → accumulator) does; whatever it is not sure of, it refuses and changes
+nothing."""
 
 from __future__ import annotations
 
@@ -63,16 +64,16 @@ def _record_state(rec: RequestRecord) -> tuple[object, ...]:
 
 def _run(reads: list[bytes], dialect: str, fast: bool) -> tuple[tuple[object, ...], int]:
     """Feed `reads` (read i arrives at t = i) the way the reactor does; returns the record and how many reads the
-    tape took."""
+    C counter counted."""
     rec = RequestRecord("r", "v", "m")
     acc = StreamAccumulator(rec, get_dialect(dialect))
     parser = _Parser(acc)
-    tape = acc.make_tape() if fast else None
-    parser.tape = tape
-    taken = 0
+    counter = acc.make_chunk_counter() if fast else None
+    parser.tape = counter  # connection.py's name for the consumer's counter
+    counted_in_c = 0
     for i, data in enumerate(reads):
-        if tape is not None and tape.armed and tape.take(float(i), data):
-            taken += 1
+        if counter is not None and counter.armed and counter.try_count(float(i), data):
+            counted_in_c += 1
             continue
         if parser.take_at(float(i), data):
             break
@@ -80,15 +81,15 @@ def _run(reads: list[bytes], dialect: str, fast: bool) -> tuple[tuple[object, ..
         acc.finish(float(len(reads)))
     else:
         acc.fail(float(len(reads)), "stream_interrupted", "cut")
-    return _record_state(rec), taken
+    return _record_state(rec), counted_in_c
 
 
 def _parity(middle: list[bytes], dialect: str = "openai-chat", opening: list[bytes] = _OPENING) -> int:
     reads = opening + middle + _CLOSING
     slow, _ = _run(reads, dialect, fast=False)
-    fast, taken = _run(reads, dialect, fast=True)
+    fast, counted_in_c = _run(reads, dialect, fast=True)
     assert fast == slow
-    return taken
+    return counted_in_c
 
 
 def test_the_c_half_is_built() -> None:
@@ -96,7 +97,7 @@ def test_the_c_half_is_built() -> None:
     assert fast_path_available()
 
 
-def test_plain_token_chunks_are_taken_and_accounted_like_python() -> None:
+def test_plain_token_chunks_are_counted_in_c_like_python() -> None:
     middle = [_chunk(_vllm(n)) for n in range(3, 9)]
     assert _parity(middle) == len(middle) + 2  # and the opening's token chunks: after the head, all but the end
 
@@ -105,7 +106,7 @@ def test_the_first_token_decides_where_counts_come_from() -> None:
     # Server counts from the first token on: exact, token_source "server".
     fast, _ = _run(_OPENING + _CLOSING, "openai-chat", fast=True)
     assert fast[6] == "server" and fast[1] == [1, 1]
-    # Text before the count moved: counts are not trusted, one token per chunk (and the tape agrees).
+    # Text before the count moved: counts are not trusted, one token per chunk (and the counter agrees).
     lagging = [
         _HEAD + _chunk(_ROLE),
         _chunk(b'{"choices":[{"delta":{"content":"a"}}],"usage":{"completion_tokens":0}}'),
@@ -113,9 +114,9 @@ def test_the_first_token_decides_where_counts_come_from() -> None:
         *_CLOSING,
     ]
     slow, _ = _run(lagging, "openai-chat", fast=False)
-    fast, taken = _run(lagging, "openai-chat", fast=True)
+    fast, counted_in_c = _run(lagging, "openai-chat", fast=True)
     # One token per chunk, then the final usage (9) spread over the two chunks at the end.
-    assert fast == slow and taken == 2 and fast[6] == "usage_spread" and fast[1] == [4, 5]
+    assert fast == slow and counted_in_c == 2 and fast[6] == "usage_spread" and fast[1] == [4, 5]
 
 
 def test_several_chunks_in_one_read_and_several_tokens_per_chunk() -> None:
@@ -194,7 +195,7 @@ def test_accepted_shapes_match_python(payload: bytes) -> None:
     ],
 )
 def test_refused_shapes_change_nothing_and_python_decides(payload: bytes) -> None:
-    assert _parity([_chunk(payload)]) == 2  # only the opening's token chunks were the tape's
+    assert _parity([_chunk(payload)]) == 2  # only the opening's token chunks were counted in C
 
 
 @pytest.mark.parametrize(
@@ -212,11 +213,11 @@ def test_other_sse_framings_go_to_python(read: bytes) -> None:
 
 def test_chunk_framing_must_be_exact() -> None:
     good = _chunk(_vllm(3))
-    assert _parity([good[:-1], good[-1:]]) == 2  # split: Python reassembles, the tape never sees half a chunk
+    assert _parity([good[:-1], good[-1:]]) == 2  # split: Python reassembles, the counter never sees half a chunk
     wrong_size = b"ff" + good[good.index(b"\r\n") :]
     slow, _ = _run(_OPENING + [wrong_size], "openai-chat", fast=False)
-    fast, taken = _run(_OPENING + [wrong_size], "openai-chat", fast=True)
-    assert fast == slow and taken == 2
+    fast, counted_in_c = _run(_OPENING + [wrong_size], "openai-chat", fast=True)
+    assert fast == slow and counted_in_c == 2
     assert _parity([good + b"0\r\n\r\n"]) == 2  # the terminator with it: the end is Python's
 
 
@@ -231,34 +232,34 @@ def test_one_token_per_chunk_when_the_server_sends_no_counts() -> None:
     plain = [b'{"choices":[{"delta":{"content":"w%d"}}]}' % i for i in range(5)]
     reads = [_HEAD + _chunk(plain[0])] + [_chunk(p) for p in plain[1:]] + [_chunk(b"[DONE]"), b"0\r\n\r\n"]
     slow, _ = _run(reads, "openai-chat", fast=False)
-    fast, taken = _run(reads, "openai-chat", fast=True)
-    assert fast == slow and taken == 4  # the first token came with the head: Python's
+    fast, counted_in_c = _run(reads, "openai-chat", fast=True)
+    assert fast == slow and counted_in_c == 4  # the first token came with the head: Python's
     assert fast[1] == [1] * 5
 
 
-def test_an_unarmed_tape_takes_nothing_and_hands_its_state_back_once() -> None:
+def test_an_unarmed_counter_counts_nothing_and_hands_its_state_back_once() -> None:
     rec = RequestRecord("r", "v", "m")
-    tape = _wire.Tape(rec, True, "server")
-    assert not tape.armed and not tape.take(1.0, _chunk(_vllm(1)))
-    tape.arm(1, 1)
-    assert tape.take(2.0, _chunk(_vllm(3)))
-    assert (list(rec.chunk_times), list(rec.chunk_tokens), tape.counted, rec.output_tokens) == ([2.0], [2], 3, 3)
-    assert not tape.take(3.0, _chunk(b"[DONE]"))  # refused: disarmed, so no later read overtakes it
-    assert not tape.armed and not tape.take(4.0, _chunk(_vllm(4)))
-    assert tape.disarm() == (3, 1) and tape.disarm() is None  # the state once, then nothing new to hand back
-    tape.arm(3, 1)
-    assert tape.take(5.0, _chunk(_vllm(4)))
-    assert tape.disarm() == (4, 1) and not tape.take(6.0, _chunk(_vllm(5)))
+    counter = _wire.TokenChunkCounter(rec, True, "server")
+    assert not counter.armed and not counter.try_count(1.0, _chunk(_vllm(1)))
+    counter.arm(1, 1)
+    assert counter.try_count(2.0, _chunk(_vllm(3)))
+    assert (list(rec.chunk_times), list(rec.chunk_tokens), counter.counted, rec.output_tokens) == ([2.0], [2], 3, 3)
+    assert not counter.try_count(3.0, _chunk(b"[DONE]"))  # refused: disarmed, so no later read overtakes it
+    assert not counter.armed and not counter.try_count(4.0, _chunk(_vllm(4)))
+    assert counter.disarm() == (3, 1) and counter.disarm() is None  # the state once, then nothing new to hand back
+    counter.arm(3, 1)
+    assert counter.try_count(5.0, _chunk(_vllm(4)))
+    assert counter.disarm() == (4, 1) and not counter.try_count(6.0, _chunk(_vllm(5)))
 
 
-def test_other_dialects_and_ndjson_have_no_tape() -> None:
+def test_other_dialects_and_ndjson_have_no_counter() -> None:
     for name in ("tgi", "llamacpp", "ollama-chat", "triton"):
-        assert StreamAccumulator(RequestRecord("r", "v", "m"), get_dialect(name)).make_tape() is None
+        assert StreamAccumulator(RequestRecord("r", "v", "m"), get_dialect(name)).make_chunk_counter() is None
 
 
 def test_pure_python_switch(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LOADGEN_PURE_PYTHON", "1")
-    assert not fast_path_available()  # read when a reactor starts: its streams then get no tape
+    assert not fast_path_available()  # read when a reactor starts: its streams then get no counter
 
 
 # ---- properties ---------------------------------------------------------------------------------------------
@@ -319,15 +320,15 @@ def test_corrupted_payloads_agree_with_python(at: int, junk: bytes) -> None:
 
 
 def test_the_first_body_read_is_pythons_so_a_body_that_is_not_a_stream_is_seen() -> None:
-    # The head alone in its read: the tape stays disarmed until Python looked at the first body bytes.
+    # The head alone in its read: the counter stays disarmed until Python looked at the first body bytes.
     json_head = _HEAD.replace(b"text/event-stream", b"application/json")
     body = b'{"object":"chat.completion","choices":[{"message":{"content":"Paris."}}]}'
     reads = [json_head, b"%x\r\n%s\r\n" % (len(body), body), b"0\r\n\r\n"]
     slow, _ = _run(reads, "openai-chat", fast=False)
-    fast, taken = _run(reads, "openai-chat", fast=True)
-    assert fast == slow and taken == 0 and fast[4] == "not_a_stream" and fast[-1] == body
-    # A stream: its first token read is Python's, the later ones the tape's.
+    fast, counted_in_c = _run(reads, "openai-chat", fast=True)
+    assert fast == slow and counted_in_c == 0 and fast[4] == "not_a_stream" and fast[-1] == body
+    # A stream: its first token read is Python's, the later ones counted in C.
     stream = [_HEAD, _chunk(_ROLE) + _chunk(_vllm(1)), _chunk(_vllm(2)), _chunk(_vllm(3))]
     slow, _ = _run(stream + _CLOSING, "openai-chat", fast=False)
-    fast, taken = _run(stream + _CLOSING, "openai-chat", fast=True)
-    assert fast == slow and taken == 2 and fast[4] is None
+    fast, counted_in_c = _run(stream + _CLOSING, "openai-chat", fast=True)
+    assert fast == slow and counted_in_c == 2 and fast[4] is None

@@ -1,0 +1,39 @@
+/* loadgen.protocol._wire's strict JSON reader (_wire_json.c), as the reader/drainer (_wire.c) uses it.
+ *
+ * Internal to the one extension module: no Python API, and the one non-static symbol is hidden (not exported from
+ * the shared object).
+ */
+#ifndef LOADGEN_WIRE_JSON_H
+#define LOADGEN_WIRE_JSON_H
+
+#include <stddef.h>
+
+#if defined(__GNUC__)
+#define LG_INTERNAL __attribute__((visibility("hidden")))
+#else
+#define LG_INTERNAL
+#endif
+
+/* What one token chunk told us. */
+typedef struct {
+    int chat;            /* chat.completion.chunk (delta) rather than text completion (text) */
+    int has_output;      /* the first choice carries generated tokens (the dialect's `_choice_has_output`) */
+    int saw_choices;     /* the last "choices" was a non-empty array starting with an object */
+    int usage_dict;      /* the last "usage" was an object */
+    long long pt, ct;    /* usage.prompt_tokens / completion_tokens; -1: absent or not an integer */
+} LgChunk;
+
+/* A hex digit's value, or -1 (the chunked framing's size line and JSON's \u escapes). */
+static inline int lg_hexval(unsigned char ch) {
+    if (ch >= '0' && ch <= '9') return ch - '0';
+    if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
+    return -1;
+}
+
+/* 0: the n bytes at p are one JSON object of the plain token chunk shape (a non-empty "choices" list starting
+ * with an object, no "error"/"timings", no string finish_reason, no escaped keys, nothing orjson might read
+ * differently) and *ch says what it held; -1: anything else, left to Python (*ch then means nothing). */
+LG_INTERNAL int lg_parse_token_chunk(const unsigned char *p, ptrdiff_t n, int chat, LgChunk *ch);
+
+#endif
