@@ -17,9 +17,8 @@ from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from gevent import socket as gsocket
-from geventhttpclient._parser import HTTPResponseParser
-from geventhttpclient.response import HTTPParseError, HTTPResponse
 
+from loadgen.client._http_parser import HTTPParseError, LLHTTPResponse
 from loadgen.client.dial import TLSSession, open_tcp, tls_context
 from loadgen.client.reactor import Reading, enable_rx_timestamps, reactor
 from loadgen.measure.records import ErrorClass
@@ -88,16 +87,15 @@ class BodyConsumer(Protocol):
     def hand_over(self) -> None: ...
 
 
-class _Parser(HTTPResponse):
+class _Parser(LLHTTPResponse):
     """A response read as it arrives: llhttp parses the head; a chunked 200 body (every streaming server's) is
     de-chunked by `ChunkedDecoder` and handed to the consumer with its arrival time; any other body goes through
     llhttp (error bodies are kept, up to 64 KiB)."""
 
     def __init__(self, consumer: BodyConsumer) -> None:
-        super().__init__(method="POST")
+        super().__init__()
         self.consumer = consumer
         self.now = 0.0
-        self.status = 0
         self.error_body = bytearray()
         self._chunked: ChunkedDecoder | None = None
         self._head_tail = b""  # the last bytes of a head still incomplete, to find a CRLFCRLF split across reads
@@ -160,10 +158,10 @@ class _Parser(HTTPResponse):
             if dec.complete:
                 self.message_complete = True
                 if dec.extra:
-                    self._trailing_data_dropped = True  # nothing may follow a response we did not ask for
+                    self.drop_trailing_data()  # nothing may follow a response we did not ask for
             return
         if self.headers_complete and self.status >= 200:
-            HTTPResponseParser.feed(self, data)
+            self.feed_llhttp(data)
             return
         # The head: llhttp gets exactly its bytes, so the body after it can be de-chunked here.
         while data:
@@ -171,11 +169,11 @@ class _Parser(HTTPResponse):
             end = seen.find(b"\r\n\r\n")
             if end < 0:
                 self._head_tail = seen[-3:]
-                HTTPResponseParser.feed(self, data)
+                self.feed_llhttp(data)
                 return
             cut = end + 4 - len(self._head_tail)
             self._head_tail = b""
-            HTTPResponseParser.feed(self, data[:cut])
+            self.feed_llhttp(data[:cut])
             data = data[cut:]
             if not self.headers_complete:
                 continue  # a CRLFCRLF inside something llhttp still reads as head (cannot happen in valid HTTP)
@@ -188,15 +186,10 @@ class _Parser(HTTPResponse):
                 if data:
                     self.take(data)
             elif data:
-                HTTPResponseParser.feed(self, data)
+                self.feed_llhttp(data)
             return
 
-    def _on_headers_complete(self) -> int | bool | None:
-        result = super()._on_headers_complete()
-        self.status = self.get_code()
-        return result
-
-    def _on_body(self, buf: bytearray) -> None:
+    def on_body(self, buf: bytearray) -> None:
         if self.status == 200:
             consumer = self.consumer
             if not consumer.finished:
