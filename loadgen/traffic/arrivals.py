@@ -1,0 +1,236 @@
+"""Open-loop arrival schedules: pure, seeded generators of absolute send times (seconds from the run's start).
+
+Three kinds, as vLLM's ``bench serve --request-rate / --burstiness`` and inference-perf's load timers offer them:
+
+- ``poisson``: exponential gaps of mean 1/rate (a memoryless stream of independent users);
+- ``gamma``: gamma gaps of shape ``burstiness`` and mean 1/rate, so the rate is kept while the spread changes: the
+  coefficient of variation of the gaps is 1/sqrt(burstiness); burstiness < 1 is burstier than Poisson, > 1 more
+  regular, and 1 is Poisson;
+- ``constant``: arrival k (1-based) at exactly k/rate.
+
+Every schedule starts at 0 and its first arrival comes one gap later (k = 1 for ``constant``), so over a run of T
+seconds ``constant`` sends exactly floor(R·T) requests and the others R·T on average.
+
+A global rate R over W workers (Locust worker processes):
+
+- ``poisson``: worker w of W runs its own Poisson process of R/W, seeded from (seed, w). Independent Poisson
+  processes of R/W add up to one Poisson process of R, so no worker needs to know the others' draws.
+- ``gamma`` and ``constant``: one global schedule seeded from the seed alone, of which worker w sends arrivals
+  w, w + W, w + 2W, … (its share). The union over the workers is exactly the global schedule whatever W, so the
+  burstiness (or the regularity) the scenario asked for is what the target sees, not W superposed copies of it
+  (W superposed gamma streams would look nearly Poisson from the server).
+
+Each worker walks the whole global schedule to find its share: one draw per global arrival, ~0.3 µs each, done
+ahead of the send time rather than on the request path.
+
+Pure: the standard library and ``loadgen.registry`` only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from itertools import count, islice
+from typing import Literal
+
+from loadgen.registry import Registry, UnknownNameError
+
+__all__ = [
+    "ArrivalKind",
+    "ArrivalSchedule",
+    "arrival_kinds",
+    "constant",
+    "gamma",
+    "poisson",
+    "requested_rate",
+    "schedule_times",
+    "times_until",
+]
+
+# A send time this far past the horizon still counts as inside it: k/rate for a decimal rate such as 0.1 lands an
+# ulp or so off the exact value (3 / 0.1 = 30.000000000000004), which would drop the last constant arrival.
+_HORIZON_SLACK_S = 1e-9
+
+
+def _rng(seed: int, *parts: object) -> random.Random:
+    # hash() is salted per process; workers must agree on the draws, so derive sub-seeds from a digest of the text.
+    text = "\x1f".join(map(str, ("loadgen.arrivals", seed, *parts)))
+    return random.Random(int.from_bytes(hashlib.blake2b(text.encode(), digest_size=16).digest(), "big"))
+
+
+def _check_rate(rate: float) -> None:
+    if isinstance(rate, bool) or not isinstance(rate, int | float) or not (math.isfinite(rate) and rate > 0):
+        raise ValueError(f"rate must be a finite number of requests per second above 0, got {rate!r}")
+
+
+def _check_burstiness(burstiness: float) -> None:
+    if (
+        isinstance(burstiness, bool)
+        or not isinstance(burstiness, int | float)
+        or not (math.isfinite(burstiness) and burstiness > 0)
+    ):
+        raise ValueError(
+            f"burstiness must be a finite number above 0 (1 = Poisson, < 1 burstier, > 1 more regular), "
+            f"got {burstiness!r}"
+        )
+
+
+# --- the schedules, one process each ------------------------------------------------------------------------
+
+
+def poisson(rate: float, seed: int = 0) -> Iterator[float]:
+    """Send times of a Poisson process of ``rate`` per second: exponential gaps of mean 1/rate."""
+    _check_rate(rate)
+    return _accumulate_gaps(_rng(seed, "poisson").expovariate, rate)
+
+
+def gamma(rate: float, burstiness: float, seed: int = 0) -> Iterator[float]:
+    """Send times with gamma gaps of shape ``burstiness`` and mean 1/rate (gap CV = 1/sqrt(burstiness))."""
+    _check_rate(rate)
+    _check_burstiness(burstiness)
+    draw = _rng(seed, "gamma").gammavariate
+    scale = 1.0 / (rate * burstiness)
+    return _accumulate_gaps(lambda _: draw(burstiness, scale), rate)
+
+
+def constant(rate: float, seed: int = 0) -> Iterator[float]:
+    """Send times k/rate for k = 1, 2, … (``seed`` is accepted for a uniform signature and unused)."""
+    _check_rate(rate)
+    del seed
+    # Each time from its index, not by adding gaps, so no rounding drift builds up over a long run.
+    return (k / rate for k in count(1))
+
+
+def _accumulate_gaps(gap: Callable[[float], float], rate: float) -> Iterator[float]:
+    t = 0.0
+    while True:
+        t += gap(rate)
+        yield t
+
+
+# --- the registry of kinds ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ArrivalKind:
+    """One kind of schedule: how to draw its times and how a global rate splits over workers.
+
+    ``times(rate, burstiness, seed)`` yields absolute send times. ``split`` is ``"independent"`` when each worker
+    runs its own process at rate/W (seeded from (seed, worker)), ``"share"`` when each takes every W-th arrival
+    of one global schedule.
+    """
+
+    name: str
+    description: str
+    times: Callable[[float, float, int], Iterator[float]]
+    split: Literal["independent", "share"]
+    uses_burstiness: bool
+
+
+def arrival_kinds() -> Registry[ArrivalKind]:
+    """A fresh registry of the schedule kinds (fresh, so a caller may register more without affecting others)."""
+    registry: Registry[ArrivalKind] = Registry("arrival schedule")
+    kinds = (
+        ArrivalKind(
+            "poisson",
+            "Exponential gaps of mean 1/rate: independent users (vLLM's default --burstiness 1).",
+            lambda rate, _burstiness, seed: poisson(rate, seed),
+            "independent",
+            False,
+        ),
+        ArrivalKind(
+            "gamma",
+            "Gamma gaps of shape `burstiness`, mean 1/rate: burstier than Poisson below 1, more regular above.",
+            gamma,
+            "share",
+            True,
+        ),
+        ArrivalKind(
+            "constant",
+            "One request every 1/rate seconds.",
+            lambda rate, _burstiness, seed: constant(rate, seed),
+            "share",
+            False,
+        ),
+    )
+    for kind in kinds:
+        registry.register(kind.name, kind)
+    return registry
+
+
+@dataclass(frozen=True, slots=True)
+class ArrivalSchedule:
+    """An open-loop schedule as a scenario states it: ``kind``, global ``rate`` (requests/s over all workers) and,
+    for ``gamma``, ``burstiness``. Invalid values raise ``ValueError`` saying what is expected."""
+
+    kind: str
+    rate: float
+    burstiness: float = 1.0
+
+    def __post_init__(self) -> None:
+        try:
+            kind = arrival_kinds().get(self.kind)
+        except UnknownNameError as exc:
+            raise ValueError(str(exc)) from None
+        _check_rate(self.rate)
+        _check_burstiness(self.burstiness)
+        if not kind.uses_burstiness and self.burstiness != 1:
+            raise ValueError(
+                f"burstiness applies to 'gamma' only; {self.kind!r} has none (got {self.burstiness!r}; "
+                "'poisson' is gamma with burstiness 1)"
+            )
+
+    @property
+    def gap_cv(self) -> float:
+        """Coefficient of variation of the gaps between arrivals, as the global schedule draws them."""
+        return 0.0 if self.kind == "constant" else 1.0 / math.sqrt(self.burstiness)
+
+
+def _check_worker(worker: int, workers: int) -> None:
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers must be a whole number >= 1, got {workers!r}")
+    if isinstance(worker, bool) or not isinstance(worker, int) or not 0 <= worker < workers:
+        raise ValueError(f"worker must be a whole number in [0, {workers}), got {worker!r}")
+
+
+def schedule_times(schedule: ArrivalSchedule, seed: int, worker: int = 0, workers: int = 1) -> Iterator[float]:
+    """The endless, non-decreasing send times of worker ``worker`` (0-based) of ``workers``: its share of
+    ``schedule``'s global rate (see the module docstring for how each kind splits)."""
+    _check_worker(worker, workers)
+    kind = arrival_kinds().get(schedule.kind)
+    if kind.split == "independent":
+        return kind.times(schedule.rate / workers, schedule.burstiness, _worker_seed(seed, worker))
+    times = kind.times(schedule.rate, schedule.burstiness, seed)
+    return times if workers == 1 else islice(times, worker, None, workers)
+
+
+def _worker_seed(seed: int, worker: int) -> int:
+    return int.from_bytes(hashlib.blake2b(f"{seed}\x1fworker\x1f{worker}".encode(), digest_size=8).digest(), "big")
+
+
+def times_until(
+    schedule: ArrivalSchedule, horizon: float, seed: int = 0, worker: int = 0, workers: int = 1
+) -> list[float]:
+    """Worker ``worker``'s send times in (0, ``horizon``] seconds, in order."""
+    if isinstance(horizon, bool) or not isinstance(horizon, int | float) or not math.isfinite(horizon):
+        raise ValueError(f"horizon must be a finite number of seconds, got {horizon!r}")
+    out: list[float] = []
+    limit = horizon + _HORIZON_SLACK_S
+    for t in schedule_times(schedule, seed, worker, workers):
+        if t > limit:
+            break
+        out.append(t)
+    return out
+
+
+def requested_rate(schedule: ArrivalSchedule, workers: int = 1) -> float:
+    """The rate one worker of ``workers`` is asked to send (requests/s); with ``workers=1``, the global rate.
+
+    For ``poisson`` this is the rate of the worker's own process; for the shared kinds, its share of the global
+    schedule, on average (a worker's count over T seconds is within one of floor(R·T)/W for ``constant``).
+    """
+    _check_worker(0, workers)
+    return schedule.rate / workers
