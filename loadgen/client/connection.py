@@ -19,12 +19,12 @@ from urllib.parse import urlsplit
 from gevent import socket as gsocket
 
 from loadgen.client._http_parser import HTTPParseError, LLHTTPResponse
-from loadgen.client.dial import TLSSession, open_tcp, tls_context
-from loadgen.client.reactor import Reading, enable_rx_timestamps, reactor
+from loadgen.client.dial import Dialer, TLSSession
+from loadgen.client.reactor import Reactor, Reading, enable_rx_timestamps
 from loadgen.measure.records import ErrorClass
 from loadgen.protocol.chunked import ChunkedDecoder, ChunkedError
 
-__all__ = ["BodyConsumer", "Endpoint", "StreamConnection", "TransportError", "tls_context"]
+__all__ = ["BodyConsumer", "Endpoint", "StreamConnection", "TransportError"]
 
 _RECV = 65536
 _MAX_ERROR_BODY = 65536
@@ -199,10 +199,17 @@ class _Parser(LLHTTPResponse):
 
 
 class StreamConnection:
-    """Owned by one user for one endpoint; not shared between greenlets."""
+    """Owned by one user for one endpoint; not shared between greenlets.
+
+    `dialer` (name resolution, TLS contexts) and `reactor` (what reads the response) are shared with the other
+    connections of the process when given (loadgen's runtime gives its own); without them the connection has its
+    own: a dialer, and a reactor started at its first request and stopped when it closes."""
 
     __slots__ = (
         "_ep",
+        "_dialer",
+        "_reactor",
+        "_own_reactor",
         "_connect_timeout",
         "_read_timeout",
         "_sock",
@@ -221,8 +228,14 @@ class StreamConnection:
         read_timeout: float,
         tls_ca_file: str | None = None,
         tls_verify: bool = True,
+        *,
+        dialer: Dialer | None = None,
+        reactor: Reactor | None = None,
     ) -> None:
         self._ep = endpoint
+        self._dialer = Dialer() if dialer is None else dialer
+        self._reactor = reactor
+        self._own_reactor = reactor is None
         self._connect_timeout = connect_timeout
         self._read_timeout = read_timeout
         self._sock: gsocket.socket | None = None
@@ -239,23 +252,34 @@ class StreamConnection:
 
     def close(self) -> None:
         self._session = None
-        if self._sock is not None:
-            try:
-                self._sock.close()
-            finally:
-                self._sock = None
+        try:
+            if self._sock is not None:
+                try:
+                    self._sock.close()
+                finally:
+                    self._sock = None
+        finally:
+            reactor = self._reactor
+            if self._own_reactor and reactor is not None:
+                self._reactor = None
+                reactor.close()
+
+    def _reader(self) -> Reactor:
+        if self._reactor is None:
+            self._reactor = Reactor()
+        return self._reactor
 
     def _connect(self) -> gsocket.socket:
         ep = self._ep
         ctx: ssl.SSLContext | None = None
         if self._tls is not None:
             try:
-                ctx = tls_context(*self._tls)
+                ctx = self._dialer.tls_context(*self._tls)
             except (OSError, ssl.SSLError) as e:
                 raise TransportError(ErrorClass.CONNECT, f"cannot load tls_ca_file {self._tls[0]!r}: {e}") from e
         t0 = time.monotonic()
         try:
-            sock = open_tcp(ep.host, ep.port, self._connect_timeout)
+            sock = self._dialer.open_tcp(ep.host, ep.port, self._connect_timeout)
         except TimeoutError as e:
             raise TransportError(ErrorClass.CONNECT, f"connect timeout to {ep.host}:{ep.port}") from e
         except OSError as e:
@@ -372,7 +396,7 @@ class StreamConnection:
         return parser.status, bytes(parser.error_body)
 
     def _read_in_reactor(self, raw: socket.socket, parser: _Parser, may_be_stale: bool) -> None:
-        """This process's reactor reads the socket (see reactor.py); this greenlet waits for the end."""
+        """The connection's reactor reads the socket (see reactor.py); this greenlet waits for the end."""
 
         def on_eof() -> bool:
             if not parser.received_any and may_be_stale:
@@ -398,7 +422,8 @@ class StreamConnection:
 
         on_data = parser.take_at
         session = self._session
-        if session is None and reactor().fast:
+        reactor = self._reader()
+        if session is None and reactor.fast:
             # Plain TCP: the reactor's C drainer may take whole token chunks straight into the record.
             parser.tape = parser.consumer.make_tape()
         if session is not None:
@@ -416,7 +441,7 @@ class StreamConnection:
         reading = Reading(raw, on_data, on_eof, on_error, on_idle, self._read_timeout, parser.tape)
         parser.reading = reading
         try:
-            reactor().read(reading)
+            reactor.read(reading)
         except (HTTPParseError, ChunkedError) as e:
             raise TransportError(ErrorClass.MALFORMED, f"HTTP parse error: {e}") from e
         finally:

@@ -1,4 +1,5 @@
-"""One reader for every streaming socket of a worker process.
+"""One reader for every streaming socket of a worker process (the `Reactor` its runtime owns and hands to every
+connection).
 
 Why: with a greenlet per stream reading its own socket, every chunk costs a hub switch into that greenlet, a
 successful `recv()`, a failed one (EAGAIN, raised and caught) and a per-wait timer for the read timeout — about as much
@@ -38,7 +39,6 @@ import socket
 import struct
 import sys
 import time
-import weakref
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -50,7 +50,7 @@ from gevent.hub import Hub, Waiter, get_hub
 from loadgen.protocol.native import fast_path_available
 from loadgen.protocol.native import wire as _wire
 
-__all__ = ["Reactor", "Reading", "enable_rx_timestamps", "reactor"]
+__all__ = ["Reactor", "Reading", "enable_rx_timestamps"]
 
 _epoll: Any = monkey.get_original("select", "epoll")
 _EPOLLIN = 0x001
@@ -137,9 +137,13 @@ class Reading:
 
 
 class Reactor:
-    """Per gevent hub (so per thread): an epoll set, the hub callback that reads it, and the read-timeout sweep."""
+    """An epoll set, the hub callback that reads it, and the read-timeout sweep, on one gevent hub (`hub`, by
+    default the calling thread's): only greenlets of that hub may `read` through it. Whoever owns the connections'
+    life owns their reactor (loadgen's per-process `Runtime`; a connection given none makes its own), so that all
+    of them are read by one callback; `close()` ends it."""
 
-    def __init__(self, hub: Hub) -> None:
+    def __init__(self, hub: Hub | None = None) -> None:
+        hub = get_hub() if hub is None else hub
         self._hub = hub
         self._ep = _epoll()
         self._readings: dict[int, Reading] = {}
@@ -175,6 +179,14 @@ class Reactor:
         out = taken - self._taken_reported
         self._taken_reported = taken
         return int(out)
+
+    def close(self) -> None:
+        """Stop reading (nothing may be reading through it now): the epoll set, the hub callback, the sweep."""
+        if self._readings:
+            raise RuntimeError(f"reactor closed with {len(self._readings)} reading(s) in progress")
+        self._watcher.stop()
+        self._sweeper.kill(block=False)
+        self._ep.close()
 
     def read(self, reading: Reading) -> None:
         """Read until `reading` completes; returns normally or raises what ended it. Interruptible (a deadline)."""
@@ -314,15 +326,3 @@ class Reactor:
             for r in [r for r in self._readings.values() if now - r.last_arrival() > r.read_timeout]:
                 if self._finish(r):
                     self._hub.loop.run_callback(r.waiter.switch, r.on_idle())
-
-
-_reactors: weakref.WeakKeyDictionary[Hub, Reactor] = weakref.WeakKeyDictionary()
-
-
-def reactor() -> Reactor:
-    """The reactor of the current thread's hub, started on first use."""
-    hub = get_hub()
-    r = _reactors.get(hub)
-    if r is None:
-        r = _reactors[hub] = Reactor(hub)
-    return r

@@ -10,11 +10,12 @@ import contextlib
 import os
 import ssl
 import time
-import weakref
 
 import gevent
 
-from loadgen.client.connection import Endpoint, StreamConnection, TransportError, tls_context
+from loadgen.client.connection import Endpoint, StreamConnection, TransportError
+from loadgen.client.dial import Dialer
+from loadgen.client.reactor import Reactor
 from loadgen.config.scenario import Scenario, Variant
 from loadgen.measure.records import ErrorClass, RequestRecord
 from loadgen.protocol.accumulator import StreamAccumulator
@@ -36,21 +37,6 @@ class CutByStop(gevent.GreenletExit):
         self.record = record
 
 
-# Building a scenario's sampler (mixes, system prompts, the word block) takes ~0.3 ms; with a thousand users spawning,
-# that is 0.3 s of a blocked event loop. Each scenario's is built once and forked per stream (a few references).
-# (Keyed by id: scenarios are unhashable; the weak reference tells a reused id from the same scenario.)
-_base_samplers: dict[int, tuple[weakref.ref[Scenario], RequestSampler]] = {}
-
-
-def _sampler(scenario: Scenario, stream_id: int) -> RequestSampler:
-    hit = _base_samplers.get(id(scenario))
-    if hit is None or hit[0]() is not scenario:
-        if len(_base_samplers) >= 8:
-            _base_samplers.clear()
-        hit = _base_samplers[id(scenario)] = (weakref.ref(scenario), sampler_for(scenario, 0))
-    return hit[1].with_stream(stream_id)
-
-
 class Lane:
     __slots__ = (
         "variant",
@@ -67,7 +53,19 @@ class Lane:
         "_secret",
     )
 
-    def __init__(self, scenario: Scenario, variant: Variant, stream_id: int, worker_tag: str) -> None:
+    def __init__(
+        self,
+        scenario: Scenario,
+        variant: Variant,
+        stream_id: int,
+        worker_tag: str,
+        *,
+        sampler: RequestSampler | None = None,
+        dialer: Dialer | None = None,
+        reactor: Reactor | None = None,
+    ) -> None:
+        """`sampler` is the scenario's (any stream: this one forks it), `dialer` and `reactor` are the process's
+        (see `StreamConnection`); each is built for this lane alone when not given."""
         self.variant = variant.name
         self.stream_id = stream_id
         self._dialect = get_dialect(variant.dialect)
@@ -77,6 +75,8 @@ class Lane:
             variant.read_timeout,
             tls_ca_file=variant.tls_ca_file,
             tls_verify=variant.tls_verify,
+            dialer=dialer,
+            reactor=reactor,
         )
         headers = {
             "Content-Type": "application/json",
@@ -91,7 +91,7 @@ class Lane:
                 headers["Authorization"] = f"Bearer {key}"
                 self._secret = key
         self._head = self._conn.head_bytes(self._dialect.path_for(variant.model), headers)
-        self._sampler: RequestSampler = _sampler(scenario, stream_id)
+        self._sampler = (sampler_for(scenario, 0) if sampler is None else sampler).with_stream(stream_id)
         self._rid_prefix = f"{worker_tag}-{variant.name}-{stream_id}"
         self._request_timeout = variant.request_timeout
         self._continuous = variant.continuous_usage_stats
@@ -157,27 +157,45 @@ class Lane:
 
 
 class LaneAssigner:
-    """Hands each new user of a variant its stream id; Locust's dispatcher decides the variant (one user class per
-    variant, weighted), so users per variant follow the weights over all workers together.
+    """Builds each new user's lane, with its stream id; Locust's dispatcher decides the variant (one user class per
+    variant, weighted), so users per variant follow the weights over all workers together. One per run.
 
     The stream id counts this worker's users per variant, so the k-th user of every variant replays the same seeded
     requests: variants see the same prompts in the same order, which makes them comparable request by request.
+    Every lane shares the run's dialer and reactor, and forks the scenario's sampler, built once here: building one
+    (mixes, system prompts, the word block) per user would block the event loop while a thousand users spawn.
     """
 
-    __slots__ = ("_variants", "_slots", "_worker_index")
+    __slots__ = ("_scenario", "_variants", "_slots", "_worker_index", "_worker_tag", "_sampler", "_dialer", "_reactor")
 
-    def __init__(self, variants: list[Variant], worker_index: int) -> None:
-        self._variants = {v.name: v for v in variants}
+    def __init__(
+        self, scenario: Scenario, worker_index: int, worker_tag: str, dialer: Dialer, reactor: Reactor
+    ) -> None:
+        self._scenario = scenario
+        self._variants = {v.name: v for v in scenario.variants}
         self._slots = dict.fromkeys(self._variants, 0)
         self._worker_index = worker_index
-        for v in variants:
-            # Load each TLS trust store now, before any request is in flight (the system store takes ~30 ms of
-            # CPU): connections share it. One that fails to load fails that variant's requests as `connect`.
+        self._worker_tag = worker_tag
+        self._sampler = sampler_for(scenario, 0)
+        self._dialer = dialer
+        self._reactor = reactor
+        for v in scenario.variants:
+            # Load each TLS trust store now, before any request is in flight (the system store costs milliseconds
+            # of CPU): connections share it. One that fails to load fails that variant's requests as `connect`.
             if v.base_url.startswith("https:"):
                 with contextlib.suppress(OSError, ssl.SSLError):
-                    tls_context(v.tls_ca_file, v.tls_verify)
+                    dialer.tls_context(v.tls_ca_file, v.tls_verify)
 
-    def next(self, variant: str) -> tuple[Variant, int]:
+    def new_lane(self, variant: str) -> Lane:
+        """The next user's lane to `variant`."""
         slot = self._slots[variant]
         self._slots[variant] = slot + 1
-        return self._variants[variant], self._worker_index * 100_000 + slot
+        return Lane(
+            self._scenario,
+            self._variants[variant],
+            self._worker_index * 100_000 + slot,
+            self._worker_tag,
+            sampler=self._sampler,
+            dialer=self._dialer,
+            reactor=self._reactor,
+        )

@@ -11,6 +11,7 @@ master can read it, and nothing is counted twice. Each Start begins a new run: c
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import logging
 import sys
@@ -420,13 +421,19 @@ def _add_web_routes(environment: Environment) -> None:
 
 
 def register() -> None:
-    """Attach loadgen's listeners to Locust's global event hooks (idempotent)."""
-    if getattr(events, "_loadgen_registered", False):
-        return
-    events._loadgen_registered = True  # type: ignore[attr-defined]
-    events.init_command_line_parser.add_listener(_add_arguments)
-    events.init.add_listener(_on_init)
-    events.test_start.add_listener(_on_test_start)
-    events.test_stopping.add_listener(_on_test_stopping)
-    events.test_stop.add_listener(_on_test_stop)
-    events.quitting.add_listener(_on_quitting)
+    """Attach loadgen's listeners to Locust's global event hooks; calling it again attaches nothing twice.
+
+    Idempotent through EventHook's public API alone, without marking Locust's modules: each listener is removed
+    (when there) before it is added, so a second call moves loadgen's listeners to the end of their hooks, behind
+    any added in between."""
+    for hook, listener in (
+        (events.init_command_line_parser, _add_arguments),
+        (events.init, _on_init),
+        (events.test_start, _on_test_start),
+        (events.test_stopping, _on_test_stopping),
+        (events.test_stop, _on_test_stop),
+        (events.quitting, _on_quitting),
+    ):
+        with contextlib.suppress(ValueError):  # not attached yet
+            hook.remove_listener(listener)
+        hook.add_listener(listener)

@@ -19,7 +19,8 @@ import orjson
 import psutil
 from locust.env import Environment
 
-from loadgen.client.reactor import reactor
+from loadgen.client.dial import Dialer
+from loadgen.client.reactor import Reactor
 from loadgen.config.scenario import Scenario
 from loadgen.locust_plugin.lanes import LaneAssigner
 from loadgen.measure.aggregate import Aggregate
@@ -84,6 +85,10 @@ class Runtime:
         self.warmup_end = math.inf
         self.stopped_at: float | None = None
         self.assigner: LaneAssigner | None = None
+        # What every connection of this process shares, for the process's life (every run): resolved names and
+        # TLS contexts, and the reactor that reads every response (started with the first run: a master has none).
+        self.dialer = Dialer()
+        self.reactor: Reactor | None = None
         self.raw_dir = Path(raw_dir) if raw_dir else None
         self.raw: RawRecordWriter | None = None
         self.worker_tag = f"w{os.getpid()}"
@@ -117,8 +122,10 @@ class Runtime:
         self.health = HealthStats()
         self._pending.clear()
         self._reports = 0
-        self.assigner = LaneAssigner(list(self.scenario.variants), self.worker_index())
         self.worker_tag = f"r{self.run}-w{self.worker_index()}-{os.getpid()}"
+        if self.reactor is None:
+            self.reactor = Reactor()
+        self.assigner = LaneAssigner(self.scenario, self.worker_index(), self.worker_tag, self.dialer, self.reactor)
         if self.raw is not None:
             self.raw.close()
             self.raw = None
@@ -198,7 +205,9 @@ class Runtime:
 
     def collect_reads(self) -> None:
         """Move the reactor's read-delay counters into this interval's health."""
-        r = reactor()
+        r = self.reactor
+        if r is None:
+            return
         self.health.add_reads(*r.take_read_stats())
         self.health.reads_in_c += r.take_fast_reads()
 

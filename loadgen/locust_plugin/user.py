@@ -14,7 +14,7 @@ from locust import User, task
 from locust.env import Environment
 
 from loadgen.config.scenario import Scenario
-from loadgen.locust_plugin.lanes import CutByStop, Lane
+from loadgen.locust_plugin.lanes import CutByStop
 from loadgen.locust_plugin.runtime import runtime_of
 from loadgen.measure.records import ErrorClass, RequestRecord
 
@@ -40,10 +40,8 @@ class LLMUser(User):
         if rt.assigner is None:
             rt.on_test_start()
         assert rt.assigner is not None
-        name = self.variant or rt.scenario.variants[0].name
-        variant, stream_id = rt.assigner.next(name)
         self._rt = rt
-        self._lane = Lane(rt.scenario, variant, stream_id, rt.worker_tag)
+        self._lane = rt.assigner.new_lane(self.variant or rt.scenario.variants[0].name)
         self._backoff = 0.0
 
     def wait_time(self) -> float:

@@ -23,7 +23,7 @@ import gevent
 import pytest
 
 from loadgen.client.connection import Endpoint, StreamConnection
-from loadgen.client.reactor import reactor
+from loadgen.client.reactor import Reactor
 from loadgen.measure.records import RequestRecord
 from loadgen.protocol.accumulator import StreamAccumulator
 from loadgen.protocol.dialects import get_dialect
@@ -87,11 +87,11 @@ def _stream_while_blocked(
             time.sleep(stall_s)  # not gevent's sleep: the whole loop stands still
             gevent.sleep(0.0035)  # a period off the chunks' 10 ms, so stalls fall on every phase
 
-    reactor().take_read_stats()
+    reactor = Reactor()
     hog = gevent.spawn(blocker)
     scheme = "https" if pki is not None else "http"
     ca = str(pki / "cert.pem") if pki is not None else None
-    conn = StreamConnection(Endpoint(f"{scheme}://127.0.0.1:{port}"), 5.0, 5.0, tls_ca_file=ca)
+    conn = StreamConnection(Endpoint(f"{scheme}://127.0.0.1:{port}"), 5.0, 5.0, tls_ca_file=ca, reactor=reactor)
     rec = RequestRecord("r", "v", "m")
     acc = _LateReader(rec)
     head = conn.head_bytes("/v1/chat/completions", {"Content-Type": "application/json"})
@@ -103,9 +103,11 @@ def _stream_while_blocked(
         conn.close()
         server.join(timeout=5)
         listener.close()
+    stats = reactor.take_read_stats()
+    reactor.close()
     assert status == 200 and acc.saw_done and rec.error is None
     assert len(rec.chunk_times) == len(sent) == CHUNKS
-    return rec, sent, acc.handled, reactor().take_read_stats()
+    return rec, sent, acc.handled, stats
 
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="kernel receive stamps are read on Linux")
