@@ -20,8 +20,8 @@ A global rate R over W workers (Locust worker processes):
   burstiness (or the regularity) the scenario asked for is what the target sees, not W superposed copies of it
   (W superposed gamma streams would look nearly Poisson from the server).
 
-Each worker walks the whole global schedule to find its share: one draw per global arrival, ~0.3 µs each, done
-ahead of the send time rather than on the request path.
+Each worker walks the whole global schedule to find its share: one draw per global arrival (a fraction of a
+microsecond), W times the draws of its own share; draw the next time ahead of its send time, off the request path.
 
 Pure: the standard library and ``loadgen.registry`` only.
 """
