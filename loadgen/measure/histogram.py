@@ -16,10 +16,9 @@ from array import array
 from collections import Counter
 from collections.abc import Sequence
 
-import pyhdrh
-from hdrh.codec import payload_header_size
 from hdrh.histogram import HdrHistogram
 
+from loadgen.measure import _hdr_internals as hdr
 from loadgen.metric_names import PERCENTILES
 
 __all__ = ["LatencyHistogram", "RELATIVE_ERROR", "PERCENTILES", "merge_encoded_into", "record_chunk_gaps"]
@@ -31,7 +30,9 @@ RELATIVE_ERROR = 10.0**-_DIGITS
 
 
 # The bucket layout of HdrHistogram(1 µs, 1 h, 3 digits), for computing a value's counts index inline on the hot
-# path (hdrh's record_value costs ~1 µs in Python; the inline form a third of that). Checked against hdrh at import.
+# path: hdrh's record_value is several Python calls per value, the inline form one expression (`python -m
+# bench.hotpath` prints what recording a request's chunk gaps costs). Checked against hdrh on first use
+# (`_GapIndex.build`), not at import.
 _SUB_HALF_MAG = 10  # sub_bucket_half_count_magnitude: 2 * 10**3 → 2048 sub-buckets
 _SUB_MASK = (1 << (_SUB_HALF_MAG + 1)) - 1
 _SHIFT0 = _SUB_HALF_MAG + 1
@@ -47,12 +48,10 @@ def _index(us: int) -> int:
 
 def _check_layout() -> None:
     h = HdrHistogram(_LOWEST_US, _HIGHEST_US, _DIGITS)
-    assert (h.unit_magnitude, h.sub_bucket_half_count_magnitude) == (0, _SUB_HALF_MAG)
+    hdr.check(h)
+    assert hdr.layout_magnitudes(h) == (0, _SUB_HALF_MAG)
     for v in (0, 1, 2047, 2048, 4095, 4096, 123_456, _HIGHEST_US):
-        assert h._counts_index_for(v) == _index(v), v
-
-
-_check_layout()
+        assert hdr.index_for(h, v) == _index(v), v
 
 
 class LatencyHistogram:
@@ -60,10 +59,6 @@ class LatencyHistogram:
     one (the loop-lag health histogram: 2 digits up to 60 s is 20 KB instead of 180 KB per worker on the master)."""
 
     __slots__ = ("_h",)
-
-    # Scratch counts per bucket layout (by length) for decoding a wire blob before adding it (reused; never holds
-    # data between calls: the decoded range is zeroed again after the add).
-    _scratch: dict[int, ctypes.Array[ctypes.c_int64]] = {}
 
     def __init__(self, _h: HdrHistogram | None = None, *, digits: int = _DIGITS, highest_s: float = 3600.0) -> None:
         self._h = _h if _h is not None else HdrHistogram(_LOWEST_US, int(highest_s * 1e6), digits)
@@ -116,11 +111,11 @@ class LatencyHistogram:
         died. `count` stays the number of recorded samples; `censored` is added when there are any.
 
         One pass over the recorded index range. hdrh's getters walk all 23k slots in Python once per percentile
-        (and once more for the mean): ~30 ms per histogram, seconds for a report of many groups on the master's
-        event loop. Same values as hdrh's `get_value_at_percentile` / `get_mean_value` (a unit test holds them
+        (and once more for the mean): for a report of many groups on the master's event loop, that adds up to
+        seconds. Same values as hdrh's `get_value_at_percentile` / `get_mean_value` (a unit test holds them
         equal)."""
         h = self._h
-        n = h.total_count
+        n, min_value, max_value = hdr.recorded(h)
         if n == 0:
             if censored:
                 return {
@@ -131,18 +126,14 @@ class LatencyHistogram:
                     "max": None,
                 }
             return {"count": 0}
-        lo = h._counts_index_for(h.min_value)
-        hi = min(h._counts_index_for(h.max_value), h.counts_len - 1)
+        lo = hdr.index_for(h, min_value)
+        hi = min(hdr.index_for(h, max_value), hdr.counts_len(h) - 1)
         total_n = n + censored
         targets = [(max(int(p * total_n / 100 + 0.5), 1), name) for name, p in PERCENTILES]
         found: dict[str, int] = {}
         total = weighted = ti = 0
-        value_at, median_of, highest_of = (
-            h.get_value_from_index,
-            h._hdr_median_equiv_value,
-            h.get_highest_equivalent_value,
-        )
-        for j, c in enumerate(h.counts[lo : hi + 1]):
+        value_at, median_of, highest_of = hdr.walkers(h)
+        for j, c in enumerate(hdr.counts(h)[lo : hi + 1]):
             if not c:
                 continue
             v = value_at(lo + j)
@@ -153,8 +144,8 @@ class LatencyHistogram:
                 ti += 1
         out: dict[str, float | int | None] = {"count": n, "mean": round(weighted / n / 1e3, 4)}
         for name, _ in PERCENTILES:
-            v = found.get(name)
-            out[name] = None if v is None and censored else round((v or 0) / 1e3, 4)
+            at = found.get(name)
+            out[name] = None if at is None and censored else round((at or 0) / 1e3, 4)
         out["max"] = round(self.max() * 1e3, 4)
         if censored:
             out["censored"] = censored
@@ -174,14 +165,14 @@ class LatencyHistogram:
 
 
 # Bucket index of every value below 65.536 ms (a gap between two chunks, almost always), looked up instead of
-# computed: 512 KiB per process.
+# computed: 512 KiB per process that records chunk gaps, none in one that does not (`loadgen validate`).
 _TABLE_TOP = 1 << 16
 
 
 def _index_table() -> array[int]:
     """`_index(u)` for every u < _TABLE_TOP, from the layout: values below 2048 µs are their own index; in bucket
-    b ≥ 1, index b·1024 + j (j = 1024…2047) stands for 2**b consecutive values. Built with C-level repeats in
-    ~5 ms at import (calling `_index` 65536 times took 12 ms in every process, `loadgen validate` included)."""
+    b ≥ 1, index b·1024 + j (j = 1024…2047) stands for 2**b consecutive values. Built with C-level repeats, several
+    times faster than calling `_index` for each value."""
     table = array("l", range(2 * _SUB_HALF))
     for b in range(1, (_TABLE_TOP // (2 * _SUB_HALF)).bit_length()):
         base = b << _SUB_HALF_MAG
@@ -191,7 +182,23 @@ def _index_table() -> array[int]:
     return table
 
 
-_INDEX_TABLE = _index_table()
+class _GapIndex:
+    """The inline bucket index of `record_chunk_gaps`, checked against hdrh (and hdrh's internals against
+    `_hdr_internals`) and its lookup table built on the first call, not at import. Its state is a function of the
+    constant layout above, so one instance serves the process (`_GAP_INDEX`)."""
+
+    __slots__ = ("table",)
+
+    def __init__(self) -> None:
+        self.table: array[int] | None = None
+
+    def build(self) -> array[int]:
+        _check_layout()
+        self.table = _index_table()
+        return self.table
+
+
+_GAP_INDEX = _GapIndex()
 
 
 def record_chunk_gaps(
@@ -205,24 +212,20 @@ def record_chunk_gaps(
     n = len(times)
     if n < 2:
         return
+    table = _GAP_INDEX.table or _GAP_INDEX.build()
     if tokens.count(1) - (tokens[0] == 1) == n - 1:
         gaps_us = [int((b - a) * 1e6 + 0.5) for a, b in zip(times, times[1:], strict=False)]
         lo, hi = min(gaps_us), max(gaps_us)
         if lo >= 0 and hi < _TABLE_TOP:
-            table = _INDEX_TABLE
-            ic, cc = itl._h.counts, icl._h.counts
+            ic, cc = hdr.counts(itl._h), hdr.counts(icl._h)
             for i, c in Counter([table[u] for u in gaps_us]).items():
                 ic[i] += c
                 cc[i] += c
-            for h in (itl._h, icl._h):
-                h.total_count += n - 1
-                if lo < h.min_value:
-                    h.min_value = lo
-                if hi > h.max_value:
-                    h.max_value = hi
+            hdr.note_recorded(itl._h, n - 1, lo, hi)
+            hdr.note_recorded(icl._h, n - 1, lo, hi)
             return
     hi_h, ci_h = itl._h, icl._h
-    ic, cc = hi_h.counts, ci_h.counts
+    ic, cc = hdr.counts(hi_h), hdr.counts(ci_h)
     top = _HIGHEST_US
     prev = times[0]
     tok_total = gaps = 0
@@ -261,21 +264,40 @@ def record_chunk_gaps(
         if us > hi_i:
             hi_i = us
     if gaps:
-        ci_h.total_count += gaps
-        ci_h.min_value = min(ci_h.min_value, lo_c)
-        ci_h.max_value = max(ci_h.max_value, hi_c)
+        hdr.note_recorded(ci_h, gaps, lo_c, hi_c)
     if tok_total:
-        hi_h.total_count += tok_total
-        hi_h.min_value = min(hi_h.min_value, lo_i)
-        hi_h.max_value = max(hi_h.max_value, hi_i)
+        hdr.note_recorded(hi_h, tok_total, lo_i, hi_i)
+
+
+class _DecodeBuffer:
+    """Counts decoded from one wire blob before they are added to the targets: one array reused by every merge
+    (the master decodes every worker's every histogram each report interval), grown to the largest bucket layout
+    decoded so far. It never holds data between calls: the decoded range is zeroed again after the add. Merges run
+    to completion on one event loop, so one instance serves the process (`_DECODE_BUFFER`); nothing is allocated
+    until the first merge."""
+
+    __slots__ = ("counts",)
+
+    def __init__(self) -> None:
+        self.counts: ctypes.Array[ctypes.c_int64] | None = None
+
+    def at_least(self, n: int) -> ctypes.Array[ctypes.c_int64]:
+        counts = self.counts
+        if counts is None or len(counts) < n:
+            counts = self.counts = (ctypes.c_int64 * n)()
+        return counts
+
+
+_DECODE_BUFFER = _DecodeBuffer()
 
 
 def merge_encoded_into(blob: bytes | str, targets: Sequence[LatencyHistogram]) -> None:
     """Add one `encode()`d histogram to each of `targets`, decoding it once.
 
-    Decodes into a reused scratch array and adds only the index range that holds counts: hdrh's `decode_and_add`
-    allocates a histogram and adds the whole 23k-slot array, several times slower; this is the master's hot path
-    (every worker's every histogram, every report interval).
+    Decodes into a reused array (`_DecodeBuffer`) and adds only the index range that holds counts: hdrh's
+    `decode_and_add` allocates a histogram and adds the whole 23k-slot array, several times slower (`python -m
+    bench.hotpath` prints both); this is the master's hot path (every worker's every histogram, every report
+    interval).
     """
     raw = base64.b64decode(blob)
     cookie, length = _V2_HEADER.unpack_from(raw)
@@ -291,27 +313,17 @@ def merge_encoded_into(blob: bytes | str, targets: Sequence[LatencyHistogram]) -
         for t in targets:
             t._h.decode_and_add(blob)  # another bucket layout: hdrh maps it value by value
         return
-    counts_len = first.counts_len
-    scratch = LatencyHistogram._scratch.get(counts_len)
-    if scratch is None:
-        scratch = LatencyHistogram._scratch[counts_len] = (ctypes.c_int64 * counts_len)()
-    base = ctypes.addressof(scratch)
-    res = pyhdrh.decode(data, payload_header_size, base, counts_len, 8)
-    total = res["total"]
+    counts_len = hdr.counts_len(first)
+    scratch = _DECODE_BUFFER.at_least(counts_len)
+    total, lo, hi = hdr.decode_counts(data, scratch, counts_len)
     if not total:
         return
-    lo, hi = res["min_nonzero_index"], res["max_nonzero_index"]
     n = hi - lo + 1
     try:
         for t in targets:
             h = t._h
-            pyhdrh.add_array(ctypes.addressof(h.counts) + 8 * lo, base + 8 * lo, n, 8)
-            h.total_count += total
-            lo_v = h.get_value_from_index(lo)
-            hi_v = h.get_highest_equivalent_value(h.get_value_from_index(hi))
-            if lo_v < h.min_value:
-                h.min_value = lo_v
-            if hi_v > h.max_value:
-                h.max_value = hi_v
+            hdr.add_counts(h, scratch, lo, n)
+            value_at, _, highest_of = hdr.walkers(h)
+            hdr.note_recorded(h, total, value_at(lo), highest_of(value_at(hi)))
     finally:
-        ctypes.memset(base + 8 * lo, 0, 8 * n)
+        ctypes.memset(ctypes.addressof(scratch) + 8 * lo, 0, 8 * n)

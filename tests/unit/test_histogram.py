@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 
 import pytest
 
@@ -154,7 +156,35 @@ def test_coarse_histogram_round_trips_and_is_small() -> None:
 
 
 def test_index_lookup_table_equals_the_computed_index() -> None:
-    from loadgen.measure.histogram import _INDEX_TABLE, _TABLE_TOP, _index
+    from loadgen.measure.histogram import _GAP_INDEX, _TABLE_TOP, _index
 
-    assert len(_INDEX_TABLE) == _TABLE_TOP
-    assert list(_INDEX_TABLE) == [_index(u) for u in range(_TABLE_TOP)]
+    table = _GAP_INDEX.table or _GAP_INDEX.build()
+    assert len(table) == _TABLE_TOP
+    assert list(table) == [_index(u) for u in range(_TABLE_TOP)]
+
+
+def test_importing_does_no_work() -> None:
+    # `loadgen validate` imports the module: no index table, no hdrh histogram built, no decode buffer until used.
+    code = (
+        "import loadgen.measure.histogram as m\n"
+        "assert m._GAP_INDEX.table is None and m._DECODE_BUFFER.counts is None\n"
+        "m.record_chunk_gaps(m.LatencyHistogram(), m.LatencyHistogram(), [0.0, 0.01], [1, 1])\n"
+        "assert m._GAP_INDEX.table is not None\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_decode_buffer_serves_every_layout_and_holds_nothing_between_merges() -> None:
+    from loadgen.measure.histogram import _DECODE_BUFFER
+
+    for layout in (
+        {"digits": 3, "highest_s": 3600.0},
+        {"digits": 2, "highest_s": 60.0},
+        {"digits": 3, "highest_s": 3600.0},
+    ):
+        h, part = LatencyHistogram(**layout), LatencyHistogram(**layout)
+        for v in (0.0001, 0.003, 0.2, 7.0):
+            part.record(v)
+        h.merge_encoded(part.encode())
+        assert h.summary_ms() == part.summary_ms()
+    assert _DECODE_BUFFER.counts is not None and not any(_DECODE_BUFFER.counts)
