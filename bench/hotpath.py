@@ -7,11 +7,14 @@
   accounting into the record) — what a token read costs where the C half is built (the Python path stays for heads,
   ends and odd chunks);
 - `aggregate.add`: recording one finished request (TTFT, E2E, TPOT, per-token ITL, ICL) into the histograms;
+- `merge`: the master adding one worker's encoded histogram (`merge_encoded_into`), and hdrh's own `decode_and_add`
+  for comparison;
 - `request setup`: drawing the next request, building its body and record (what precedes every send).
 """
 
 from __future__ import annotations
 
+import random
 import statistics
 import time
 from collections.abc import Callable
@@ -20,6 +23,7 @@ from bench.server import _WORDS
 from loadgen.client.connection import _Parser
 from loadgen.config.scenario import validate_scenario
 from loadgen.measure.aggregate import Aggregate
+from loadgen.measure.histogram import LatencyHistogram, merge_encoded_into
 from loadgen.measure.records import RequestRecord
 from loadgen.protocol.accumulator import StreamAccumulator, fast_path_available
 from loadgen.protocol.dialects import get_dialect
@@ -71,7 +75,7 @@ def bench_parse(chunks: int = 64, per_recv: int = 1) -> float:
         p = _Parser(acc)
         for data in reads:
             p.now = time.monotonic()
-            p.take(data)
+            p.parse(data)
         return chunks
 
     return _timeit(one)
@@ -118,6 +122,32 @@ def bench_aggregate(chunks: int = 64, k: int = 1) -> tuple[float, float]:
     return per_req, per_req / chunks
 
 
+def bench_merge() -> tuple[float, float]:
+    """µs per blob: 20 encoded histograms of 200 latencies each (a worker's interval for one group), added to two
+    targets (ITL and its ICL alias) by `merge_encoded_into`, and by hdrh's `decode_and_add` per target."""
+    rng = random.Random(1)
+    blobs = []
+    for _ in range(20):
+        part = LatencyHistogram()
+        for _ in range(200):
+            part.record(rng.lognormvariate(-3, 1))
+        blobs.append(part.encode())
+    targets = (LatencyHistogram(), LatencyHistogram())
+
+    def ours() -> int:
+        for blob in blobs:
+            merge_encoded_into(blob, targets)
+        return len(blobs)
+
+    def hdrh() -> int:
+        for blob in blobs:
+            for t in targets:
+                t._h.decode_and_add(blob)
+        return len(blobs)
+
+    return _timeit(ours), _timeit(hdrh)
+
+
 def bench_request_setup() -> float:
     scen = validate_scenario(
         {
@@ -153,6 +183,8 @@ def run() -> list[tuple[str, str]]:
     rows.append(("aggregate.add, 64 chunks × 1 token (µs/request; µs/chunk)", f"{req:.1f}; {chunk:.2f}"))
     req, chunk = bench_aggregate(k=4)
     rows.append(("aggregate.add, 64 chunks × 4 tokens (µs/request; µs/chunk)", f"{req:.1f}; {chunk:.2f}"))
+    ours, hdrh = bench_merge()
+    rows.append(("merge_encoded_into, 2 targets (µs/blob; hdrh decode_and_add)", f"{ours:.1f}; {hdrh:.1f}"))
     rows.append(("request setup: next spec + record + body (µs/request)", f"{bench_request_setup():.1f}"))
     return rows
 

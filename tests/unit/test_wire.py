@@ -75,7 +75,7 @@ def _run(reads: list[bytes], dialect: str, fast: bool) -> tuple[tuple[object, ..
         if counter is not None and counter.armed and counter.try_count(float(i), data):
             counted_in_c += 1
             continue
-        if parser.take_at(float(i), data):
+        if parser.on_read(float(i), data):
             break
     if parser.message_complete:
         acc.finish(float(len(reads)))
@@ -93,7 +93,8 @@ def _parity(middle: list[bytes], dialect: str = "openai-chat", opening: list[byt
 
 
 def test_the_c_half_is_built() -> None:
-    # CI builds it (gcc is on every machine of this kind); a missing build would silently cost 40 % of a core.
+    # CI builds it (gcc is on every machine of this kind); a missing build would silently cost a large share of a
+    # worker's core (`python -m bench.hotpath` prints the Python and the C cost per chunk).
     assert fast_path_available()
 
 
