@@ -122,14 +122,14 @@ class _Parser(LLHTTPResponse):
             and self.get("content-length") is None
         )
 
-    def take_at(self, t: float, data: bytes) -> bool:
+    def on_read(self, t: float, data: bytes) -> bool:
         """One read that arrived at `t`; True once the response is complete or the consumer wants no more."""
         tape = self.tape
         if tape is not None:
             self.consumer.take_back()
         self.now = t
         self.received_any = True
-        self.take(data)
+        self.parse(data)
         done = self.message_complete or self.consumer.fatal
         if not done and self.consumer.finished and self.reading is not None:
             self.reading.read_timeout = min(self.reading.read_timeout, _AFTER_END_S)
@@ -139,7 +139,7 @@ class _Parser(LLHTTPResponse):
                 self.consumer.hand_over()
         return done
 
-    def take(self, data: bytes) -> None:
+    def parse(self, data: bytes) -> None:
         """Parse one read (stamped `self.now`). Raises HTTPParseError or ChunkedError on a malformed response."""
         dec = self._chunked
         if dec is not None:
@@ -184,7 +184,7 @@ class _Parser(LLHTTPResponse):
             if self.status == 200 and "chunked" in str(self.get("transfer-encoding", "")).lower():
                 self._chunked = ChunkedDecoder()
                 if data:
-                    self.take(data)
+                    self.parse(data)
             elif data:
                 self.feed_llhttp(data)
             return
@@ -420,7 +420,7 @@ class StreamConnection:
                 return None
             return TransportError(ErrorClass.TIMEOUT, f"no bytes for {self._read_timeout:g}s")
 
-        on_data = parser.take_at
+        on_data = parser.on_read
         session = self._session
         reactor = self._reader()
         if session is None and reactor.fast:
@@ -433,7 +433,7 @@ class StreamConnection:
                     plain, closed = session.open(data)
                 except ssl.SSLError as e:
                     raise TransportError(ErrorClass.STREAM_INTERRUPTED, f"TLS error: {e}") from e
-                done = parser.take_at(t, plain) if plain else False
+                done = parser.on_read(t, plain) if plain else False
                 if closed and not done:
                     return on_eof()
                 return done

@@ -151,17 +151,17 @@ class Reactor:
         self.fast = fast_path_available()
         self._drainer: Any = _wire.Drainer() if self.fast else None
         self._tapes: dict[int, Any] = {}
-        self._taken_reported = 0
+        self._reads_in_c_reported = 0
         self._watcher = hub.loop.io(self._ep.fileno(), 1)
         self._watcher.ref = False  # an idle reactor must not keep the loop (gevent.wait(), joinall) from ending
         self._watcher.start(self._on_ready)
         self._sweeper = gevent.spawn(self._sweep)
-        # Read-delay counters (kernel-stamped reads only), taken and reset by `take_read_stats`.
+        # Read-delay counters (kernel-stamped reads only), returned and reset by `pop_read_stats`.
         self.reads = 0
         self.late_reads = 0
         self.max_read_delay = 0.0
 
-    def take_read_stats(self) -> tuple[int, int, float]:
+    def pop_read_stats(self) -> tuple[int, int, float]:
         """(stamped reads, reads more than 1 ms after their bytes arrived, the longest delay in s) since last time."""
         out = (self.reads, self.late_reads, self.max_read_delay)
         if self._drainer is not None:
@@ -171,13 +171,13 @@ class Reactor:
         self.max_read_delay = 0.0
         return out
 
-    def take_fast_reads(self) -> int:
+    def pop_reads_in_c(self) -> int:
         """Reads the C half took whole (token chunks Python never parsed) since last time."""
         if self._drainer is None:
             return 0
-        taken = self._drainer.taken
-        out = taken - self._taken_reported
-        self._taken_reported = taken
+        total = self._drainer.taken
+        out = total - self._reads_in_c_reported
+        self._reads_in_c_reported = total
         return int(out)
 
     def close(self) -> None:

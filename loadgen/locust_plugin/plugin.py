@@ -106,7 +106,7 @@ def _on_init(environment: Environment, **_: Any) -> None:
             opts.spawn_rate = scenario.load.spawn_rate
 
     def _spawned(**_: Any) -> None:
-        # Everything alive now (modules, users, lanes, connections; a master's per-worker state) lives for the whole
+        # Everything alive now (modules, users, streams, connections; a master's per-worker state) lives for the whole
         # run: keep it out of the cyclic GC's scans, whose full collections otherwise pause the loop for tens of ms.
         gc.freeze()
 
@@ -119,7 +119,7 @@ def _on_init(environment: Environment, **_: Any) -> None:
 
         def _report(client_id: str, data: dict[str, Any], **_: Any) -> None:
             if rt.started:
-                data["loadgen"] = rt.take_report()
+                data["loadgen"] = rt.report_since_last()
 
         environment.events.report_to_master.add_listener(_report)
     else:
@@ -199,7 +199,7 @@ def _on_flush_request(environment: Environment, msg: Any, **_: Any) -> None:
         # requests become cut_by_stop) so that this final delta is complete.
         runner.stop()
     rt.on_test_stop()
-    report = rt.take_report(final=True)
+    report = rt.report_since_last(final=True)
     if msg.data and int(msg.data.get("run", rt.run)) != rt.run:
         report["run"] = rt.run  # the master drops it: a flush for another run
     runner.send_message("loadgen_final", report)
@@ -307,7 +307,7 @@ def _collect_local_final(rt: Runtime) -> None:
     """A process that is its own master: stop its monitors and move its last delta into its collector."""
     assert rt.collector is not None
     rt.on_test_stop()
-    rt.collector.merge_report("local", rt.take_report(final=True), final=True)
+    rt.collector.merge_report("local", rt.report_since_last(final=True), final=True)
     rt.collector.flushed = True
 
 

@@ -1,4 +1,6 @@
-"""A lane: what one Locust user needs to stream requests to one variant, built once when the user spawns.
+"""A request stream: one Locust user's seeded sequence of requests to one variant, with everything sending them
+needs (the variant's dialect, the request head's bytes, the sampler's fork, the keep-alive connection), built once
+when the user spawns.
 
 Everything that costs (dialect lookup, header bytes, the sampler's word pool, the socket) happens here, not per
 request, so the per-request work on the event loop is: draw a spec, dump JSON, send, read.
@@ -22,7 +24,7 @@ from loadgen.protocol.accumulator import StreamAccumulator
 from loadgen.protocol.dialects import get_dialect
 from loadgen.traffic.sampler import RequestSampler, sampler_for
 
-__all__ = ["CutByStop", "Lane", "LaneAssigner"]
+__all__ = ["CutByStop", "RequestStream", "StreamAssigner"]
 
 
 class _Deadline(Exception):
@@ -37,7 +39,10 @@ class CutByStop(gevent.GreenletExit):
         self.record = record
 
 
-class Lane:
+class RequestStream:
+    """Stream `stream_id` of the scenario's seeded requests (`RequestSampler`'s stream: the same id replays the same
+    requests against every variant), sent one after another to one variant over one keep-alive connection."""
+
     __slots__ = (
         "variant",
         "stream_id",
@@ -65,7 +70,7 @@ class Lane:
         reactor: Reactor | None = None,
     ) -> None:
         """`sampler` is the scenario's (any stream: this one forks it), `dialer` and `reactor` are the process's
-        (see `StreamConnection`); each is built for this lane alone when not given."""
+        (see `StreamConnection`); each is built for this stream alone when not given."""
         self.variant = variant.name
         self.stream_id = stream_id
         self._dialect = get_dialect(variant.dialect)
@@ -101,8 +106,9 @@ class Lane:
     def close(self) -> None:
         self._conn.close()
 
-    def run_one(self, warmup_end: float) -> RequestRecord:
-        """Stream the next request of this lane's seeded sequence; never raises for a target's misbehaviour."""
+    def send_next(self, warmup_end: float) -> RequestRecord:
+        """Send the next request of this stream and read its response stream into its record; never raises for a
+        target's misbehaviour."""
         spec = self._sampler.next()
         rid = f"{self._rid_prefix}-{spec.index}"
         rec = RequestRecord(
@@ -156,13 +162,14 @@ class Lane:
         return rec
 
 
-class LaneAssigner:
-    """Builds each new user's lane, with its stream id; Locust's dispatcher decides the variant (one user class per
-    variant, weighted), so users per variant follow the weights over all workers together. One per run.
+class StreamAssigner:
+    """Builds each new user's request stream, assigning its stream id; Locust's dispatcher decides the variant (one
+    user class per variant, weighted), so users per variant follow the weights over all workers together. One per
+    run.
 
     The stream id counts this worker's users per variant, so the k-th user of every variant replays the same seeded
     requests: variants see the same prompts in the same order, which makes them comparable request by request.
-    Every lane shares the run's dialer and reactor, and forks the scenario's sampler, built once here: building one
+    Every stream shares the run's dialer and reactor, and forks the scenario's sampler, built once here: building one
     (mixes, system prompts, the word block) per user would block the event loop while a thousand users spawn.
     """
 
@@ -186,11 +193,11 @@ class LaneAssigner:
                 with contextlib.suppress(OSError, ssl.SSLError):
                     dialer.tls_context(v.tls_ca_file, v.tls_verify)
 
-    def new_lane(self, variant: str) -> Lane:
-        """The next user's lane to `variant`."""
+    def new_stream(self, variant: str) -> RequestStream:
+        """The next user's request stream to `variant`."""
         slot = self._slots[variant]
         self._slots[variant] = slot + 1
-        return Lane(
+        return RequestStream(
             self._scenario,
             self._variants[variant],
             self._worker_index * 100_000 + slot,

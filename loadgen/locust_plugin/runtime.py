@@ -22,7 +22,7 @@ from locust.env import Environment
 from loadgen.client.dial import Dialer
 from loadgen.client.reactor import Reactor
 from loadgen.config.scenario import Scenario
-from loadgen.locust_plugin.lanes import LaneAssigner
+from loadgen.locust_plugin.request_stream import StreamAssigner
 from loadgen.measure.aggregate import Aggregate
 from loadgen.measure.collector import Collector
 from loadgen.measure.health import HealthStats
@@ -84,7 +84,7 @@ class Runtime:
         self.health = HealthStats()
         self.warmup_end = math.inf
         self.stopped_at: float | None = None
-        self.assigner: LaneAssigner | None = None
+        self.assigner: StreamAssigner | None = None
         # What every connection of this process shares, for the process's life (every run): resolved names and
         # TLS contexts, and the reactor that reads every response (started with the first run: a master has none).
         self.dialer = Dialer()
@@ -125,7 +125,7 @@ class Runtime:
         self.worker_tag = f"r{self.run}-w{self.worker_index()}-{os.getpid()}"
         if self.reactor is None:
             self.reactor = Reactor()
-        self.assigner = LaneAssigner(self.scenario, self.worker_index(), self.worker_tag, self.dialer, self.reactor)
+        self.assigner = StreamAssigner(self.scenario, self.worker_index(), self.worker_tag, self.dialer, self.reactor)
         if self.raw is not None:
             self.raw.close()
             self.raw = None
@@ -161,7 +161,7 @@ class Runtime:
             self._recorder = gevent.spawn(self._record_pending)
 
     def drain(self) -> None:
-        """Record everything submitted so far (before a report is taken)."""
+        """Record everything submitted so far (before a report is built)."""
         pending = self._pending
         while pending:
             rec, after = pending.popleft()
@@ -179,8 +179,8 @@ class Runtime:
             self.record(rec)
             after(rec)
 
-    def take_report(self, final: bool = False) -> dict[str, Any]:
-        """What a worker ships to the master: the delta since its last report.
+    def report_since_last(self, final: bool = False) -> dict[str, Any]:
+        """What a worker ships to the master: the delta since its last report (which it resets).
 
         Histograms go every `hist_every`-th report (staggered by worker index so the master's merging spreads
         evenly over the intervals), counters every time, and everything in the final one.
@@ -208,8 +208,8 @@ class Runtime:
         r = self.reactor
         if r is None:
             return
-        self.health.add_reads(*r.take_read_stats())
-        self.health.reads_in_c += r.take_fast_reads()
+        self.health.add_reads(*r.pop_read_stats())
+        self.health.reads_in_c += r.pop_reads_in_c()
 
     def _watch_loop_lag(self) -> None:
         # How late the loop wakes from a short sleep = how late every timestamp taken on this loop can be.

@@ -14,7 +14,7 @@ from locust import User, task
 from locust.env import Environment
 
 from loadgen.config.scenario import Scenario
-from loadgen.locust_plugin.lanes import CutByStop
+from loadgen.locust_plugin.request_stream import CutByStop
 from loadgen.locust_plugin.runtime import runtime_of
 from loadgen.measure.records import ErrorClass, RequestRecord
 
@@ -41,19 +41,19 @@ class LLMUser(User):
             rt.on_test_start()
         assert rt.assigner is not None
         self._rt = rt
-        self._lane = rt.assigner.new_lane(self.variant or rt.scenario.variants[0].name)
+        self._requests = rt.assigner.new_stream(self.variant or rt.scenario.variants[0].name)
         self._backoff = 0.0
 
     def wait_time(self) -> float:
         return self._rt.scenario.load.think_time
 
     def on_stop(self) -> None:
-        self._lane.close()
+        self._requests.close()
 
     @task
     def stream(self) -> None:
         try:
-            rec = self._lane.run_one(self._rt.warmup_end)
+            rec = self._requests.send_next(self._rt.warmup_end)
         except CutByStop as cut:
             self._rt.submit(cut.record, _nothing)
             raise

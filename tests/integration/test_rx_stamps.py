@@ -103,7 +103,7 @@ def _stream_while_blocked(
         conn.close()
         server.join(timeout=5)
         listener.close()
-    stats = reactor.take_read_stats()
+    stats = reactor.pop_read_stats()
     reactor.close()
     assert status == 200 and acc.saw_done and rec.error is None
     assert len(rec.chunk_times) == len(sent) == CHUNKS
