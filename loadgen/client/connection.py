@@ -1,11 +1,12 @@
 """A lean streaming HTTP/1.1 connection on a gevent socket.
 
-Why not Locust's FastHttpSession or httpx: measured here, FastHttp's `iter_lines()` reads in 1 KiB blocks and added
-~40 ms to every TTFT; an httpx client per user blocked the loop while users spawned. Here the process's reactor
-reads every response socket with the kernel's receive stamp (reactor.py); TLS is decrypted from memory buffers so
-HTTPS streams are read the same way; geventhttpclient's C llhttp parser takes the response head and loadgen
-de-chunks the body (chunked.py) straight into the SSE accumulator. One connection per user and variant, kept alive
-across requests, so there is no pool to contend on.
+Why not Locust's FastHttpSession or httpx: FastHttp's `iter_lines()` reads in 1 KiB blocks, which adds to every TTFT
+(the `fasthttp` client's "added TTFT" in `python bench/run.py --parts fidelity`); an httpx client per user blocked
+the loop while users spawned. Here the process's reactor reads every response socket with the kernel's receive
+stamp (reactor.py); TLS is decrypted from memory buffers so HTTPS streams are read the same way; geventhttpclient's
+C llhttp parser takes the response head (_http_parser.py) and loadgen de-chunks the body (chunked.py) straight into
+the SSE accumulator. One connection per user and variant, kept alive across requests, so there is no pool to
+contend on.
 """
 
 from __future__ import annotations

@@ -40,8 +40,8 @@ class Dialer:
         self._contexts: dict[tuple[str | None, bool], ssl.SSLContext] = {}
 
     def tls_context(self, ca_file: str | None, verify: bool) -> ssl.SSLContext:
-        """The client TLS context of one trust setting: loading a CA store costs milliseconds of CPU, not to be
-        spent per user on the event loop. `ca_file` replaces the system store (like curl's `--cacert`);
+        """The client TLS context of one trust setting: loading a CA store (the system one above all) is CPU work
+        not to be done per user on the event loop. `ca_file` replaces the system store (like curl's `--cacert`);
         `verify=False` checks neither the certificate nor the host name. Load errors are raised, not kept."""
         key = (ca_file, verify)
         ctx = self._contexts.get(key)

@@ -228,9 +228,10 @@ class Reactor:
 
         Every read is stamped when it is taken off the socket, so parsing and waking can come later without
         costing accuracy, as long as each stream is read again before its next chunk arrives. A wave of requests
-        ending together (each greenlet records, then draws and sends its next request: ~50 µs) would otherwise hold
-        the loop for tens of ms, and a stream's next chunks would pile up into one read with one stamp: so while
-        this runs, the sockets are polled again every `_REPOLL_S`. Reads of one stream stay in order."""
+        ending together (each greenlet records, then draws and sends its next request: the "aggregate.add" and
+        "request setup" rows of `python -m bench.hotpath`) would otherwise hold the loop for that times the wave,
+        and a stream's next chunks would pile up into one read with one stamp: so while this runs, the sockets are
+        polled again every `_REPOLL_S`. Reads of one stream stay in order."""
         pending: deque[tuple[Reading, float, bytes | int]] = deque()
         self._poll(pending)
         if not pending:

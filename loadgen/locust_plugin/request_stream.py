@@ -187,8 +187,8 @@ class StreamAssigner:
         self._dialer = dialer
         self._reactor = reactor
         for v in scenario.variants:
-            # Load each TLS trust store now, before any request is in flight (the system store costs milliseconds
-            # of CPU): connections share it. One that fails to load fails that variant's requests as `connect`.
+            # Load each TLS trust store now, before any request is in flight (parsing the system store holds
+            # the loop up): connections share it. One that fails to load fails that variant's requests as `connect`.
             if v.base_url.startswith("https:"):
                 with contextlib.suppress(OSError, ssl.SSLError):
                     dialer.tls_context(v.tls_ca_file, v.tls_verify)

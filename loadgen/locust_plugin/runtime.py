@@ -152,9 +152,10 @@ class Runtime:
     def submit(self, rec: RequestRecord, after: Callable[[RequestRecord], None]) -> None:
         """Record `rec` (then call `after(rec)`) soon, when the event loop is otherwise idle.
 
-        Recording a finished stream (its ITL/ICL histograms, the raw shard, Locust's stats) costs ~0.1-0.3 ms; when
-        many streams end together, doing it on the spot would delay every other stream's next chunk timestamp by
-        the sum. The recorder runs at idle priority, and catches up without waiting once the backlog is long.
+        Recording a finished stream takes a while (its ITL/ICL histograms: the "aggregate.add" rows of `python -m
+        bench.hotpath`; the raw shard, Locust's stats); when many streams end together, doing it on the spot would
+        delay every other stream's next chunk timestamp by the sum. The recorder runs at idle priority, and catches
+        up without waiting once the backlog is long.
         """
         self._pending.append((rec, after))
         if self._recorder is None or self._recorder.dead:
@@ -219,8 +220,8 @@ class Runtime:
             now = time.monotonic()
             if not self.stopping and now >= self.warmup_end:
                 # The measured window only, as for the requests: not the warmup (users spawning, connections
-                # opening), nor the stop (Locust's stop() blocks the loop for tens of ms while it inspects its
-                # caller's stack; no request is timed across it).
+                # opening), nor the stop (Locust's stop() blocks the loop while it inspects its caller's stack;
+                # no request is timed across it).
                 self.health.add_lag(now - t - _LAG_PERIOD)
 
     def _watch_cpu(self) -> None:

@@ -61,8 +61,8 @@ _WORD_TEXT = """
 WORDS: tuple[str, ...] = tuple(_WORD_TEXT.split())
 
 # Prompt text is a window, at a random offset, onto an endless repetition of one block of this many random words.
-# A block, not a pool as long as the longest prompt: building a sampler (once per Locust user, on the event loop)
-# then takes about a tenth of a millisecond and a few tens of KB instead of milliseconds and half a MB.
+# A block, not a pool as long as the longest prompt: building a sampler (once per run, on the event loop) then costs
+# a fixed 2048 words of time and memory, whatever the longest prompt.
 _BLOCK_WORDS = 2048
 # Fixed so the block, hence every prompt, is the same on every worker and in every run.
 _POOL_SEED = 0x10AD6E4
@@ -122,7 +122,7 @@ class RequestSampler:
 
     ``next()`` walks the stream; ``spec_at(i)`` is request ``i`` of it, computed on its own from a hash of
     (seed, stream, i). The draws are read straight from that hash: seeding a ``random.Random`` per request cost
-    about 4 us, more than all the rest of ``spec_at``.
+    more than all the rest of ``spec_at`` (whose cost is the "request setup" row of ``python -m bench.hotpath``).
     """
 
     def __init__(self, mixes: dict[str, MixDef], weights: dict[str, float], seed: int, stream: int = 0) -> None:
@@ -156,8 +156,8 @@ class RequestSampler:
     def with_stream(self, stream: int) -> RequestSampler:
         """The same scenario's stream ``stream``, sharing this sampler's precomputed text.
 
-        Building a sampler costs ~0.1-0.3 ms (the word block, the mixes' system prompts); a fork costs a copy of a
-        few references, and shares the block's memory.
+        Building a sampler costs the word block and the mixes' system prompts; a fork costs a copy of a few
+        references, and shares the block's memory.
         """
         fork = copy.copy(self)
         fork.stream = stream
