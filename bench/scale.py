@@ -1,8 +1,8 @@
 """The master's side of scale-out, and memory, measured in-process with realistic worker deltas.
 
-- merge: W workers each send one report per interval: `Runtime.take_report()` (histogram deltas + counters + health)
-  inside a Locust message (msgpack). The master unpacks each and merges it into its `Collector`; we time both for
-  W = 10, 100, 1000 reports.
+- merge: W workers each send one report per interval: `Runtime.report_since_last()` (histogram deltas + counters +
+  health) inside a Locust message (msgpack). The master unpacks each and merges it into its `Collector`; we time
+  both for W = 10, 100, 1000 reports.
 - memory: a worker records requests and ships a delta every interval; RSS is read as the request count grows. The
   master merges deltas standing for 10 million requests (distinct report payloads, reused) and its RSS is read as
   it goes: nothing in either should grow with the number of requests.
@@ -64,7 +64,7 @@ def worker_reports(n: int, seed: int = 1, chunks: int = 64, mixes: int = 1, hist
         for _ in range(60):
             health.add_lag(rng.expovariate(1000))
         health.add_cpu(rng.uniform(10, 60))
-        payload = {"loadgen": {"agg": agg.take_delta(histograms=hists), "health": health.to_wire()}}
+        payload = {"loadgen": {"agg": agg.pop_delta(histograms=hists), "health": health.to_wire()}}
         out.append(msgpack.dumps(("stats", payload, f"worker-{w}")))
     return out
 
@@ -118,7 +118,7 @@ def worker_memory(total: int = 200_000, chunks: int = 16) -> list[tuple[int, flo
     for i in range(1, total + 1):
         agg.add(_record(rng, i, chunks), 1_700_000_000.0 + i / 1000)
         if i % 1000 == 0:
-            agg.take_delta()
+            agg.pop_delta()
         if i in marks:
             gc.collect()
             points.append((i, _rss_mb()))

@@ -22,7 +22,7 @@ from gevent import socket as gsocket
 from loadgen.client._http_parser import HTTPParseError, LLHTTPResponse
 from loadgen.client.dial import Dialer, TLSSession
 from loadgen.client.reactor import Reactor, Reading, enable_rx_timestamps
-from loadgen.measure.records import ErrorClass
+from loadgen.measure.records import ErrorKind
 from loadgen.protocol.chunked import ChunkedDecoder, ChunkedError
 
 __all__ = ["BodyConsumer", "Endpoint", "StreamConnection", "TransportError"]
@@ -35,7 +35,7 @@ _AFTER_END_S = 1.0
 
 
 class TransportError(Exception):
-    """A request failed below HTTP semantics; `error_class` is one of `ErrorClass`."""
+    """A request failed below HTTP semantics; `error_class` is one of `ErrorKind`."""
 
     def __init__(self, error_class: str, detail: str) -> None:
         super().__init__(detail)
@@ -80,12 +80,13 @@ class BodyConsumer(Protocol):
     @property
     def fatal(self) -> bool: ...
 
-    # The C fast half's hand-over (stream.py): a tape or None, and the state moving between it and Python.
-    def make_tape(self) -> Any: ...
+    # The C fast half's hand-over (protocol/accumulator.py): a chunk counter or None, and the state moving between
+    # it and Python.
+    def make_chunk_counter(self) -> Any: ...
 
-    def take_back(self) -> None: ...
+    def disarm_fast_path(self) -> None: ...
 
-    def hand_over(self) -> None: ...
+    def arm_fast_path(self) -> None: ...
 
 
 class _Parser(LLHTTPResponse):
@@ -101,8 +102,9 @@ class _Parser(LLHTTPResponse):
         self._chunked: ChunkedDecoder | None = None
         self._head_tail = b""  # the last bytes of a head still incomplete, to find a CRLFCRLF split across reads
         self.received_any = False
-        # The consumer's C fast half (stream.py `make_tape`), handed the reads between events while armed.
-        self.tape: Any = None
+        # The consumer's C fast half (accumulator.py `make_chunk_counter`), handed the reads between events while
+        # armed.
+        self.chunk_counter: Any = None
         self.reading: Reading | None = None  # set by the connection, to shorten its idle wait after the end
 
     @property
@@ -125,19 +127,19 @@ class _Parser(LLHTTPResponse):
 
     def on_read(self, t: float, data: bytes) -> bool:
         """One read that arrived at `t`; True once the response is complete or the consumer wants no more."""
-        tape = self.tape
-        if tape is not None:
-            self.consumer.take_back()
+        counter = self.chunk_counter
+        if counter is not None:
+            self.consumer.disarm_fast_path()
         self.now = t
         self.received_any = True
         self.parse(data)
         done = self.message_complete or self.consumer.fatal
         if not done and self.consumer.finished and self.reading is not None:
             self.reading.read_timeout = min(self.reading.read_timeout, _AFTER_END_S)
-        if tape is not None and not done:
+        if counter is not None and not done:
             dec = self._chunked
             if dec is not None and dec.at_boundary:
-                self.consumer.hand_over()
+                self.consumer.arm_fast_path()
         return done
 
     def parse(self, data: bytes) -> None:
@@ -277,14 +279,14 @@ class StreamConnection:
             try:
                 ctx = self._dialer.tls_context(*self._tls)
             except (OSError, ssl.SSLError) as e:
-                raise TransportError(ErrorClass.CONNECT, f"cannot load tls_ca_file {self._tls[0]!r}: {e}") from e
+                raise TransportError(ErrorKind.CONNECT, f"cannot load tls_ca_file {self._tls[0]!r}: {e}") from e
         t0 = time.monotonic()
         try:
             sock = self._dialer.open_tcp(ep.host, ep.port, self._connect_timeout)
         except TimeoutError as e:
-            raise TransportError(ErrorClass.CONNECT, f"connect timeout to {ep.host}:{ep.port}") from e
+            raise TransportError(ErrorKind.CONNECT, f"connect timeout to {ep.host}:{ep.port}") from e
         except OSError as e:
-            raise TransportError(ErrorClass.CONNECT, f"connect to {ep.host}:{ep.port}: {e}") from e
+            raise TransportError(ErrorKind.CONNECT, f"connect to {ep.host}:{ep.port}: {e}") from e
         t1 = time.monotonic()
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         enable_rx_timestamps(sock)
@@ -299,13 +301,13 @@ class StreamConnection:
             except ssl.SSLCertVerificationError as e:
                 sock.close()
                 raise TransportError(
-                    ErrorClass.CONNECT,
+                    ErrorKind.CONNECT,
                     f"TLS certificate verification failed for {ep.host}: {e.verify_message}; trust a private CA "
                     "with the variant's tls_ca_file (tls_verify: false for testing only)",
                 ) from e
             except (OSError, ssl.SSLError) as e:
                 sock.close()
-                raise TransportError(ErrorClass.CONNECT, f"TLS handshake with {ep.host}: {e}") from e
+                raise TransportError(ErrorKind.CONNECT, f"TLS handshake with {ep.host}: {e}") from e
             tls_s = time.monotonic() - t1
         self._opened = (t1 - t0, tls_s)
         sock.settimeout(self._read_timeout)
@@ -350,7 +352,7 @@ class StreamConnection:
             except BaseException:
                 self.close()
                 raise
-        raise TransportError(ErrorClass.STREAM_INTERRUPTED, "connection closed before the response")
+        raise TransportError(ErrorKind.STREAM_INTERRUPTED, "connection closed before the response")
 
     def _send(self, sock: gsocket.socket, request: bytes, may_be_stale: bool) -> None:
         """The whole request. Plain TCP: one non-blocking `send()` on the raw socket, which takes a request of a
@@ -370,15 +372,15 @@ class StreamConnection:
             else:
                 sock.sendall(request)
         except TimeoutError as e:
-            raise TransportError(ErrorClass.TIMEOUT, f"sending the request took over {self._read_timeout:g}s") from e
+            raise TransportError(ErrorKind.TIMEOUT, f"sending the request took over {self._read_timeout:g}s") from e
         except ssl.SSLError as e:
-            raise TransportError(ErrorClass.STREAM_INTERRUPTED, f"TLS error while sending: {e}") from e
+            raise TransportError(ErrorKind.STREAM_INTERRUPTED, f"TLS error while sending: {e}") from e
         except (ConnectionResetError, BrokenPipeError) as e:
             if may_be_stale:
                 raise _StaleConnection() from e
-            raise TransportError(ErrorClass.STREAM_INTERRUPTED, f"connection lost while sending: {e}") from e
+            raise TransportError(ErrorKind.STREAM_INTERRUPTED, f"connection lost while sending: {e}") from e
         except OSError as e:
-            raise TransportError(ErrorClass.STREAM_INTERRUPTED, f"socket error while sending: {e}") from e
+            raise TransportError(ErrorKind.STREAM_INTERRUPTED, f"socket error while sending: {e}") from e
 
     def _read_response(self, sock: gsocket.socket, consumer: BodyConsumer, may_be_stale: bool) -> tuple[int, bytes]:
         parser = _Parser(consumer)
@@ -405,7 +407,7 @@ class StreamConnection:
             if parser.ended_by_consumer or parser.ends_at_close:
                 return True  # the consumer decides whether what came is whole (its end marker)
             what = "response body" if parser.headers_complete else "response headers"
-            raise TransportError(ErrorClass.STREAM_INTERRUPTED, f"connection closed during {what}")
+            raise TransportError(ErrorKind.STREAM_INTERRUPTED, f"connection closed during {what}")
 
         def on_error(e: OSError) -> BaseException | None:
             if parser.ended_by_consumer:
@@ -413,38 +415,38 @@ class StreamConnection:
             if isinstance(e, ConnectionResetError):
                 if not parser.received_any and may_be_stale:
                     return _StaleConnection()
-                return TransportError(ErrorClass.STREAM_INTERRUPTED, f"connection reset: {e}")
-            return TransportError(ErrorClass.STREAM_INTERRUPTED, f"socket error: {e}")
+                return TransportError(ErrorKind.STREAM_INTERRUPTED, f"connection reset: {e}")
+            return TransportError(ErrorKind.STREAM_INTERRUPTED, f"socket error: {e}")
 
         def on_idle() -> BaseException | None:
             if parser.ended_by_consumer:
                 return None
-            return TransportError(ErrorClass.TIMEOUT, f"no bytes for {self._read_timeout:g}s")
+            return TransportError(ErrorKind.TIMEOUT, f"no bytes for {self._read_timeout:g}s")
 
         on_data = parser.on_read
         session = self._session
         reactor = self._reader()
         if session is None and reactor.fast:
             # Plain TCP: the reactor's C drainer may take whole token chunks straight into the record.
-            parser.tape = parser.consumer.make_tape()
+            parser.chunk_counter = parser.consumer.make_chunk_counter()
         if session is not None:
 
             def on_data(t: float, data: bytes) -> bool:
                 try:
                     plain, closed = session.open(data)
                 except ssl.SSLError as e:
-                    raise TransportError(ErrorClass.STREAM_INTERRUPTED, f"TLS error: {e}") from e
+                    raise TransportError(ErrorKind.STREAM_INTERRUPTED, f"TLS error: {e}") from e
                 done = parser.on_read(t, plain) if plain else False
                 if closed and not done:
                     return on_eof()
                 return done
 
-        reading = Reading(raw, on_data, on_eof, on_error, on_idle, self._read_timeout, parser.tape)
+        reading = Reading(raw, on_data, on_eof, on_error, on_idle, self._read_timeout, parser.chunk_counter)
         parser.reading = reading
         try:
             reactor.read(reading)
         except (HTTPParseError, ChunkedError) as e:
-            raise TransportError(ErrorClass.MALFORMED, f"HTTP parse error: {e}") from e
+            raise TransportError(ErrorKind.MALFORMED, f"HTTP parse error: {e}") from e
         finally:
             self.last_rx = reading.last_arrival()
 

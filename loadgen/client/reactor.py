@@ -21,8 +21,8 @@ reading each socket in turn.
 
 With loadgen's C half built (protocol/_wire.c), the per-wake-up loop below runs in C: `Drainer.drain` polls the set,
 reads and stamps every ready socket, and a read made only of whole plain token chunks goes straight into its
-request's record through the stream's armed `Tape`; only the other reads (a response head, the first token, the
-last chunks, errors, EOF) come back here, with their stamps, for the Python parser.
+request's record through the stream's armed `TokenChunkCounter`; only the other reads (a response head, the first
+token, the last chunks, errors, EOF) come back here, with their stamps, for the Python parser.
 
 What a stamp cannot fix: TCP keeps one stamp per read (the last segment's), so when a reader is later than the gap
 between two chunks of one stream, both come in one read with the later one's time. The reactor counts reads that
@@ -101,7 +101,7 @@ class Reading:
         "read_timeout",
         "last_rx",
         "waiter",
-        "tape",
+        "chunk_counter",
         "_done",
     )
 
@@ -113,7 +113,7 @@ class Reading:
         on_error: Callable[[OSError], BaseException | None],
         on_idle: Callable[[], BaseException | None],
         read_timeout: float,
-        tape: Any = None,
+        chunk_counter: Any = None,
     ) -> None:
         self.raw = raw
         self.fd = raw.fileno()
@@ -124,15 +124,15 @@ class Reading:
         self.read_timeout = read_timeout
         self.last_rx = time.monotonic()
         self.waiter: Waiter = Waiter()
-        # The stream's C fast half (`_wire.Tape`), which takes whole token chunks while armed; None for TLS,
-        # dialects it does not know, or without the C half.
-        self.tape = tape
+        # The stream's C fast half (`_wire.TokenChunkCounter`), which counts whole token chunks while armed; None for
+        # TLS, dialects it does not know, or without the C half.
+        self.chunk_counter = chunk_counter
         self._done = False
 
     def last_arrival(self) -> float:
-        tape = self.tape
-        if tape is not None and tape.last_rx > self.last_rx:
-            return float(tape.last_rx)
+        counter = self.chunk_counter
+        if counter is not None and counter.last_rx > self.last_rx:
+            return float(counter.last_rx)
         return self.last_rx
 
 
@@ -147,10 +147,10 @@ class Reactor:
         self._hub = hub
         self._ep = _epoll()
         self._readings: dict[int, Reading] = {}
-        # The C drainer, where built, with the tapes of the readings that have one (what it may hand reads to).
+        # The C drainer, where built, with the chunk counters of the readings that have one (what it may hand reads to).
         self.fast = fast_path_available()
         self._drainer: Any = _wire.Drainer() if self.fast else None
-        self._tapes: dict[int, Any] = {}
+        self._counters: dict[int, Any] = {}
         self._reads_in_c_reported = 0
         self._watcher = hub.loop.io(self._ep.fileno(), 1)
         self._watcher.ref = False  # an idle reactor must not keep the loop (gevent.wait(), joinall) from ending
@@ -165,7 +165,7 @@ class Reactor:
         """(stamped reads, reads more than 1 ms after their bytes arrived, the longest delay in s) since last time."""
         out = (self.reads, self.late_reads, self.max_read_delay)
         if self._drainer is not None:
-            reads, late, worst = self._drainer.take_stats()
+            reads, late, worst = self._drainer.pop_stats()
             out = (out[0] + reads, out[1] + late, max(out[2], worst))
         self.reads = self.late_reads = 0
         self.max_read_delay = 0.0
@@ -175,7 +175,7 @@ class Reactor:
         """Reads the C half took whole (token chunks Python never parsed) since last time."""
         if self._drainer is None:
             return 0
-        total = self._drainer.taken
+        total = self._drainer.reads_counted
         out = total - self._reads_in_c_reported
         self._reads_in_c_reported = total
         return int(out)
@@ -192,8 +192,8 @@ class Reactor:
         """Read until `reading` completes; returns normally or raises what ended it. Interruptible (a deadline)."""
         fd = reading.fd
         self._readings[fd] = reading
-        if reading.tape is not None and self._drainer is not None:
-            self._tapes[fd] = reading.tape
+        if reading.chunk_counter is not None and self._drainer is not None:
+            self._counters[fd] = reading.chunk_counter
         self._ep.register(fd, _EPOLLIN)
         # A reading in progress keeps the loop alive (with nothing else scheduled, waiting must not be a LoopExit);
         # an idle reactor does not.
@@ -208,7 +208,7 @@ class Reactor:
     def _forget(self, reading: Reading) -> None:
         if self._readings.get(reading.fd) is reading:
             del self._readings[reading.fd]
-            self._tapes.pop(reading.fd, None)
+            self._counters.pop(reading.fd, None)
             with contextlib.suppress(OSError, ValueError):
                 self._ep.unregister(reading.fd)
             if not self._readings:
@@ -259,7 +259,7 @@ class Reactor:
             if self._finish(r):
                 ended.append((r, r.on_error(OSError(data, os.strerror(data)))))
             return
-        r.last_rx = t  # arrival, as the tape's last_rx: the sweep compares the two
+        r.last_rx = t  # arrival, as the chunk counter's last_rx: the sweep compares the two
         try:
             done = r.on_data(t, data) if data else r.on_eof()
         except Exception as e:  # noqa: BLE001 - handed to the request's own greenlet
@@ -273,8 +273,8 @@ class Reactor:
         """Read every ready socket once (no wait), each with its arrival time; queue what is left to parse."""
         readings = self._readings
         if self._drainer is not None:
-            # In C: reads stamped and late reads counted there; reads an armed tape took whole are not returned.
-            for fd, t, data in self._drainer.drain(self._ep.fileno(), self._tapes):
+            # In C: reads stamped and late reads counted there; reads an armed chunk counter took whole stay there.
+            for fd, t, data in self._drainer.drain(self._ep.fileno(), self._counters):
                 r = readings.get(fd)
                 if r is not None:
                     pending.append((r, t, data))

@@ -107,7 +107,8 @@ def _on_init(environment: Environment, **_: Any) -> None:
 
     def _spawned(**_: Any) -> None:
         # Everything alive now (modules, users, streams, connections; a master's per-worker state) lives for the whole
-        # run: keep it out of the cyclic GC's scans, whose full collections otherwise pause the loop for tens of ms.
+        # run: keep it out of the cyclic GC's scans, whose full collections otherwise pause the loop that times
+        # every stream.
         gc.freeze()
 
     environment.events.spawning_complete.add_listener(_spawned)

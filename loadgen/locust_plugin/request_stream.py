@@ -19,7 +19,7 @@ from loadgen.client.connection import Endpoint, StreamConnection, TransportError
 from loadgen.client.dial import Dialer
 from loadgen.client.reactor import Reactor
 from loadgen.config.scenario import Scenario, Variant
-from loadgen.measure.records import ErrorClass, RequestRecord
+from loadgen.measure.records import ErrorKind, RequestRecord
 from loadgen.protocol.accumulator import StreamAccumulator
 from loadgen.protocol.dialects import get_dialect
 from loadgen.traffic.sampler import RequestSampler, sampler_for
@@ -137,7 +137,7 @@ class RequestStream:
             acc.fail(time.monotonic(), e.error_class, e.detail)
         except _Deadline:
             self._conn.close()
-            acc.fail(time.monotonic(), ErrorClass.TIMEOUT, f"request exceeded {self._request_timeout:g}s")
+            acc.fail(time.monotonic(), ErrorKind.TIMEOUT, f"request exceeded {self._request_timeout:g}s")
         except gevent.GreenletExit:
             # Locust stops users by killing their greenlets: this request was in flight at the stop. It keeps the
             # tokens it got (they count for throughput) and is handed back for recording before the user dies.

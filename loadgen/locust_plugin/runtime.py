@@ -196,7 +196,7 @@ class Runtime:
         hists = final or every <= 1 or (self._reports + self.worker_index()) % every == 0
         out: dict[str, Any] = {
             "run": self.run,
-            "agg": self.aggregate.take_delta(histograms=hists),
+            "agg": self.aggregate.pop_delta(histograms=hists),
             "health": health.to_wire(),
             "window": [self.warmup_end if self.started else None, self.stopped_at],
         }

@@ -16,7 +16,7 @@ from locust.env import Environment
 from loadgen.config.scenario import Scenario
 from loadgen.locust_plugin.request_stream import CutByStop
 from loadgen.locust_plugin.runtime import runtime_of
-from loadgen.measure.records import ErrorClass, RequestRecord
+from loadgen.measure.records import ErrorKind, RequestRecord
 
 __all__ = ["LLMUser", "variant_user_classes"]
 
@@ -60,7 +60,7 @@ class LLMUser(User):
         # Histograms, raw shard and Locust's stats are filled in by the runtime's recorder when the loop has time,
         # so that a wave of requests finishing together does not hold up the timestamps of the streams still running.
         self._rt.submit(rec, self._fire)
-        if rec.error == ErrorClass.CONNECT:
+        if rec.error == ErrorKind.CONNECT:
             # A target that refuses connections fails in microseconds: without a pause every user would spin,
             # burning the worker's CPU and flooding the counts. Back off 50 ms doubling to 2 s; reset on success.
             self._backoff = min(2.0, self._backoff * 2 or 0.05)

@@ -1,6 +1,6 @@
 """Per-process aggregate of request records: histograms and counters per (variant, mix), mergeable.
 
-A worker adds each finished `RequestRecord`, and every report interval ships `take_delta()`: what accumulated since
+A worker adds each finished `RequestRecord`, and every report interval ships `pop_delta()`: what accumulated since
 the last report, then starts afresh. The master adds deltas with `merge_wire`. Deltas make the merge idempotent with
 respect to the worker's lifetime: a worker that dies has contributed exactly the reports that arrived, and nothing
 is counted twice.
@@ -223,7 +223,7 @@ class Aggregate:
             "timeline": [[s, *row] for s, row in self.timeline.items()],
         }
 
-    def take_delta(self, histograms: bool = True) -> dict[str, Any]:
+    def pop_delta(self, histograms: bool = True) -> dict[str, Any]:
         """What accumulated since the last delta. `histograms=False` ships the counters and timeline only and keeps
         the histograms accumulating for a later delta: merging histograms is most of the master's work per report,
         so with many workers each sends them every few intervals (see `Runtime.hist_every`)."""

@@ -11,10 +11,10 @@ from array import array
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ErrorClass", "RequestRecord", "TokenSource"]
+__all__ = ["ErrorKind", "RequestRecord", "TokenSource"]
 
 
-class ErrorClass:
+class ErrorKind:
     CONNECT = "connect"
     TIMEOUT = "timeout"
     HTTP_429 = "http_429"
@@ -47,21 +47,21 @@ class ErrorClass:
     def for_status(status: int) -> str:
         """The class of a non-200 response status."""
         if status == 429:
-            return ErrorClass.HTTP_429
+            return ErrorKind.HTTP_429
         if 400 <= status < 500:
-            return ErrorClass.HTTP_4XX
+            return ErrorKind.HTTP_4XX
         if 300 <= status < 400:
-            return ErrorClass.HTTP_3XX
+            return ErrorKind.HTTP_3XX
         if 200 <= status < 300:
-            return ErrorClass.HTTP_2XX
-        return ErrorClass.HTTP_5XX
+            return ErrorKind.HTTP_2XX
+        return ErrorKind.HTTP_5XX
 
 
 class TokenSource:
     """Where per-chunk token counts came from; the report states it because ITL depends on it."""
 
     SERVER = "server"  # cumulative usage in every chunk (continuous_usage_stats) or per-chunk timings
-    ASSUMED_ONE = "one_per_chunk"  # no per-chunk counts: each content chunk assumed to be one token
+    ONE_PER_CHUNK = "one_per_chunk"  # no per-chunk counts: each content chunk assumed to be one token
     # No per-chunk counts, but the final usage total disagreed with the chunks: the total spread evenly over the
     # token chunks (ITL and TPOT are then estimates, and the report says so).
     USAGE_SPREAD = "usage_spread"
@@ -84,7 +84,7 @@ class RequestRecord:
     # timestamps queued behind (the loop-lag column of bench/run.py's capacity part shows it).
     chunk_times: array[float] = field(default_factory=lambda: array("d"))
     chunk_tokens: array[int] = field(default_factory=lambda: array("l"))
-    token_source: str = TokenSource.ASSUMED_ONE
+    token_source: str = TokenSource.ONE_PER_CHUNK
     prompt_tokens: int | None = None  # from the server's usage
     output_tokens: int | None = None  # from the server's usage
     prompt_tokens_target: int = 0
@@ -178,7 +178,7 @@ class RequestRecord:
             error_detail=str(row.get("error_detail") or ""),
             chunk_times=array("d", row.get("chunk_times") or ()),
             chunk_tokens=array("l", row.get("chunk_tokens") or ()),
-            token_source=str(row.get("token_source") or TokenSource.ASSUMED_ONE),
+            token_source=str(row.get("token_source") or TokenSource.ONE_PER_CHUNK),
             prompt_tokens=row.get("prompt_tokens"),
             output_tokens=row.get("output_tokens"),
             prompt_tokens_target=int(row.get("prompt_tokens_target") or 0),

@@ -273,7 +273,7 @@ static PyTypeObject TokenChunkCounterType = {
 
 typedef struct {
     PyObject_HEAD
-    long long reads, late, taken;
+    long long reads, late, reads_counted;
     double worst;
     unsigned char *buf;
     struct epoll_event *events;
@@ -287,7 +287,7 @@ static int Drainer_init(Drainer *self, PyObject *args, PyObject *kw) {
         PyErr_NoMemory();
         return -1;
     }
-    self->reads = self->late = self->taken = 0;
+    self->reads = self->late = self->reads_counted = 0;
     self->worst = 0.0;
     return 0;
 }
@@ -375,7 +375,7 @@ static PyObject *Drainer_drain(Drainer *self, PyObject *args) {
                 Py_DECREF(counter);
                 if (r < 0) goto fail;
                 if (r == 1) {
-                    self->taken++;
+                    self->reads_counted++;
                     continue;
                 }
             }
@@ -388,7 +388,7 @@ fail:
     return NULL;
 }
 
-static PyObject *Drainer_take_stats(Drainer *self, PyObject *unused) {
+static PyObject *Drainer_pop_stats(Drainer *self, PyObject *unused) {
     PyObject *r = Py_BuildValue("(LLd)", self->reads, self->late, self->worst);
     self->reads = self->late = 0;
     self->worst = 0.0;
@@ -399,12 +399,12 @@ static PyMethodDef Drainer_methods[] = {
     {"drain", (PyCFunction)Drainer_drain, METH_VARARGS,
      "drain(epfd, counters) -> [(fd, t, bytes | errno)]: read every ready socket once; reads an armed "
      "TokenChunkCounter (counters: fd -> counter) counted whole are not returned."},
-    {"take_stats", (PyCFunction)Drainer_take_stats, METH_NOARGS,
+    {"pop_stats", (PyCFunction)Drainer_pop_stats, METH_NOARGS,
      "(stamped reads, reads > 1 ms late, worst delay s) since the last call."},
     {NULL}};
 
 static PyMemberDef Drainer_members[] = {
-    {"taken", T_LONGLONG, offsetof(Drainer, taken), READONLY,
+    {"reads_counted", T_LONGLONG, offsetof(Drainer, reads_counted), READONLY,
      "reads counted whole by a TokenChunkCounter, since the start"},
     {NULL}};
 

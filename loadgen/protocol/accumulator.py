@@ -24,7 +24,7 @@ from typing import Any
 
 import orjson
 
-from loadgen.measure.records import ErrorClass, RequestRecord, TokenSource
+from loadgen.measure.records import ErrorKind, RequestRecord, TokenSource
 from loadgen.protocol import native
 from loadgen.protocol.dialects import Chunk, Dialect, describe_error_body
 from loadgen.protocol.dialects._base import error_message
@@ -126,12 +126,6 @@ class StreamAccumulator:
             exact = self._exact
             counter.arm(self._counted, -1 if exact is None else int(exact))
 
-    # The old names, still called by loadgen/client/connection.py (`BodyConsumer`, `_Parser.take_at`, the
-    # connection's read setup); remove once it calls the three above.
-    make_tape = make_chunk_counter
-    take_back = disarm_fast_path
-    hand_over = arm_fast_path
-
     def on_connection(self, connect_s: float | None, tls_s: float | None) -> None:
         """This request opened its connection (TCP connect and TLS handshake times), or reused one (None)."""
         self.record.connect_s = connect_s
@@ -185,12 +179,12 @@ class StreamAccumulator:
                 obj = None
             msg = error_message(obj) if isinstance(obj, dict) else None
             if msg is not None:
-                self._fail(ErrorClass.SERVER_ERROR, msg)
+                self._fail(ErrorKind.SERVER_ERROR, msg)
                 rec.partial_bytes = data[:2048]
                 rec.done = t
                 return True
         self._fail(
-            ErrorClass.NOT_A_STREAM,
+            ErrorKind.NOT_A_STREAM,
             f"status 200 but the body is not a {'SSE' if self._sse else 'NDJSON'} stream ({ct}): the server ignored "
             "stream: true, or something in front of it answered",
         )
@@ -204,11 +198,11 @@ class StreamAccumulator:
     def _on_chunk(self, t: float, chunk: Chunk, payload: bytes, event: str | None) -> None:
         rec = self.record
         if event == "error":  # some servers name the event instead of the payload
-            self._fail(ErrorClass.SERVER_ERROR, chunk.error or describe_error_body(payload))
+            self._fail(ErrorKind.SERVER_ERROR, chunk.error or describe_error_body(payload))
             rec.partial_bytes = payload[:2048]
             return
         if chunk.error is not None:
-            self._fail(ErrorClass.MALFORMED if chunk.malformed else ErrorClass.SERVER_ERROR, chunk.error)
+            self._fail(ErrorKind.MALFORMED if chunk.malformed else ErrorKind.SERVER_ERROR, chunk.error)
             rec.partial_bytes = payload[:2048]
             return
         k = 0
@@ -266,7 +260,7 @@ class StreamAccumulator:
             if self._dialect.ends_at_eof and not leftover:
                 self.saw_done = True
             else:
-                rec.error = ErrorClass.STREAM_INTERRUPTED
+                rec.error = ErrorKind.STREAM_INTERRUPTED
                 rec.error_detail = "stream ended before its end marker ([DONE] / final chunk)"
                 rec.partial_bytes = leftover[:2048]
         if rec.error is None and self._exact is False:
@@ -293,7 +287,7 @@ class StreamAccumulator:
         (`error.message`, TGI / Ollama `error`, FastAPI `detail`), and for a redirect where it pointed to."""
         rec = self.record
         rec.done = t
-        rec.error = ErrorClass.for_status(status)
+        rec.error = ErrorKind.for_status(status)
         # Kept longer than reports show, so that a key echoed in it is redacted whole (the lane cuts it to 500).
         detail = describe_error_body(body, 2000) if body.strip() else f"status {status} with no body"
         if location is not None:

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from loadgen.client.connection import Endpoint, StreamConnection, TransportError
-from loadgen.measure.records import ErrorClass, RequestRecord
+from loadgen.measure.records import ErrorKind, RequestRecord
 from loadgen.protocol.accumulator import StreamAccumulator
 from loadgen.protocol.dialects import get_dialect
 
@@ -105,5 +105,5 @@ def test_a_connection_lost_after_the_request_was_read_is_an_error_not_a_retry() 
     finally:
         conn.close()
         server.close()
-    assert err.value.error_class == ErrorClass.STREAM_INTERRUPTED
+    assert err.value.error_class == ErrorKind.STREAM_INTERRUPTED
     assert server.accepted == 1

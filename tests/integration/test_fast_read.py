@@ -11,8 +11,8 @@ import gevent
 import orjson
 import pytest
 
-from loadgen.client import reactor as reactor_mod
 from loadgen.client.connection import Endpoint, StreamConnection
+from loadgen.client.reactor import Reactor
 from loadgen.measure.records import RequestRecord
 from loadgen.protocol.dialects import get_dialect
 from loadgen.sim.launch import start_sim_process
@@ -22,7 +22,7 @@ _USERS = 12
 _PER_USER = 3
 
 
-def _stream_all(base_url: str, tag: str) -> list[RequestRecord]:
+def _stream_all(base_url: str, tag: str, reactor: Reactor) -> list[RequestRecord]:
     """`_USERS` greenlets, each streaming `_PER_USER` chat requests on one keep-alive connection."""
     dialect = get_dialect("openai-chat")
     records: list[RequestRecord] = []
@@ -30,7 +30,7 @@ def _stream_all(base_url: str, tag: str) -> list[RequestRecord]:
     def user(u: int) -> None:
         from loadgen.protocol.accumulator import StreamAccumulator
 
-        conn = StreamConnection(Endpoint(base_url), 5.0, 10.0)
+        conn = StreamConnection(Endpoint(base_url), 5.0, 10.0, reactor=reactor)
         head = conn.head_bytes(dialect.path_for("m"), {"Content-Type": "application/json"})
         try:
             for j in range(_PER_USER):
@@ -86,24 +86,16 @@ def test_streams_are_read_into_the_truths_records(
     sim: tuple[dict[str, str], Path], variant: str, path: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     urls, truth_path = sim
-    hub = gevent.get_hub()
-    saved = reactor_mod._reactors.get(hub)
     if path == "python":
-        # A reactor of its own for this hub, started with the C half switched off (as on a host without it).
+        # A reactor started with the C half switched off (as on a host without it).
         monkeypatch.setenv("LOADGEN_PURE_PYTHON", "1")
-        reactor_mod._reactors[hub] = reactor_mod.Reactor(hub)
+    r = Reactor()
     try:
-        r = reactor_mod.reactor()
         assert r.fast is (path == "c")
-        r.take_fast_reads()
-        records = _stream_all(urls[variant], f"{path}-{variant}")
-        taken = r.take_fast_reads()  # what the worker's health reports as "reads taken in C"
+        records = _stream_all(urls[variant], f"{path}-{variant}", r)
+        taken = r.pop_reads_in_c()  # what the worker's health reports as "reads taken in C"
     finally:
-        if path == "python":
-            if saved is not None:
-                reactor_mod._reactors[hub] = saved
-            else:
-                del reactor_mod._reactors[hub]
+        r.close()
     assert len(records) == _USERS * _PER_USER
     time.sleep(1.5)  # the simulator flushes its truth log every second
     chunks = _check_against_truth(records, load_truth(truth_path, variant=variant))

@@ -17,8 +17,8 @@ import pytest
 
 from loadgen.client.connection import Endpoint, StreamConnection
 from loadgen.config.scenario import validate_scenario
-from loadgen.locust_plugin.lanes import Lane
-from loadgen.measure.records import ErrorClass, RequestRecord
+from loadgen.locust_plugin.request_stream import RequestStream
+from loadgen.measure.records import ErrorKind, RequestRecord
 from loadgen.protocol.accumulator import StreamAccumulator
 from loadgen.protocol.dialects import get_dialect
 
@@ -158,7 +158,7 @@ def test_a_stream_cut_before_its_end_marker_is_interrupted(serve: Callable[[list
         rec = _request(conn)
     finally:
         conn.close()
-    assert rec.error == ErrorClass.STREAM_INTERRUPTED and list(rec.chunk_tokens) == [1, 1]
+    assert rec.error == ErrorKind.STREAM_INTERRUPTED and list(rec.chunk_tokens) == [1, 1]
 
 
 def test_keep_alive_reuse_has_no_connect_time(serve: Callable[[list[Answer]], _Server]) -> None:
@@ -186,7 +186,7 @@ _COMPLETION = (
         (
             b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
             % (len(_COMPLETION), _COMPLETION),
-            ErrorClass.NOT_A_STREAM,
+            ErrorKind.NOT_A_STREAM,
             "application/json",
             _COMPLETION,
         ),
@@ -194,27 +194,27 @@ _COMPLETION = (
             b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
             + _chunk(_COMPLETION)
             + _END,
-            ErrorClass.NOT_A_STREAM,
+            ErrorKind.NOT_A_STREAM,
             "application/json",
             _COMPLETION,
         ),
         # A proxy's page, its body ended by closing the connection (no length, not chunked).
         (
             b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nConnection: close\r\n\r\n<html>Sign in</html>",
-            ErrorClass.NOT_A_STREAM,
+            ErrorKind.NOT_A_STREAM,
             "text/html",
             b"<html>Sign in</html>",
         ),
         (
             b"HTTP/1.1 302 Found\r\nLocation: https://login.example/\r\nContent-Length: 9\r\n\r\nsee there",
-            ErrorClass.HTTP_3XX,
+            ErrorKind.HTTP_3XX,
             "redirected to https://login.example/",
             b"see there",
         ),
-        (b"HTTP/1.1 204 No Content\r\n\r\n", ErrorClass.HTTP_2XX, "status 204", b""),
+        (b"HTTP/1.1 204 No Content\r\n\r\n", ErrorKind.HTTP_2XX, "status 204", b""),
         (
             b'HTTP/1.1 400 Bad Request\r\nContent-Length: 41\r\n\r\n{"error":{"message":"max_tokens too big"}}'[:-1],
-            ErrorClass.HTTP_4XX,
+            ErrorKind.HTTP_4XX,
             "max_tokens too big",
             b'{"error":{"message":"max_tokens too big"}',
         ),
@@ -259,9 +259,9 @@ def test_triton_ends_at_the_stamp_of_its_last_read_not_when_the_user_got_to_it()
     scenario = validate_scenario(
         {"variants": [{"name": "t", "base_url": f"http://127.0.0.1:{port}", "model": "m", "dialect": "triton"}]}
     )
-    lane = Lane(scenario, scenario.variants[0], 0, "w0")
+    lane = RequestStream(scenario, scenario.variants[0], 0, "w0")
     try:
-        job = gevent.spawn(lane.run_one, 0.0)
+        job = gevent.spawn(lane.send_next, 0.0)
         gevent.sleep(0.1)  # the request is out, the server waits for `go`
         go.set()
         time.sleep(0.2)  # not gevent's: the loop stands still while the response arrives

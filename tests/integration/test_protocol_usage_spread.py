@@ -19,8 +19,8 @@ import gevent
 import orjson
 import pytest
 
-from loadgen.client import reactor as reactor_mod
 from loadgen.client.connection import Endpoint, StreamConnection
+from loadgen.client.reactor import Reactor
 from loadgen.measure.records import RequestRecord, TokenSource
 from loadgen.protocol.accumulator import StreamAccumulator
 from loadgen.protocol.dialects import get_dialect
@@ -57,12 +57,12 @@ def bench_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str
         proc.wait(10)
 
 
-def _stream_all(base_url: str, tag: str) -> list[RequestRecord]:
+def _stream_all(base_url: str, tag: str, reactor: Reactor) -> list[RequestRecord]:
     dialect = get_dialect("openai-chat")
     records: list[RequestRecord] = []
 
     def user(u: int) -> None:
-        conn = StreamConnection(Endpoint(base_url), 5.0, 10.0)
+        conn = StreamConnection(Endpoint(base_url), 5.0, 10.0, reactor=reactor)
         head = conn.head_bytes(dialect.path_for("m"), {"Content-Type": "application/json"})
         try:
             for j in range(_PER_USER):
@@ -96,23 +96,17 @@ def _truth_tpot(tr: TruthRequest) -> float:
 def runs(bench_server: tuple[str, Path, subprocess.Popen[bytes]]) -> dict[str, list[RequestRecord]]:
     url, _, _ = bench_server
     out: dict[str, list[RequestRecord]] = {}
-    hub = gevent.get_hub()
-    saved = reactor_mod._reactors.get(hub)
     for path in ("c", "python"):
         if path == "python":
-            # A reactor of its own for this hub, started with the C half switched off.
-            os.environ["LOADGEN_PURE_PYTHON"] = "1"
-            reactor_mod._reactors[hub] = reactor_mod.Reactor(hub)
+            os.environ["LOADGEN_PURE_PYTHON"] = "1"  # a reactor started with the C half switched off
+        r = Reactor()
         try:
-            assert reactor_mod.reactor().fast is (path == "c")
-            out[path] = _stream_all(url, path)
+            assert r.fast is (path == "c")
+            out[path] = _stream_all(url, path, r)
         finally:
+            r.close()
             if path == "python":
                 del os.environ["LOADGEN_PURE_PYTHON"]
-                if saved is not None:
-                    reactor_mod._reactors[hub] = saved
-                else:
-                    del reactor_mod._reactors[hub]
     return out
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from loadgen.measure.records import ErrorClass, RequestRecord
+from loadgen.measure.records import ErrorKind, RequestRecord
 from loadgen.protocol.accumulator import StreamAccumulator
 from loadgen.protocol.dialects import get_dialect
 from loadgen.sim.faults import CUT, ERROR_EVENT, HTTP_429, HTTP_500, HTTP_503, MALFORMED, RESET, STALL
@@ -143,7 +143,7 @@ def accumulate(dialect: str, wire: Wire) -> RequestRecord:
     return (
         acc.finish(time.monotonic())
         if wire.error is None
-        else acc.fail(time.monotonic(), ErrorClass.STREAM_INTERRUPTED, str(wire.error))
+        else acc.fail(time.monotonic(), ErrorKind.STREAM_INTERRUPTED, str(wire.error))
     )
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from loadgen.measure.aggregate import Aggregate
-from loadgen.measure.records import ErrorClass, RequestRecord, TokenSource
+from loadgen.measure.records import ErrorKind, RequestRecord, TokenSource
 
 
 def _rec(variant: str, mix: str, sent: float, times: list[float], tokens: list[int], **kw: object) -> RequestRecord:
@@ -20,7 +20,7 @@ def _rec(variant: str, mix: str, sent: float, times: list[float], tokens: list[i
 def test_add_records_every_metric_per_variant_and_mix() -> None:
     agg = Aggregate()
     agg.add(_rec("a", "chat", 0.0, [0.1, 0.14, 0.18], [4, 4, 4]), wall_time=1000.2)
-    agg.add(_rec("a", "chat", 0.0, [], [], error=ErrorClass.HTTP_429), wall_time=1000.5)
+    agg.add(_rec("a", "chat", 0.0, [], [], error=ErrorKind.HTTP_429), wall_time=1000.5)
     agg.add(_rec("a", "rag", 0.0, [0.3], [1], warmup=True), wall_time=999.0)
     g = agg.group("a", "chat")
     assert (g.requests, g.ok, g.errors) == (2, 1, {"http_429": 1})
@@ -39,9 +39,9 @@ def test_delta_wire_round_trip_merges_without_double_counting() -> None:
     for i in range(10):
         worker.add(_rec("a", "chat", 0.0, [0.1 + i / 1000, 0.2], [1, 1]), wall_time=5.0)
         if i % 3 == 0:
-            master.merge_wire(worker.take_delta())
-    master.merge_wire(worker.take_delta())
-    master.merge_wire(worker.take_delta())  # an empty delta adds nothing
+            master.merge_wire(worker.pop_delta())
+    master.merge_wire(worker.pop_delta())
+    master.merge_wire(worker.pop_delta())  # an empty delta adds nothing
     g = master.group("a", "chat")
     assert g.requests == 10 and g.hists["ttft"].count == 10
     assert master.timeline == {5: [10, 10, 20]}
@@ -75,8 +75,8 @@ def test_counter_only_deltas_keep_histograms_for_a_later_delta() -> None:
         whole.add(r, 1000.0 + i)
         worker.add(r, 1000.0 + i)
         if i % 7 == 6:
-            master.merge_wire(worker.take_delta(histograms=i % 21 == 20))
-    master.merge_wire(worker.take_delta())
+            master.merge_wire(worker.pop_delta(histograms=i % 21 == 20))
+    master.merge_wire(worker.pop_delta())
     for key, g in whole.groups.items():
         m = master.groups[key]
         assert (m.requests, m.ok, m.output_tokens) == (g.requests, g.ok, g.output_tokens)

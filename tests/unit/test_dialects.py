@@ -323,7 +323,7 @@ def test_a_count_that_lags_the_text_does_not_move_the_first_token() -> None:
     acc.feed(10.5, _chat(None, 3, "stop") + b"data: [DONE]\n\n")
     rec = acc.finish(10.5)
     assert rec.ttft == pytest.approx(0.2)
-    assert list(rec.chunk_tokens) == [1, 1, 1] and rec.token_source == TokenSource.ASSUMED_ONE
+    assert list(rec.chunk_tokens) == [1, 1, 1] and rec.token_source == TokenSource.ONE_PER_CHUNK
     assert rec.output_tokens == 3
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from loadgen.measure.records import ErrorClass, RequestRecord, TokenSource
+from loadgen.measure.records import ErrorKind, RequestRecord, TokenSource
 from loadgen.protocol.accumulator import StreamAccumulator
 from loadgen.protocol.dialects import get_dialect
 
@@ -78,7 +78,7 @@ class Case:
     chunk_tokens: list[int]
     output_tokens: int | None
     prompt_tokens: int | None
-    source: str = TokenSource.ASSUMED_ONE
+    source: str = TokenSource.ONE_PER_CHUNK
     done_event: int = EOF_DONE
     error: str | None = None
     detail: str = ""
@@ -152,7 +152,7 @@ CASES = [
         [1, 1],
         None,
         None,
-        error=ErrorClass.SERVER_ERROR,
+        error=ErrorKind.SERVER_ERROR,
         detail="failed to decode the batch",
     ),
     # vLLM's error object mid-stream (the later [DONE] is ignored).
@@ -162,7 +162,7 @@ CASES = [
         [1],
         None,
         None,
-        error=ErrorClass.SERVER_ERROR,
+        error=ErrorKind.SERVER_ERROR,
         detail="InternalServerError: The engine loop has stopped",
     ),
     Case("openai-completions-trtllm.txt", [0, 1, 2, 3], [1, 1, 1, 1], 4, 7, done_event=5, finish="length"),
@@ -176,7 +176,7 @@ CASES = [
         None,
         None,
         TokenSource.SERVER,
-        error=ErrorClass.SERVER_ERROR,
+        error=ErrorKind.SERVER_ERROR,
         detail="generation: Request failed during generation: Server error: CUDA out of memory",
     ),
     # Triton + TensorRT-LLM: no end marker, the complete body is the end; an empty final response is no token.
@@ -200,7 +200,7 @@ CASES = [
         [1],
         None,
         None,
-        error=ErrorClass.SERVER_ERROR,
+        error=ErrorKind.SERVER_ERROR,
         detail="an illegal memory access was encountered",
     ),
     # llama.cpp native with timings_per_token: tokens_predicted is cumulative; " café" arrives with 2 tokens
@@ -235,7 +235,7 @@ CASES = [
         None,
         None,
         TokenSource.SERVER,
-        error=ErrorClass.SERVER_ERROR,
+        error=ErrorKind.SERVER_ERROR,
         detail="Context size has been exceeded.",
     ),
     Case(
@@ -245,7 +245,7 @@ CASES = [
         None,
         None,
         TokenSource.SERVER,
-        error=ErrorClass.SERVER_ERROR,
+        error=ErrorKind.SERVER_ERROR,
         detail="exceed_context_size_error: the request exceeds the available context size",
     ),
     Case(
@@ -272,7 +272,7 @@ CASES = [
         [1, 1],
         None,
         None,
-        error=ErrorClass.SERVER_ERROR,
+        error=ErrorKind.SERVER_ERROR,
         detail="an error was encountered while running the model: unexpected EOF",
     ),
     # Thinking tokens are generated tokens: they set TTFT. eval_count (6) spread over the 4 lines.
@@ -353,7 +353,7 @@ def test_body_cut_inside_the_last_event_is_interrupted_and_keeps_its_timings(fix
     ends = event_ends(body, get_dialect(case.dialect).framing)
     n = min(20, (ends[-1] - ends[-2]) // 2)
     rec, acc = run(case.dialect, body[: ends[-2] + n])  # the last event's first n bytes
-    assert rec.error == ErrorClass.STREAM_INTERRUPTED and not acc.saw_done
+    assert rec.error == ErrorKind.STREAM_INTERRUPTED and not acc.saw_done
     assert rec.partial_bytes == body[ends[-2] : ends[-2] + n].strip()
     assert rec.ttft == pytest.approx(t(case.chunk_events[0]) - SENT)
 
@@ -364,7 +364,7 @@ def test_body_ending_between_events_without_the_final_one_is_interrupted(fixture
     body = (STREAMS / fixture).read_bytes()
     ends = event_ends(body, get_dialect(case.dialect).framing)
     rec, acc = run(case.dialect, body[: ends[-2]])
-    assert rec.error == ErrorClass.STREAM_INTERRUPTED and not acc.saw_done
+    assert rec.error == ErrorKind.STREAM_INTERRUPTED and not acc.saw_done
     assert rec.partial_bytes == b""
 
 

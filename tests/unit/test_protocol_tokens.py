@@ -7,7 +7,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from loadgen.measure.records import ErrorClass, RequestRecord, TokenSource
+from loadgen.measure.records import ErrorKind, RequestRecord, TokenSource
 from loadgen.protocol.accumulator import StreamAccumulator
 from loadgen.protocol.dialects import Chunk, get_dialect
 
@@ -81,7 +81,7 @@ def test_triton_trtllm_responses_with_several_tokens_count_as_many() -> None:
     # Not asked for log probs, the ensemble still returns a placeholder of zeros: no count in it.
     zeros = {"output_log_probs": [0.0], "cum_log_probs": 0.0}
     rec = _run("triton", [_triton(" a", **zeros), _triton(" b", **zeros), _triton("", **zeros)])
-    assert list(rec.chunk_tokens) == [1, 1] and rec.token_source == TokenSource.ASSUMED_ONE
+    assert list(rec.chunk_tokens) == [1, 1] and rec.token_source == TokenSource.ONE_PER_CHUNK
 
 
 @pytest.mark.parametrize(
@@ -142,7 +142,7 @@ def test_malformed_is_what_the_parser_found(dialect: str, payload: bytes, malfor
         "ollama-chat": b'{"message":{"content":"a"},"done":false}',
     }[dialect]
     rec = _run(dialect, [first + nl, payload + nl])
-    assert rec.error == (ErrorClass.MALFORMED if malformed else ErrorClass.SERVER_ERROR)
+    assert rec.error == (ErrorKind.MALFORMED if malformed else ErrorKind.SERVER_ERROR)
     assert rec.partial_bytes == payload  # what broke, for the post-mortem
     assert list(rec.chunk_times) == [pytest.approx(1.0)]  # the token before it is kept
 
@@ -191,7 +191,7 @@ _COMPLETION = orjson.dumps(
 )
 def test_a_200_that_is_not_a_stream(dialect: str, reads: list[bytes], content_type: str) -> None:
     rec = _body(dialect, reads, content_type)
-    assert rec.error == ErrorClass.NOT_A_STREAM
+    assert rec.error == ErrorKind.NOT_A_STREAM
     assert content_type.split(";")[0] in rec.error_detail
     first = reads[0] if reads[0].strip() else reads[0] + reads[1]
     assert rec.partial_bytes == first[:2048] and not rec.chunk_times
@@ -200,14 +200,14 @@ def test_a_200_that_is_not_a_stream(dialect: str, reads: list[bytes], content_ty
 
 def test_the_first_bytes_kept_are_at_most_2_kib() -> None:
     rec = _body("openai-chat", [b'{"x": "' + b"a" * 5000 + b'"}'], "application/json")
-    assert rec.error == ErrorClass.NOT_A_STREAM and len(rec.partial_bytes) == 2048
+    assert rec.error == ErrorKind.NOT_A_STREAM and len(rec.partial_bytes) == 2048
 
 
 def test_a_200_json_error_is_the_servers_error() -> None:
     rec = _body(
         "openai-chat", [b'{"error": {"message": "model is loading", "type": "unavailable"}}'], "application/json"
     )
-    assert rec.error == ErrorClass.SERVER_ERROR and "model is loading" in rec.error_detail
+    assert rec.error == ErrorKind.SERVER_ERROR and "model is loading" in rec.error_detail
 
 
 @pytest.mark.parametrize(

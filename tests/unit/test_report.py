@@ -9,7 +9,7 @@ import pytest
 from loadgen.config.scenario import parse_scenario
 from loadgen.exit_codes import ExitCode
 from loadgen.measure.aggregate import Aggregate
-from loadgen.measure.records import ErrorClass, RequestRecord
+from loadgen.measure.records import ErrorKind, RequestRecord
 from loadgen.report import build_report, render_markdown
 
 SCENARIO = """
@@ -58,7 +58,7 @@ def test_all_fast_and_successful_passes_with_exit_0() -> None:
 
 def test_ninety_percent_timeouts_fail_although_the_rest_is_fast() -> None:
     # The trap: 10 % fast successes, 90 % timed out after 60 s. Only successes used to reach the histograms.
-    recs = [_ok(i) for i in range(10)] + [_failed(i, ErrorClass.TIMEOUT, 60.0) for i in range(90)]
+    recs = [_ok(i) for i in range(10)] + [_failed(i, ErrorKind.TIMEOUT, 60.0) for i in range(90)]
     recs += [_ok(i, "b") for i in range(100)]
     report = _report(recs)
     assert report["exit_code"] == ExitCode.SLO_BREACHED
@@ -75,7 +75,7 @@ def test_ninety_percent_timeouts_fail_although_the_rest_is_fast() -> None:
 
 
 def test_a_few_early_failures_leave_the_median_but_censor_the_tail() -> None:
-    recs = [_ok(i) for i in range(97)] + [_failed(i, ErrorClass.HTTP_5XX, 0.002) for i in range(3)]
+    recs = [_ok(i) for i in range(97)] + [_failed(i, ErrorKind.HTTP_5XX, 0.002) for i in range(3)]
     report = _report(
         recs,
         SCENARIO + "slos: [{metric: ttft, stat: p50, max_ms: 100}, {metric: ttft, stat: p99, "
@@ -92,7 +92,7 @@ def test_a_few_early_failures_leave_the_median_but_censor_the_tail() -> None:
 
 
 def test_failure_after_the_first_token_keeps_its_ttft_and_censors_only_e2e() -> None:
-    recs = [_ok(i) for i in range(9)] + [_failed(0, ErrorClass.STREAM_INTERRUPTED, 0.5, tokens=4)]
+    recs = [_ok(i) for i in range(9)] + [_failed(0, ErrorKind.STREAM_INTERRUPTED, 0.5, tokens=4)]
     overall = _report(recs)["variants"][0]["overall"]
     assert overall["metrics_ms"]["ttft"]["count"] == 10 and "censored" not in overall["metrics_ms"]["ttft"]
     assert overall["censored"] == {"e2e": 1}
@@ -108,7 +108,7 @@ def test_success_rate_slo_per_mix_and_no_data_fails() -> None:
 
 
 def test_nothing_succeeded_is_untrustworthy_exit_3() -> None:
-    report = _report([_failed(i, ErrorClass.CONNECT, 0.001) for i in range(20)])
+    report = _report([_failed(i, ErrorKind.CONNECT, 0.001) for i in range(20)])
     assert report["exit_code"] == ExitCode.UNTRUSTWORTHY
     assert not report["run"]["trustworthy"]
 

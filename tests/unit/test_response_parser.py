@@ -38,7 +38,7 @@ def _parse(reads: list[bytes]) -> tuple[_Parser, _Sink]:
     p = _Parser(sink)
     for i, r in enumerate(reads):
         p.now = float(i)
-        p.take(r)
+        p.parse(r)
     return p, sink
 
 
@@ -119,7 +119,7 @@ def test_fast_path_and_long_path_record_the_same_stream() -> None:
         p = _Parser(acc)
         for r in reads:
             p.now = 1.0 if len(r) < len(wire) // 2 else 2.0  # same stamp for the same cut, whatever the path
-            p.take(r)
+            p.parse(r)
         assert p.message_complete and acc.saw_done
         results.add((tuple(rec.chunk_tokens), rec.output_tokens, rec.error))
     assert results == {((1, 1, 1, 1), 4, None)}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loadgen.measure.records import ErrorClass, RequestRecord
+from loadgen.measure.records import ErrorKind, RequestRecord
 from loadgen.protocol.accumulator import StreamAccumulator
 from loadgen.protocol.dialects import get_dialect
 from loadgen.protocol.sse import SSEParser
@@ -64,7 +64,7 @@ def test_accumulator_never_raises_and_always_classifies(data: bytes, cuts: list[
     for i, piece in enumerate(_split(data, cuts)):
         acc.feed(1.0 + i, piece)
     acc.finish(99.0)
-    assert rec.error is None or rec.error in ErrorClass.ALL
+    assert rec.error is None or rec.error in ErrorKind.ALL
     assert rec.ok == acc.saw_done
     assert len(rec.chunk_times) == len(rec.chunk_tokens)
     assert all(k > 0 for k in rec.chunk_tokens)

@@ -7,7 +7,7 @@ from array import array
 import orjson
 import pytest
 
-from loadgen.measure.records import ErrorClass, RequestRecord, TokenSource
+from loadgen.measure.records import ErrorKind, RequestRecord, TokenSource
 from loadgen.protocol.accumulator import StreamAccumulator
 from loadgen.protocol.dialects import get_dialect
 
@@ -68,7 +68,7 @@ def test_without_server_counts_each_content_chunk_is_one_token() -> None:
     # The usage total is one above the chunks: the end-of-sequence token (empty text), not several per chunk.
     acc.feed(100.08, _chunk(None, finish="stop") + USAGE.replace(b":9,", b":3,") + DONE)
     rec = acc.finish(100.09)
-    assert rec.token_source == TokenSource.ASSUMED_ONE
+    assert rec.token_source == TokenSource.ONE_PER_CHUNK
     assert list(rec.chunk_tokens) == [1, 1]
     assert rec.ttft == pytest.approx(0.05)
     assert rec.output_tokens == 3  # server usage wins over the chunk count for token totals
@@ -100,9 +100,9 @@ def test_no_spread_where_counts_came_from_the_server_or_the_stream_failed() -> N
     acc = _acc()
     acc.feed(100.1, _chunk("a") + _chunk("b"))
     acc.feed(100.2, USAGE)
-    rec = acc.fail(100.3, ErrorClass.STREAM_INTERRUPTED, "reset")
-    assert rec.error == ErrorClass.STREAM_INTERRUPTED
-    assert rec.token_source == TokenSource.ASSUMED_ONE and list(rec.chunk_tokens) == [1, 1]
+    rec = acc.fail(100.3, ErrorKind.STREAM_INTERRUPTED, "reset")
+    assert rec.error == ErrorKind.STREAM_INTERRUPTED
+    assert rec.token_source == TokenSource.ONE_PER_CHUNK and list(rec.chunk_tokens) == [1, 1]
 
 
 def test_events_sharing_one_read_share_its_arrival_time() -> None:
@@ -121,27 +121,27 @@ def test_error_payload_mid_stream_is_server_error_and_keeps_timings() -> None:
     assert acc.fatal
     acc.feed(100.3, _chunk("b", cum=2))  # ignored after a fatal chunk
     rec = acc.finish(100.3)
-    assert rec.error == ErrorClass.SERVER_ERROR and "engine died" in rec.error_detail
+    assert rec.error == ErrorKind.SERVER_ERROR and "engine died" in rec.error_detail
     assert list(rec.chunk_times) == [100.1]
 
 
 def test_vllm_error_object_shape() -> None:
     acc = _acc()
     acc.feed(100.1, b'data: {"object": "error", "message": "too long", "code": 400}\n\n')
-    assert acc.finish(100.2).error == ErrorClass.SERVER_ERROR
+    assert acc.finish(100.2).error == ErrorKind.SERVER_ERROR
 
 
 def test_malformed_json_chunk() -> None:
     acc = _acc()
     acc.feed(100.1, b'data: {"choices": [\n\n')
     rec = acc.finish(100.2)
-    assert rec.error == ErrorClass.MALFORMED
+    assert rec.error == ErrorKind.MALFORMED
 
 
 def test_named_error_event() -> None:
     acc = _acc()
     acc.feed(100.1, b'event: error\ndata: {"detail": "overloaded"}\n\n')
-    assert acc.finish(100.2).error == ErrorClass.SERVER_ERROR
+    assert acc.finish(100.2).error == ErrorKind.SERVER_ERROR
 
 
 def test_stream_cut_without_done_is_interrupted_with_partial_bytes() -> None:
@@ -149,7 +149,7 @@ def test_stream_cut_without_done_is_interrupted_with_partial_bytes() -> None:
     acc.feed(100.1, _chunk("a", cum=1))
     acc.feed(100.2, b'data: {"choices":[{"delta":{"cont')
     rec = acc.finish(100.3)
-    assert rec.error == ErrorClass.STREAM_INTERRUPTED
+    assert rec.error == ErrorKind.STREAM_INTERRUPTED
     assert rec.partial_bytes.startswith(b"data: {")
     assert rec.ttft == pytest.approx(0.1)
 
@@ -157,8 +157,8 @@ def test_stream_cut_without_done_is_interrupted_with_partial_bytes() -> None:
 def test_transport_failure_keeps_what_arrived() -> None:
     acc = _acc()
     acc.feed(100.1, _chunk("a", cum=1))
-    rec = acc.fail(100.5, ErrorClass.TIMEOUT, "no bytes for 0.4s")
-    assert rec.error == ErrorClass.TIMEOUT
+    rec = acc.fail(100.5, ErrorKind.TIMEOUT, "no bytes for 0.4s")
+    assert rec.error == ErrorKind.TIMEOUT
     assert list(rec.chunk_times) == [100.1] and rec.done == 100.5
 
 

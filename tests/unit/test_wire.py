@@ -69,7 +69,7 @@ def _run(reads: list[bytes], dialect: str, fast: bool) -> tuple[tuple[object, ..
     acc = StreamAccumulator(rec, get_dialect(dialect))
     parser = _Parser(acc)
     counter = acc.make_chunk_counter() if fast else None
-    parser.tape = counter  # connection.py's name for the consumer's counter
+    parser.chunk_counter = counter
     counted_in_c = 0
     for i, data in enumerate(reads):
         if counter is not None and counter.armed and counter.try_count(float(i), data):
