@@ -20,6 +20,7 @@ __all__ = [
     "describe_error_body",
     "error_message",
     "load_object",
+    "load_reply",
     "malformed",
     "malformed_json",
     "not_an_object",
@@ -201,6 +202,15 @@ def load_object(payload: bytes) -> dict[str, Any] | Chunk:
     if not isinstance(obj, dict):
         return not_an_object(payload)
     return obj
+
+
+def load_reply(payload: bytes) -> dict[str, Any] | Chunk:
+    """The payload as a JSON object, or a `Chunk` carrying why it is none or the error it reports."""
+    obj = load_object(payload)
+    if isinstance(obj, Chunk):
+        return obj
+    msg = error_message(obj)
+    return obj if msg is None else Chunk(error=msg)
 
 
 def as_count(value: Any) -> int | None:

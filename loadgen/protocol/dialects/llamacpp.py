@@ -23,9 +23,8 @@ from loadgen.protocol.dialects._base import (
     DialectBase,
     RequestLike,
     as_count,
-    error_message,
     joined_prompt,
-    load_object,
+    load_reply,
     merge_extra,
     normal_finish,
 )
@@ -52,12 +51,9 @@ class LlamaCppCompletion(DialectBase):
         return merge_extra(body, extra)
 
     def parse(self, payload: bytes) -> Chunk:
-        obj = load_object(payload)
+        obj = load_reply(payload)
         if isinstance(obj, Chunk):
             return obj
-        msg = error_message(obj)
-        if msg is not None:
-            return Chunk(error=msg)
         content = obj.get("content")
         has_output = isinstance(content, str) and bool(content)
         timings = obj.get("timings")

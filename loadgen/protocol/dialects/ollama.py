@@ -21,8 +21,7 @@ from loadgen.protocol.dialects._base import (
     RequestLike,
     as_count,
     chat_messages,
-    error_message,
-    load_object,
+    load_reply,
     merge_extra,
     normal_finish,
 )
@@ -60,12 +59,9 @@ class _OllamaBase(DialectBase):
     accept = "application/x-ndjson"
 
     def parse(self, payload: bytes) -> Chunk:
-        obj = load_object(payload)
+        obj = load_reply(payload)
         if isinstance(obj, Chunk):
             return obj
-        msg = error_message(obj)
-        if msg is not None:
-            return Chunk(error=msg)
         has_output = self._has_output(obj)
         if obj.get("done") is not True:
             return Chunk(False, has_output)

@@ -18,9 +18,8 @@ from loadgen.protocol.dialects._base import (
     DialectBase,
     RequestLike,
     as_count,
-    error_message,
     joined_prompt,
-    load_object,
+    load_reply,
     merge_extra,
     normal_finish,
 )
@@ -44,12 +43,9 @@ class TGIGenerate(DialectBase):
         return merge_extra(body, extra)
 
     def parse(self, payload: bytes) -> Chunk:
-        obj = load_object(payload)
+        obj = load_reply(payload)
         if isinstance(obj, Chunk):
             return obj
-        msg = error_message(obj)
-        if msg is not None:
-            return Chunk(error=msg)
         token = obj.get("token")
         has_output = isinstance(token, dict)
         done = obj.get("generated_text") is not None

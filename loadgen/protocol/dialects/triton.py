@@ -32,9 +32,8 @@ from loadgen.protocol.dialects._base import (
     DialectBase,
     RequestLike,
     as_count,
-    error_message,
     joined_prompt,
-    load_object,
+    load_reply,
     merge_extra,
     normal_finish,
 )
@@ -79,12 +78,9 @@ class TritonGenerate(DialectBase):
         return merge_extra(body, extra)
 
     def parse(self, payload: bytes) -> Chunk:
-        obj = load_object(payload)
+        obj = load_reply(payload)
         if isinstance(obj, Chunk):
             return obj
-        msg = error_message(obj)
-        if msg is not None:
-            return Chunk(error=msg)
         text = obj.get("text_output")
         if isinstance(text, list):
             has_output = any(isinstance(t, str) and t for t in text)
