@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
 
+from loadgen.config.builtin_mixes import BUILTIN_MIX_NAMES
 from loadgen.config.errors import SubpathIssues
 from loadgen.config.types import NAME_PATTERN, Duration, MixName, PositiveFloat, TokenRange
 from loadgen.registry import UnknownNameError
@@ -92,9 +93,6 @@ class Traffic(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> Traffic:
-        # Imported here: mixes.py builds its built-ins from MixDef, defined above.
-        from loadgen.traffic.mixes import BUILTIN_MIX_NAMES
-
         issues: list[tuple[tuple[str | int, ...], str]] = []
         for name in self.custom_mixes:
             if name in BUILTIN_MIX_NAMES:
