@@ -42,6 +42,7 @@ from loadgen.config.types import NAME_PATTERN, Duration, PositiveFloat
 from loadgen.metric_names import SLOMetricName, StatName
 from loadgen.protocol.dialects import DIALECT_NAMES
 from loadgen.registry import UnknownNameError
+from loadgen.traffic.tokenizer import TokenizerError, load_tokenizer
 
 __all__ = [
     "SLO",
@@ -336,6 +337,24 @@ class Scenario(BaseModel):
         "An empty list checks nothing.",
     )
     report_dir: str = Field(default="loadgen-report", min_length=1, description="Directory the reports are written to.")
+    tokenizer: str | None = Field(
+        default=None,
+        min_length=1,
+        description="The target model's tokenizer, so prompts are exactly their target length in its tokens: a "
+        "`tokenizer.json`, a local Hugging Face model folder holding one, or a `.gguf` model file (its built-in "
+        "vocabulary; byte-level BPE). A path on the machines running loadgen (relative: to the working directory), "
+        "loaded when the scenario is. Needs `pip install 'llm-loadgen[tokenizer]'`. Null: prompts of common words, "
+        "about one token each, so lengths are approximate.",
+    )
+
+    @field_validator("tokenizer")
+    @classmethod
+    def _check_tokenizer(cls, value: str | None) -> str | None:
+        try:  # loads it (once per process) and checks it can cut prompts exactly
+            _ = value is None or load_tokenizer(value).one_token_words()
+        except TokenizerError as exc:
+            raise ValueError(str(exc)) from None
+        return value
 
     @model_validator(mode="after")
     def _check(self) -> Scenario:

@@ -6,6 +6,14 @@ tokenizers), so a prompt of N words is close to N tokens. Each prompt opens with
 unrelated requests never share a cacheable prefix; the mix's system prompt, by contrast, is identical across all
 of its requests, which is what prefix caching feeds on.
 
+Given the target model's tokenizer (``exact_lengths``), the lengths are exact instead: the words are only those
+that are one token in that tokenizer, with and without a leading space. Such a word is its own pre-token (the
+pre-tokenizer splits before each space), so a text of N such words separated by single spaces is exactly N tokens,
+wherever the window onto the block starts or ends. The words are tokenized, and that rule checked on a long text
+of them, once per tokenizer (when the scenario is validated); no request is ever tokenized. ``prompt_tokens``
+then counts the system prompt's and the prompt's text tokens exactly; a chat server adds its template's tokens
+(``template_overhead``).
+
 Generation runs on the load generator's event loop before every request, so it is a few slices of one
 precomputed string, not a loop over words.
 """
@@ -24,41 +32,14 @@ from typing import TYPE_CHECKING
 
 from loadgen.config.scenario import MixDef
 from loadgen.traffic.mixes import resolve_mixes
+from loadgen.traffic.words import WORDS
 
 if TYPE_CHECKING:
     from loadgen.config.scenario import Scenario
+    from loadgen.traffic.tokenizer import PromptTokenizer
 
 __all__ = ["WORDS", "RequestSampler", "RequestSpec", "sampler_for"]
 
-# Short, frequent English words: each is a single token (with its leading space) in the common BPE vocabularies.
-_WORD_TEXT = """
-    the of and to in is it you that he was for on are with as his they be at one have this from or had by word but
-    what some we can out other were all there when up use your how said an each she which do their time if will way
-    about many then them write would like so these her long make thing see him two has look more day could go come
-    did number sound no most people my over know water than call first who may down side been now find any new work
-    part take get place made live where after back little only round man year came show every good me give our
-    under name very through just form great think say help low line differ turn cause much mean before move right
-    boy old too same tell does set three want air well also play small end put home read hand port large spell add
-    even land here must big high such follow act why ask men change went light kind off need house picture try us
-    again animal point mother world near build self earth father head stand own page should country found answer
-    school grow study still learn plant cover food sun four between state keep eye never last let thought city tree
-    cross farm hard start might story saw far sea draw left late run while press close night real life few north
-    open seem together next white children begin got walk example ease paper group always music those both mark
-    often letter until mile river car feet care second book carry took science eat room friend began idea fish
-    mountain stop once base hear horse cut sure watch color face wood main enough plain girl usual young ready
-    above ever red list though feel talk bird soon body dog family direct pose leave song measure door product
-    black short numeral class wind question happen complete ship area half rock order fire south problem piece told
-    knew pass since top whole king space heard best hour better true during hundred five remember step early hold
-    west ground interest reach fast verb sing listen six table travel less morning ten simple several vowel toward
-    war lay against pattern slow center love person money serve appear road map rain rule govern pull cold notice
-    voice unit power town fine certain fly fall lead cry dark machine note wait plan figure star box noun field
-    rest correct able pound done beauty drive stood contain front teach week final gave green oh quick develop
-    ocean warm free minute strong special mind behind clear tail produce fact street inch multiply nothing course
-    stay wheel full force blue object decide surface deep moon island foot system busy test record boat common gold
-    possible plane stead dry wonder laugh thousand ago ran check game shape equate hot miss brought heat snow tire
-    bring yes distant fill east paint language among
-"""
-WORDS: tuple[str, ...] = tuple(_WORD_TEXT.split())
 
 # Prompt text is a window, at a random offset, onto an endless repetition of one block of this many random words.
 # A block, not a pool as long as the longest prompt: building a sampler (once per run, on the event loop) then costs
@@ -77,8 +58,13 @@ class RequestSpec:
     bucket: str
     system_prompt: str  # "" when the mix has none
     prompt: str
-    prompt_tokens: int  # target length: words in system_prompt + words in prompt
+    # Target length: words in system_prompt + words in prompt; with a tokenizer, exactly their text tokens.
+    prompt_tokens: int
     max_tokens: int
+
+
+# With a tokenizer, the request's tag is this many pool words (fewer when the prompt has fewer tokens).
+_TAG_WORDS = 3
 
 
 # Six independent 64-bit draws per request, read from one digest.
@@ -106,7 +92,7 @@ def _below(draw: int, n: int) -> int:
 class _MixTable:
     """A mix flattened for fast drawing: cumulative bucket weights and plain tuples."""
 
-    __slots__ = ("name", "cum_weights", "buckets", "output", "system_prompt", "system_words")
+    __slots__ = ("name", "cum_weights", "buckets", "output", "system_prompt", "system_words", "overhead")
 
     def __init__(self, name: str, mix: MixDef, system_prompt: str) -> None:
         self.name = name
@@ -115,6 +101,7 @@ class _MixTable:
         self.output = mix.output_tokens
         self.system_prompt = system_prompt
         self.system_words = mix.system_prompt_tokens
+        self.overhead: int | None = None
 
 
 class RequestSampler:
@@ -122,10 +109,20 @@ class RequestSampler:
 
     ``next()`` walks the stream; ``spec_at(i)`` is request ``i`` of it, computed on its own from a hash of
     (seed, stream, i). The draws are read straight from that hash: seeding a ``random.Random`` per request cost
-    more than all the rest of ``spec_at`` (whose cost is the "request setup" row of ``python -m bench.hotpath``).
+    more than all the rest of ``spec_at`` (whose cost is the "request setup" row of ``python -m bench.hotpath``;
+    with a tokenizer, ``python -m bench.tokenizer``).
+
+    ``exact_lengths`` says whether ``prompt_tokens`` is exact in ``tokenizer``'s tokens (else words, approximately).
     """
 
-    def __init__(self, mixes: dict[str, MixDef], weights: dict[str, float], seed: int, stream: int = 0) -> None:
+    def __init__(
+        self,
+        mixes: dict[str, MixDef],
+        weights: dict[str, float],
+        seed: int,
+        stream: int = 0,
+        tokenizer: PromptTokenizer | None = None,
+    ) -> None:
         if not weights:
             raise ValueError("no mixes to draw from: weights is empty")
         for name, weight in weights.items():
@@ -135,6 +132,10 @@ class RequestSampler:
                 raise ValueError(f"mix {name!r} has weight {weight!r}; weights must be finite and > 0")
         self.seed = seed
         self.stream = stream
+        self.tokenizer = tokenizer
+        self.exact_lengths = tokenizer is not None
+        pool = WORDS if tokenizer is None else tokenizer.one_token_words()
+        self._words = pool
         self._next_index = 0
         self._prefix = f"{seed}\x1f{stream}\x1f"
         # Sorted, so the stream does not depend on the order mixes were listed in.
@@ -145,13 +146,24 @@ class RequestSampler:
             mix = mixes[name]
             # Depends on the seed and mix only, not the stream: every worker and user shares the prefix.
             system_rng = random.Random(_stable_int("system", seed, name))
-            system_prompt = " ".join(system_rng.choices(WORDS, k=mix.system_prompt_tokens))
-            self._tables.append(_MixTable(name, mix, system_prompt))
-        words = random.Random(_POOL_SEED).choices(WORDS, k=_BLOCK_WORDS)
+            system_prompt = " ".join(system_rng.choices(pool, k=mix.system_prompt_tokens))
+            table = _MixTable(name, mix, system_prompt)
+            if tokenizer is not None:
+                table.overhead = tokenizer.chat_template_overhead(system=bool(system_prompt))
+            self._tables.append(table)
+        words = random.Random(_POOL_SEED).choices(pool, k=_BLOCK_WORDS)
         # The block (each word followed by one space) and the character offset of every word in it, so a window
         # of n words is one slice, or a few pieces when it wraps around the block.
         self._block = " ".join(words) + " "
         self._block_starts = [0, *accumulate(len(word) + 1 for word in words)]
+
+    def template_overhead(self, mix: str) -> int | None:
+        """Prompt tokens a chat server adds to each request of ``mix`` beyond ``prompt_tokens`` (its chat
+        template's markers), computed from the tokenizer's template; None without a tokenizer or template."""
+        for table in self._tables:
+            if table.name == mix:
+                return table.overhead
+        raise KeyError(mix)
 
     def with_stream(self, stream: int) -> RequestSampler:
         """The same scenario's stream ``stream``, sharing this sampler's precomputed text.
@@ -180,9 +192,18 @@ class RequestSampler:
         prompt_tokens = lo + _below(d_len, hi - lo + 1)
         out_lo, out_hi = table.output
         max_tokens = out_lo + _below(d_out, out_hi - out_lo + 1)
-        # The tag is one of the prompt's words; the rest come from the pool at a random offset.
-        body_words = prompt_tokens - table.system_words - 1
-        tag = f"r{d_tag & 0xFFFFFF:06x}-{index}"
+        # The tag opens the prompt; the rest come from the pool at a random offset.
+        user_words = prompt_tokens - table.system_words
+        if self.exact_lengths:
+            # Pool words (one token each), so the tag's length is exact too: 3 words of ~450, ~10^8 tags.
+            words = self._words
+            n = len(words)
+            tag_words = min(_TAG_WORDS, user_words)
+            tag = " ".join([words[(d_tag >> (21 * k)) % n] for k in range(tag_words)])
+        else:
+            tag_words = 1
+            tag = f"r{d_tag & 0xFFFFFF:06x}-{index}"
+        body_words = user_words - tag_words
         prompt = f"{tag} {self._window(_below(d_start, _BLOCK_WORDS), body_words)}" if body_words > 0 else tag
         return RequestSpec(index, table.name, bucket, table.system_prompt, prompt, prompt_tokens, max_tokens)
 
@@ -200,4 +221,9 @@ def sampler_for(scenario: Scenario, stream: int) -> RequestSampler:
     """The request stream ``stream`` of ``scenario``: its mixes, weights and seed."""
     mixes = resolve_mixes(scenario.traffic)
     weights = {ref.name: ref.weight for ref in scenario.traffic.mixes}
-    return RequestSampler(mixes, weights, scenario.seed, stream)
+    tokenizer = None
+    if scenario.tokenizer is not None:
+        from loadgen.traffic.tokenizer import load_tokenizer
+
+        tokenizer = load_tokenizer(scenario.tokenizer)  # loaded (and checked) once per process, at validation
+    return RequestSampler(mixes, weights, scenario.seed, stream, tokenizer)
