@@ -32,7 +32,7 @@ _COUNTERS = (
     "cut_by_stop",
     "ok_without_tokens",
 )
-_COUNTS = ("errors", "token_sources", "censored", "finish_reasons")
+_COUNTS = ("errors", "token_sources", "censored", "finish_reasons", "arrivals")
 
 
 def _add_counts(into: dict[str, int], other: dict[str, int]) -> None:
@@ -71,6 +71,10 @@ class GroupStats:
     token_sources: dict[str, int] = field(default_factory=dict)
     censored: dict[str, int] = field(default_factory=dict)
     finish_reasons: dict[str, int] = field(default_factory=dict)
+    # Open loop only: what became of the scheduled arrivals, by when it happened — `sent` / `dropped` (overflow:
+    # drop) inside the window, `in_warmup` (sent or dropped before it), `unsent_at_stop` (queued or handed to a
+    # user, never written, when the run stopped). Filled by the Locust runtime, which knows the schedule.
+    arrivals: dict[str, int] = field(default_factory=dict)
 
     def _hist(self, metric: str) -> LatencyHistogram:
         h = self.hists.get(metric)

@@ -23,24 +23,31 @@ A global rate R over W workers (Locust worker processes):
 Each worker walks the whole global schedule to find its share: one draw per global arrival (a fraction of a
 microsecond), W times the draws of its own share; draw the next time ahead of its send time, off the request path.
 
+``Handoff`` is the part of sending a schedule that needs no clock: it gives each due arrival to a free sender
+(a Locust user), queues it when every sender is busy (``late``: the next free sender takes it, lagging) or drops
+it (``drop``), and hands back what was never sent when the run stops.
+
 Pure: the standard library and ``loadgen.registry`` only.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 import random
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from itertools import count, islice
-from typing import Literal
+from typing import Generic, Literal, TypeVar
 
 from loadgen.registry import Registry, UnknownNameError
 
 __all__ = [
     "ArrivalKind",
     "ArrivalSchedule",
+    "Handoff",
     "arrival_kinds",
     "constant",
     "gamma",
@@ -234,3 +241,65 @@ def requested_rate(schedule: ArrivalSchedule, workers: int = 1) -> float:
     """
     _check_worker(0, workers)
     return schedule.rate / workers
+
+
+# --- handing arrivals to senders ----------------------------------------------------------------------------
+
+_S = TypeVar("_S")
+_A = TypeVar("_A")
+Outcome = Literal["handed", "queued", "dropped"]
+
+
+class Handoff(Generic[_S, _A]):
+    """Due arrivals and free senders of one variant, matched first come, first served.
+
+    A free sender calls ``take(sender)``: it gets the oldest queued arrival, or None and waits (idle) until
+    ``arrive()`` hands it one. ``arrive(arrival)`` gives the arrival to the longest-idle sender (``"handed"``,
+    with that sender); with none free, ``overflow="late"`` queues it for the next free sender (``"queued"``: sent
+    late, its lag is the queue delay) and ``overflow="drop"`` refuses it (``"dropped"``, counted by the caller).
+    A sender handed an arrival is no longer idle at once, so two arrivals due together never go to one sender.
+    ``close()`` returns the queued arrivals never sent (the run stopped) and empties the queue.
+    """
+
+    __slots__ = ("overflow", "_idle", "_backlog")
+
+    def __init__(self, overflow: str = "late") -> None:
+        if overflow not in ("late", "drop"):
+            raise ValueError(f"overflow must be 'late' or 'drop', got {overflow!r}")
+        self.overflow = overflow
+        self._idle: deque[_S] = deque()
+        self._backlog: deque[_A] = deque()
+
+    @property
+    def idle(self) -> int:
+        """Senders waiting for an arrival."""
+        return len(self._idle)
+
+    @property
+    def queued(self) -> int:
+        """Arrivals due and waiting for a sender (``late`` only)."""
+        return len(self._backlog)
+
+    def arrive(self, arrival: _A) -> tuple[Outcome, _S | None]:
+        if self._idle:
+            return "handed", self._idle.popleft()
+        if self.overflow == "drop":
+            return "dropped", None
+        self._backlog.append(arrival)
+        return "queued", None
+
+    def take(self, sender: _S) -> _A | None:
+        if self._backlog:
+            return self._backlog.popleft()
+        self._idle.append(sender)
+        return None
+
+    def leave(self, sender: _S) -> None:
+        """``sender`` stops waiting (its user is stopping); nothing is handed to it any more."""
+        with contextlib.suppress(ValueError):  # not waiting: already handed one
+            self._idle.remove(sender)
+
+    def close(self) -> list[_A]:
+        unsent = list(self._backlog)
+        self._backlog.clear()
+        return unsent

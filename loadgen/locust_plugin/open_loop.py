@@ -1,0 +1,119 @@
+"""Open-loop sending: one dispatcher per worker walks its share of the arrival schedule and hands each arrival, at
+its time, to a free user of every variant.
+
+Worker w of W sends `schedule_times(schedule, seed, w, W)` as offsets from its run start (its `test_start`, on the
+monotonic clock every record uses). Arrival i of worker w is request `w + i·W` of the scenario's open-loop request
+stream, so every variant gets the same request at the same offset (paired), and the requests sent over a run are
+the same whatever W for the shared schedules (`gamma`, `constant`). Users are the senders: a user waits for an
+arrival, sends it, waits for the next (`Handoff` does the matching, `overflow` says what an arrival that finds
+every user busy becomes). `RequestRecord.scheduled` is the arrival's absolute time, so queue delay is
+`sent − scheduled`.
+
+Nothing is lost silently: every arrival the dispatcher reaches is sent, dropped (counted) or, at the stop, counted
+as `unsent_at_stop` (queued, or handed to a user that was stopped before writing it).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import gevent
+from gevent.event import AsyncResult
+
+from loadgen.traffic.arrivals import ArrivalSchedule, Handoff, schedule_times
+
+__all__ = ["Arrival", "ArrivalDispatcher"]
+
+
+@dataclass(frozen=True, slots=True)
+class Arrival:
+    """One scheduled request: its index in the open-loop request stream and its send time (monotonic seconds)."""
+
+    index: int
+    at: float
+
+
+# What became of an arrival that was not sent: "dropped" (overflow: drop) or "unsent_at_stop".
+UnsentHook = Callable[[str, Arrival, str], None]
+
+
+class ArrivalDispatcher:
+    """This worker's share of the schedule, handed to the users of each variant at its times."""
+
+    __slots__ = ("_times", "_worker", "_workers", "_start", "_handoffs", "_on_unsent", "_greenlet", "stopped")
+
+    def __init__(
+        self,
+        schedule: ArrivalSchedule,
+        seed: int,
+        worker: int,
+        workers: int,
+        start: float,
+        variants: Iterable[str],
+        overflow: str,
+        on_unsent: UnsentHook,
+    ) -> None:
+        self._times = schedule_times(schedule, seed, worker, workers)
+        self._worker = worker
+        self._workers = workers
+        self._start = start
+        self._handoffs: dict[str, Handoff[AsyncResult, Arrival]] = {v: Handoff(overflow) for v in variants}
+        self._on_unsent = on_unsent
+        self._greenlet: gevent.Greenlet | None = None
+        self.stopped = False
+
+    def start(self) -> None:
+        self._greenlet = gevent.spawn(self._run)
+
+    def _run(self) -> None:
+        w, workers, start = self._worker, self._workers, self._start
+        loop = gevent.get_hub().loop
+        for i, t in enumerate(self._times):
+            at = start + t
+            while (delay := at - time.monotonic()) > 0:
+                # A timer runs from the loop's cached clock, which may be stale (earlier): refresh it, or the timer
+                # fires early and a second sleep adds up to the poll's millisecond rounding. Never send early.
+                loop.update_now()
+                gevent.sleep(delay)
+            if self.stopped:
+                return
+            self.dispatch(Arrival(w + i * workers, at))
+
+    def dispatch(self, arrival: Arrival) -> None:
+        """`arrival` is due: to a free user of every variant, else queued (late) or dropped (counted)."""
+        for variant, handoff in self._handoffs.items():
+            outcome, sender = handoff.arrive(arrival)
+            if sender is not None:
+                sender.set(arrival)
+            elif outcome == "dropped":
+                self._on_unsent(variant, arrival, "dropped")
+
+    def next_arrival(self, variant: str) -> Arrival:
+        """Block the calling user until an arrival of `variant` is due for it (at once when one is queued)."""
+        handoff = self._handoffs[variant]
+        slot = AsyncResult()
+        queued = handoff.take(slot)
+        if queued is not None:
+            return queued
+        try:
+            arrival: Arrival = slot.get()
+        except gevent.GreenletExit:
+            # Stopped while waiting: an arrival handed to it just now was never sent.
+            handoff.leave(slot)
+            if slot.ready() and slot.successful():
+                self._on_unsent(variant, slot.value, "unsent_at_stop")
+            raise
+        return arrival
+
+    def stop(self) -> None:
+        """No more arrivals; what was queued and never sent is counted `unsent_at_stop`. Idempotent."""
+        if self.stopped:
+            return
+        self.stopped = True
+        if self._greenlet is not None:
+            self._greenlet.kill(block=False)
+        for variant, handoff in self._handoffs.items():
+            for arrival in handoff.close():
+                self._on_unsent(variant, arrival, "unsent_at_stop")

@@ -1,0 +1,132 @@
+"""Handing open-loop arrivals to senders: `Handoff` (pure) and the per-worker `ArrivalDispatcher` on gevent's clock."""
+
+from __future__ import annotations
+
+import time
+
+import gevent
+import pytest
+
+from loadgen.locust_plugin.open_loop import Arrival, ArrivalDispatcher
+from loadgen.traffic.arrivals import ArrivalSchedule, Handoff, times_until
+
+
+def test_an_arrival_goes_to_the_longest_idle_sender_and_only_to_one() -> None:
+    h: Handoff[str, int] = Handoff("late")
+    assert h.take("u1") is None and h.take("u2") is None
+    assert h.idle == 2
+    assert h.arrive(1) == ("handed", "u1")
+    assert h.arrive(2) == ("handed", "u2")  # two arrivals due together: two senders
+    assert h.arrive(3) == ("queued", None)
+    assert h.idle == 0 and h.queued == 1
+
+
+def test_late_queues_in_order_for_the_next_free_sender() -> None:
+    h: Handoff[str, int] = Handoff("late")
+    for a in range(4):
+        assert h.arrive(a) == ("queued", None)
+    assert [h.take("u"), h.take("u"), h.take("u")] == [0, 1, 2]
+    assert h.close() == [3]  # never sent: the run stopped
+    assert h.queued == 0 and h.close() == []
+
+
+def test_drop_refuses_what_finds_every_sender_busy() -> None:
+    h: Handoff[str, int] = Handoff("drop")
+    assert h.arrive(0) == ("dropped", None)
+    assert h.take("u") is None
+    assert h.arrive(1) == ("handed", "u")
+    assert h.arrive(2) == ("dropped", None)
+    assert h.queued == 0 and h.close() == []
+
+
+def test_a_sender_that_leaves_gets_nothing() -> None:
+    h: Handoff[str, int] = Handoff("late")
+    h.take("u1")
+    h.take("u2")
+    h.leave("u1")
+    h.leave("nobody")
+    assert h.arrive(7) == ("handed", "u2")
+    assert h.arrive(8) == ("queued", None)
+
+
+def test_overflow_is_checked() -> None:
+    with pytest.raises(ValueError, match="'late' or 'drop'"):
+        Handoff("queue")
+
+
+def _run_dispatcher(
+    schedule: ArrivalSchedule, users: int, service_s: float, overflow: str, horizon: float, worker=0, workers=1
+) -> tuple[list[tuple[Arrival, float]], list[tuple[str, Arrival, str]], float]:
+    unsent: list[tuple[str, Arrival, str]] = []
+    sent: list[tuple[Arrival, float]] = []
+    start = time.monotonic()
+    d = ArrivalDispatcher(schedule, 3, worker, workers, start, ["v"], overflow, lambda *a: unsent.append(a))
+
+    def user() -> None:
+        while True:
+            a = d.next_arrival("v")
+            sent.append((a, time.monotonic()))
+            gevent.sleep(service_s)
+
+    greenlets = [gevent.spawn(user) for _ in range(users)]
+    d.start()
+    gevent.sleep(horizon)
+    d.stop()
+    stopped = time.monotonic()
+    gevent.killall(greenlets)
+    return sent, unsent, stopped - start
+
+
+def test_dispatcher_sends_the_schedule_at_its_times_and_never_early() -> None:
+    schedule = ArrivalSchedule("constant", 100.0)
+    sent, unsent, ran = _run_dispatcher(schedule, users=4, service_s=0.001, overflow="late", horizon=0.5)
+    expected = times_until(schedule, ran - 0.003, 3)
+    assert unsent == []
+    assert len(sent) >= len(expected)
+    start = sent[0][0].at - expected[0]
+    assert [round(a.at - start, 9) for a, _ in sent[: len(expected)]] == [round(t, 9) for t in expected]
+    assert [a.index for a, _ in sent] == list(range(len(sent)))
+    lags = [t - a.at for a, t in sent]
+    assert min(lags) >= 0  # never early
+    assert sorted(lags)[len(lags) // 2] < 0.005
+
+
+def test_worker_share_indexes_interleave_into_the_global_stream() -> None:
+    schedule = ArrivalSchedule("constant", 200.0)
+    sent, _, _ = _run_dispatcher(schedule, 2, 0.0, "late", 0.2, worker=1, workers=2)
+    assert [a.index for a, _ in sent[:5]] == [1, 3, 5, 7, 9]
+
+
+def test_late_counts_the_backlog_and_drop_counts_every_refusal() -> None:
+    schedule = ArrivalSchedule("constant", 200.0)  # one sender busy 50 ms per request: ~10 % can be served
+    sent, unsent, ran = _run_dispatcher(schedule, 1, 0.05, "late", 0.3)
+    total = len(times_until(schedule, ran, 3))
+    late = sorted(t - a.at for a, t in sent)
+    assert late[-1] > 0.1  # the lag of a growing queue, visible
+    assert {o for _, _, o in unsent} == {"unsent_at_stop"}
+    assert abs(len(sent) + len(unsent) - total) <= 1
+
+    sent, unsent, ran = _run_dispatcher(schedule, 1, 0.05, "drop", 0.3)
+    total = len(times_until(schedule, ran, 3))
+    assert {o for _, _, o in unsent} == {"dropped"}
+    assert len(unsent) > 0.7 * total
+    assert abs(len(sent) + len(unsent) - total) <= 1
+    assert max(t - a.at for a, t in sent) < 0.01  # what is sent is sent on time
+
+
+def test_an_arrival_handed_to_a_user_stopped_before_sending_is_counted() -> None:
+    unsent: list[tuple[str, Arrival, str]] = []
+    schedule = ArrivalSchedule("constant", 1.0)
+    d = ArrivalDispatcher(schedule, 0, 0, 1, time.monotonic(), ["v", "w"], "late", lambda *a: unsent.append(a))
+    waiting = gevent.spawn(d.next_arrival, "v")
+    gevent.sleep(0)  # the user of v waits; w has none
+    waiting.kill(block=False)  # stopped, and before it runs again an arrival is handed to it
+    d.dispatch(Arrival(0, 1.0))
+    gevent.sleep(0.01)
+    assert waiting.dead and isinstance(waiting.value, gevent.GreenletExit)
+    assert unsent == [("v", Arrival(0, 1.0), "unsent_at_stop")]
+    d.stop()  # w's arrival was queued for a user it never had
+    assert unsent[1:] == [("w", Arrival(0, 1.0), "unsent_at_stop")]
+    d.stop()
+    assert len(unsent) == 2
+
