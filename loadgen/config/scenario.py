@@ -68,7 +68,7 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 
 QUEUE_DELAY_REFUSED = (
-    "queue_delay needs open-loop arrivals (load.arrival), which loadgen does not have yet; closed-loop users "
+    "queue_delay needs open-loop arrivals: set load.arrival (e.g. {kind: poisson, rate: 10}); closed-loop users "
     "send as soon as they are free, so there is no schedule to lag behind"
 )
 
@@ -393,7 +393,7 @@ class Scenario(BaseModel):
             if slo.mix is not None and slo.mix not in mix_names:
                 message = f"mix {slo.mix!r} is not in traffic.mixes: {sorted(mix_names)}"
                 issues.append((("slos", i, "mix"), message))
-            if slo.metric == "queue_delay":
+            if slo.metric == "queue_delay" and self.load.arrival is None:
                 issues.append((("slos", i, "metric"), QUEUE_DELAY_REFUSED))
         if issues:
             raise SubpathIssues(issues)

@@ -27,6 +27,7 @@ from locust.runners import STATE_INIT, STATE_MISSING, STATE_STOPPED, LocalRunner
 from loadgen.config.errors import ConfigError
 from loadgen.config.scenario import check_environment, load_scenario, validate_scenario
 from loadgen.exit_codes import ExitCode
+from loadgen.locust_plugin.request_stream import senders_per_variant
 from loadgen.locust_plugin.runtime import Runtime, runtime_of
 from loadgen.locust_plugin.user import LLMUser, variant_user_classes
 from loadgen.measure.collector import Collector
@@ -146,8 +147,12 @@ def _check_users_cover_variants(scenario: Any, users: int | None) -> str | None:
     from locust.dispatch import _kl_generator
 
     n = users if users is not None else scenario.load.users
-    gen = _kl_generator((v.name, v.weight) for v in scenario.variants)
-    got = Counter(next(gen) for _ in range(n))
+    got: Counter[str]
+    if scenario.load.arrival is not None:
+        got = Counter(senders_per_variant(scenario, [n]))
+    else:
+        gen = _kl_generator((v.name, v.weight) for v in scenario.variants)
+        got = Counter(str(next(gen)) for _ in range(n))
     idle = [v.name for v in scenario.variants if not got.get(v.name)]
     if not idle:
         return None
@@ -162,7 +167,7 @@ def _use_variant_classes(environment: Environment, scenario: Any) -> None:
     """Replace each LLMUser subclass of the locustfile by one weighted class per variant."""
     classes: list[Any] = []
     for cls in environment.user_classes:
-        if isinstance(cls, type) and issubclass(cls, LLMUser) and cls.variant is None:
+        if isinstance(cls, type) and issubclass(cls, LLMUser) and cls.variant is None and not cls.senders:
             classes.extend(variant_user_classes(cls, scenario))
         else:
             classes.append(cls)
@@ -180,6 +185,12 @@ def users_per_variant(environment: Environment) -> dict[str, int]:
     by_class = getattr(runner, "reported_user_classes_count", None) or runner.user_classes_count
     if not any(by_class.values()):  # stopped: what it had when it stopped
         by_class = getattr(runner, "final_user_classes_count", None) or by_class
+    scenario = runtime_of(environment).scenario
+    if scenario.load.arrival is not None:
+        # One class of senders, spread evenly over the workers by Locust; each worker splits its own by weight.
+        total = sum(int(by_class.get(cls.__name__, 0)) for cls in environment.user_classes)
+        workers = max(1, int(getattr(runner, "worker_count", 1)))
+        return senders_per_variant(scenario, [total // workers + (w < total % workers) for w in range(workers)])
     for cls in environment.user_classes:
         variant = getattr(cls, "variant", None)
         if variant is not None:
@@ -188,7 +199,10 @@ def users_per_variant(environment: Environment) -> dict[str, int]:
 
 
 def _on_run_number(environment: Environment, msg: Any, **_: Any) -> None:
-    runtime_of(environment).run_from_master = int(msg.data["run"])
+    rt = runtime_of(environment)
+    rt.run_from_master = int(msg.data["run"])
+    share = (int(msg.data["worker"]), int(msg.data["workers"])) if "workers" in msg.data else None
+    rt.share_from_master = share
 
 
 def _on_flush_request(environment: Environment, msg: Any, **_: Any) -> None:
@@ -236,8 +250,18 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
         # Sent before Locust's spawn messages (test_start fires first), so each worker's run starts numbered.
         rt.run += 1
         run = rt.run
+        # Open loop: each worker sends the share w of W of the schedule, w its rank among the workers that get
+        # users now (by Locust's worker index), so the shares partition the schedule even after a worker was lost.
+        active = sorted(
+            (c.id for c in (*runner.clients.ready, *runner.clients.spawning, *runner.clients.running)),
+            key=runner.get_worker_index,
+        )
+        rank = {wid: k for k, wid in enumerate(active)}
         for c in runner.clients.all:
-            runner.send_message("loadgen_run", {"run": run}, client_id=c.id)
+            data: dict[str, int] = {"run": run}
+            if c.id in rank:
+                data |= {"worker": rank[c.id], "workers": len(active)}
+            runner.send_message("loadgen_run", data, client_id=c.id)
         sc = rt.scenario
         every = hist_every(runner.worker_count, len(sc.variants) * len(sc.traffic.mixes))
         if every > 1:
@@ -256,6 +280,7 @@ def _on_test_stopping(environment: Environment, **_: Any) -> None:
     rt = getattr(environment, "loadgen", None)
     if rt is not None:
         rt.stopping = True
+        rt.stop_arrivals()
         # The window ends when the stop begins: a master's stop then waits (in 1 s steps) for the workers' users.
         if rt.collector is not None and rt.collector.stopped_wall is None:
             rt.collector.stopped_wall = time.time()

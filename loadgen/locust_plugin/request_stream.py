@@ -12,6 +12,7 @@ import contextlib
 import os
 import ssl
 import time
+from collections.abc import Iterator
 
 import gevent
 
@@ -24,7 +25,36 @@ from loadgen.protocol.accumulator import StreamAccumulator
 from loadgen.protocol.dialects import get_dialect
 from loadgen.traffic.sampler import RequestSampler, sampler_for
 
-__all__ = ["CutByStop", "RequestStream", "StreamAssigner"]
+__all__ = ["OPEN_LOOP_STREAM", "CutByStop", "RequestStream", "StreamAssigner", "senders_per_variant", "weighted_turns"]
+
+# The request stream an open-loop run draws from: request i is the schedule's arrival i (all workers together).
+OPEN_LOOP_STREAM = 0
+
+
+def weighted_turns(weights: dict[str, float]) -> Iterator[str]:
+    """Names in proportion to their weights, as evenly spread as can be (smooth weighted round-robin): the first n
+    turns give each name round(n·share) within one, so any n >= len(weights) with even weights reaches every name.
+    """
+    current = dict.fromkeys(weights, 0.0)
+    total = sum(weights.values())
+    while True:
+        for name, weight in weights.items():
+            current[name] += weight
+        best = max(current, key=current.__getitem__)
+        current[best] -= total
+        yield best
+
+
+def senders_per_variant(scenario: Scenario, users: list[int]) -> dict[str, int]:
+    """Open loop: the users of each variant when workers hold `users` users each (each worker splits its own users
+    over the variants by `weighted_turns`, so every worker has senders of every variant it has enough users for)."""
+    out = dict.fromkeys((v.name for v in scenario.variants), 0)
+    weights = {v.name: v.weight for v in scenario.variants}
+    for n in users:
+        turns = weighted_turns(weights)
+        for _ in range(n):
+            out[next(turns)] += 1
+    return out
 
 
 class _Deadline(Exception):
@@ -32,11 +62,13 @@ class _Deadline(Exception):
 
 
 class CutByStop(gevent.GreenletExit):
-    """The user was stopped mid-request; `record` is what the request got until then (`cut_by_stop`)."""
+    """The user was stopped mid-request; `record` is what the request got until then (`cut_by_stop`). `written`:
+    whether the request had gone out (an open-loop arrival stopped before it did was never sent)."""
 
-    def __init__(self, record: RequestRecord) -> None:
+    def __init__(self, record: RequestRecord, written: bool = True) -> None:
         super().__init__()
         self.record = record
+        self.written = written
 
 
 class RequestStream:
@@ -106,16 +138,17 @@ class RequestStream:
     def close(self) -> None:
         self._conn.close()
 
-    def send_next(self, warmup_end: float) -> RequestRecord:
-        """Send the next request of this stream and read its response stream into its record; never raises for a
-        target's misbehaviour."""
-        spec = self._sampler.next()
+    def send_next(self, warmup_end: float, index: int | None = None, scheduled: float | None = None) -> RequestRecord:
+        """Send the next request of this stream (open loop: its request `index`, due at `scheduled`) and read its
+        response stream into its record; never raises for a target's misbehaviour."""
+        spec = self._sampler.next() if index is None else self._sampler.spec_at(index)
         rid = f"{self._rid_prefix}-{spec.index}"
         rec = RequestRecord(
             rid,
             self.variant,
             spec.mix,
             spec.bucket,
+            scheduled=scheduled,
             prompt_tokens_target=spec.prompt_tokens,
             max_tokens=spec.max_tokens,
         )
@@ -144,9 +177,10 @@ class RequestStream:
             self._conn.close()
             rec.done = time.monotonic()
             rec.cut_by_stop = True
-            if not rec.sent:
+            written = bool(rec.sent)
+            if not written:
                 rec.sent = rec.done
-            raise CutByStop(rec) from None
+            raise CutByStop(rec, written) from None
         finally:
             timeout.close()
         if not rec.sent:
@@ -168,12 +202,24 @@ class StreamAssigner:
     run.
 
     The stream id counts this worker's users per variant, so the k-th user of every variant replays the same seeded
-    requests: variants see the same prompts in the same order, which makes them comparable request by request.
+    requests: variants see the same prompts in the same order, which makes them comparable request by request. In
+    open loop every user sends from one stream (`OPEN_LOOP_STREAM`), the request the schedule's index names.
     Every stream shares the run's dialer and reactor, and forks the scenario's sampler, built once here: building one
     (mixes, system prompts, the word block) per user would block the event loop while a thousand users spawn.
     """
 
-    __slots__ = ("_scenario", "_variants", "_slots", "_worker_index", "_worker_tag", "_sampler", "_dialer", "_reactor")
+    __slots__ = (
+        "_scenario",
+        "_variants",
+        "_slots",
+        "_worker_index",
+        "_worker_tag",
+        "_sampler",
+        "_open_loop_sampler",
+        "_turns",
+        "_dialer",
+        "_reactor",
+    )
 
     def __init__(
         self, scenario: Scenario, worker_index: int, worker_tag: str, dialer: Dialer, reactor: Reactor
@@ -184,6 +230,8 @@ class StreamAssigner:
         self._worker_index = worker_index
         self._worker_tag = worker_tag
         self._sampler = sampler_for(scenario, 0)
+        self._open_loop_sampler = self._sampler.with_stream(OPEN_LOOP_STREAM)
+        self._turns = weighted_turns({v.name: v.weight for v in scenario.variants})
         self._dialer = dialer
         self._reactor = reactor
         for v in scenario.variants:
@@ -197,12 +245,24 @@ class StreamAssigner:
         """The next user's request stream to `variant`."""
         slot = self._slots[variant]
         self._slots[variant] = slot + 1
+        open_loop = self._scenario.load.arrival is not None
         return RequestStream(
             self._scenario,
             self._variants[variant],
-            self._worker_index * 100_000 + slot,
+            OPEN_LOOP_STREAM if open_loop else self._worker_index * 100_000 + slot,
             self._worker_tag,
             sampler=self._sampler,
             dialer=self._dialer,
             reactor=self._reactor,
         )
+
+    def next_variant(self) -> str:
+        """Open loop: the variant this worker's next user sends to (Locust runs one user class then, which it
+        spreads evenly over the workers; each worker splits its users over the variants by weight, so each holds
+        senders of every variant. Per-variant classes would let Locust put all of one variant on one worker, and
+        that worker's share of the other variants' schedules would have no sender)."""
+        return next(self._turns)
+
+    def mix_of(self, index: int) -> str:
+        """The mix of open-loop request `index` (to count an arrival that was not sent under its mix)."""
+        return self._open_loop_sampler.spec_at(index).mix

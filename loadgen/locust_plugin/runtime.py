@@ -1,7 +1,8 @@
 """Per-process loadgen state for a Locust run, carried on the Environment (no module globals).
 
 Workers (and a single local process) record requests into an `Aggregate`; a master (or local process) owns a
-`Collector` that merges what workers report and turns it into the report at the end.
+`Collector` that merges what workers report and turns it into the report at the end. In open loop a worker also
+runs an `ArrivalDispatcher` over its share of the schedule, and counts what became of each arrival.
 """
 
 from __future__ import annotations
@@ -22,11 +23,13 @@ from locust.env import Environment
 from loadgen.client.dial import Dialer
 from loadgen.client.reactor import Reactor
 from loadgen.config.scenario import Scenario
+from loadgen.locust_plugin.open_loop import Arrival, ArrivalDispatcher
 from loadgen.locust_plugin.request_stream import StreamAssigner
 from loadgen.measure.aggregate import Aggregate
 from loadgen.measure.collector import Collector
 from loadgen.measure.health import HealthStats
 from loadgen.measure.records import RequestRecord
+from loadgen.traffic.arrivals import ArrivalSchedule
 
 __all__ = ["Collector", "Runtime", "runtime_of"]
 
@@ -97,6 +100,10 @@ class Runtime:
         # A worker takes its master's number (loadgen_run), a local process counts its own.
         self.run = 0
         self.run_from_master: int | None = None
+        # Open loop: this worker's place among the master's live workers, (w, W), from the run message (a local
+        # process is (0, 1)); and the run's dispatcher.
+        self.share_from_master: tuple[int, int] | None = None
+        self.dispatcher: ArrivalDispatcher | None = None
         self.started = False
         self._monitors: list[gevent.Greenlet] = []
         self.collector: Collector | None = None
@@ -133,10 +140,42 @@ class Runtime:
             self.raw = RawRecordWriter(self.raw_dir, self.worker_tag)
         if not self._monitors:
             self._monitors = [gevent.spawn(self._watch_loop_lag), gevent.spawn(self._watch_cpu)]
+        if self.dispatcher is not None:
+            self.dispatcher.stop()
+            self.dispatcher = None
+        arrival = self.scenario.load.arrival
+        if arrival is not None:
+            worker, workers = self.share_from_master or (0, 1)
+            schedule = ArrivalSchedule(arrival.kind, arrival.rate, arrival.burstiness or 1.0)
+            self.dispatcher = ArrivalDispatcher(
+                schedule,
+                self.scenario.seed,
+                worker,
+                workers,
+                now,
+                [v.name for v in self.scenario.variants],
+                self.scenario.load.overflow_policy,
+                self.count_unsent,
+            )
+            self.dispatcher.start()
+
+    def stop_arrivals(self) -> None:
+        """The run is stopping: no arrival after this moment (open loop; nothing in closed loop)."""
+        if self.dispatcher is not None:
+            self.dispatcher.stop()
+
+    def count_unsent(self, variant: str, arrival: Arrival, outcome: str) -> None:
+        """An arrival of `variant` that was not sent: `dropped` (overflow), or `unsent_at_stop`."""
+        if outcome == "dropped" and arrival.at < self.warmup_end:
+            outcome = "in_warmup"
+        mix = self.assigner.mix_of(arrival.index) if self.assigner is not None else ""
+        counts = self.aggregate.group(variant, mix).arrivals
+        counts[outcome] = counts.get(outcome, 0) + 1
 
     def on_test_stop(self) -> None:
         if self.stopped_at is None and self.started:
             self.stopped_at = time.monotonic()
+        self.stop_arrivals()
         self.drain()
         for g in self._monitors:
             g.kill(block=False)
@@ -146,6 +185,10 @@ class Runtime:
 
     def record(self, rec: RequestRecord) -> None:
         self.aggregate.add(rec, time.time())
+        if rec.scheduled is not None:
+            counts = self.aggregate.group(rec.variant, rec.mix).arrivals
+            key = "sent" if rec.sent >= self.warmup_end else "in_warmup"
+            counts[key] = counts.get(key, 0) + 1
         if self.raw is not None:
             self.raw.write(rec)
 

@@ -33,6 +33,8 @@ class LLMUser(User):
 
     abstract = True
     variant: ClassVar[str | None] = None
+    # Open loop's one class of senders (its users' variants are chosen per worker); not a base to derive from.
+    senders: ClassVar[bool] = False
 
     def __init__(self, environment: Environment) -> None:
         super().__init__(environment)
@@ -41,7 +43,13 @@ class LLMUser(User):
             rt.on_test_start()
         assert rt.assigner is not None
         self._rt = rt
-        self._requests = rt.assigner.new_stream(self.variant or rt.scenario.variants[0].name)
+        if self.variant is not None:
+            self._variant = self.variant
+        elif rt.scenario.load.arrival is not None:
+            self._variant = rt.assigner.next_variant()
+        else:
+            self._variant = rt.scenario.variants[0].name
+        self._requests = rt.assigner.new_stream(self._variant)
         self._backoff = 0.0
 
     def wait_time(self) -> float:
@@ -52,15 +60,26 @@ class LLMUser(User):
 
     @task
     def stream(self) -> None:
+        dispatcher = self._rt.dispatcher
+        arrival = None
         try:
-            rec = self._requests.send_next(self._rt.warmup_end)
+            if dispatcher is None:
+                rec = self._requests.send_next(self._rt.warmup_end)
+            else:
+                # Open loop: wait for this worker's next arrival of the variant (due now, or late), and send it.
+                arrival = dispatcher.next_arrival(self._variant)
+                rec = self._requests.send_next(self._rt.warmup_end, arrival.index, arrival.at)
         except CutByStop as cut:
-            self._rt.submit(cut.record, _nothing)
+            if arrival is not None and not cut.written:
+                # Stopped before the request went out: an arrival never sent, not a request cut short.
+                self._rt.count_unsent(self._variant, arrival, "unsent_at_stop")
+            else:
+                self._rt.submit(cut.record, _nothing)
             raise
         # Histograms, raw shard and Locust's stats are filled in by the runtime's recorder when the loop has time,
         # so that a wave of requests finishing together does not hold up the timestamps of the streams still running.
         self._rt.submit(rec, self._fire)
-        if rec.error == ErrorKind.CONNECT:
+        if rec.error == ErrorKind.CONNECT and dispatcher is None:
             # A target that refuses connections fails in microseconds: without a pause every user would spin,
             # burning the worker's CPU and flooding the counts. Back off 50 ms doubling to 2 s; reset on success.
             self._backoff = min(2.0, self._backoff * 2 or 0.05)
@@ -91,7 +110,16 @@ def _nothing(_: RequestRecord) -> None:
 
 
 def variant_user_classes(base: type[LLMUser], scenario: Scenario) -> list[type[LLMUser]]:
-    """One concrete subclass of `base` per variant, weighted by the variant's weight."""
+    """One concrete subclass of `base` per variant, weighted by the variant's weight; in open loop one class of
+    senders, whose users each worker splits over the variants (`StreamAssigner.next_variant`)."""
+    if scenario.load.arrival is not None:
+        senders: dict[str, Any] = {
+            "senders": True,
+            "abstract": False,
+            "__module__": base.__module__,
+            "__doc__": "Sends the open-loop schedule to one variant each (the worker splits them by weight).",
+        }
+        return [type(f"{base.__name__}-senders", (base,), senders)]
     classes: list[type[LLMUser]] = []
     for v in scenario.variants:
         attrs: dict[str, Any] = {

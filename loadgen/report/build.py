@@ -19,7 +19,7 @@ from loadgen.measure.aggregate import CENSORED_METRICS, CONNECTION_METRICS, METR
 from loadgen.measure.histogram import RELATIVE_ERROR, LatencyHistogram
 from loadgen.report.markdown import render_markdown
 
-__all__ = ["SCHEMA", "build_report", "exit_code", "render_markdown", "write_reports"]
+__all__ = ["SCHEMA", "build_report", "exit_code", "open_loop_json", "render_markdown", "write_reports"]
 
 SCHEMA = "loadgen.report/v1"
 
@@ -65,7 +65,36 @@ def _group_json(g: GroupStats, window_s: float) -> dict[str, Any]:
         "stopped_at_max_tokens": round(g.finish_reasons.get("length", 0) / completed, 4) if completed else None,
         "metrics_ms": metrics,
     }
+    if g.arrivals:
+        out["arrivals"] = dict(sorted(g.arrivals.items()))
     return out
+
+
+def open_loop_json(scenario: Scenario, g: GroupStats, window_s: float) -> dict[str, Any] | None:
+    """Requested vs achieved rate of one variant in an open-loop run (None in closed loop).
+
+    Requested: the schedule's global rate (what `traffic.arrivals.requested_rate` gives for all workers together;
+    every variant gets the whole schedule). Achieved: the
+    arrivals sent inside the measured window per second of it. Every arrival the workers reached is in exactly one
+    of `sent`, `dropped`, `in_warmup` and `unsent_at_stop` (see `GroupStats.arrivals`), so nothing is lost unseen.
+    """
+    arrival = scenario.load.arrival
+    if arrival is None:
+        return None
+    counts = {k: g.arrivals.get(k, 0) for k in ("sent", "dropped", "unsent_at_stop", "in_warmup")}
+    requested = arrival.rate
+    achieved = counts["sent"] / window_s if window_s > 0 else None
+    return {
+        "kind": arrival.kind,
+        "burstiness": arrival.burstiness,
+        "overflow": scenario.load.overflow_policy,
+        "senders": scenario.load.users,
+        "requested_rate_per_s": requested,
+        "achieved_rate_per_s": None if achieved is None else round(achieved, 4),
+        "achieved_share": None if achieved is None else round(achieved / requested, 4),
+        **counts,
+        "arrivals": sum(counts.values()),
+    }
 
 
 def _stat(group: dict[str, Any], metric: str, stat: str) -> float | None:
@@ -94,17 +123,20 @@ def build_report(
     baseline = scenario.baseline_variant.name
     for v in scenario.variants:
         mixes = {m: _group_json(g, window_s) for (vn, m), g in sorted(agg.groups.items()) if vn == v.name}
-        variants.append(
-            {
-                "name": v.name,
-                "baseline": v.name == baseline,
-                "model": v.model,
-                "dialect": v.dialect,
-                "base_url": _safe_url(v.base_url),
-                "overall": _group_json(agg.merged_variant(v.name), window_s),
-                "mixes": mixes,
-            }
-        )
+        merged = agg.merged_variant(v.name)
+        entry: dict[str, Any] = {
+            "name": v.name,
+            "baseline": v.name == baseline,
+            "model": v.model,
+            "dialect": v.dialect,
+            "base_url": _safe_url(v.base_url),
+            "overall": _group_json(merged, window_s),
+            "mixes": mixes,
+        }
+        open_loop = open_loop_json(scenario, merged, window_s)
+        if open_loop is not None:
+            entry["open_loop"] = open_loop
+        variants.append(entry)
     base = next(x for x in variants if x["baseline"])
     for x in variants:
         x["speedup_vs_baseline"] = {

@@ -95,6 +95,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         lines.append(f"- token counts `{src}`: {_TOKEN_SOURCE_NOTE.get(src, src)}")
     if no_tokens:
         lines.append(f"- ⚠ successful requests that streamed no token (no TTFT): {', '.join(no_tokens)}")
+    lines += _open_loop_lines(report)
     for metric in _METRIC_LABEL:
         rows = []
         for v in report["variants"]:
@@ -161,3 +162,39 @@ def render_markdown(report: dict[str, Any]) -> str:
         ]
     lines += ["", f"Exit code: {report['exit_code']}", ""]
     return "\n".join(lines)
+
+
+def _open_loop_lines(report: dict[str, Any]) -> list[str]:
+    """Requested vs achieved rate and what became of every arrival, per variant (open-loop runs only)."""
+    rows = [(v["name"], v["open_loop"], v["overall"]) for v in report["variants"] if v.get("open_loop")]
+    if not rows:
+        return []
+    first = rows[0][1]
+    kind = first["kind"] + (f" (burstiness {first['burstiness']:g})" if first.get("burstiness") else "")
+    lines = ["", "## Open-loop arrivals", ""]
+    lines.append(
+        f"Schedule {kind}, overflow `{first['overflow']}`, at most {first['senders']} requests in flight (users) "
+        "per variant over all workers."
+    )
+    lines += [
+        "",
+        "| variant | requested req/s | achieved req/s | achieved | sent | dropped | unsent at stop | in warm-up "
+        "| queue delay p50 ms | p99 ms |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, o, g in rows:
+        qd = g["metrics_ms"].get("queue_delay") or {}
+        share = "–" if o["achieved_share"] is None else f"{100 * o['achieved_share']:.1f} %"
+        lines.append(
+            f"| {name} | {_fmt(float(o['requested_rate_per_s']), 2)} | {_fmt(o['achieved_rate_per_s'], 2)} | {share} "
+            f"| {o['sent']:,} | {o['dropped']:,} | {o['unsent_at_stop']:,} | {o['in_warmup']:,} "
+            f"| {_cell(qd, 'p50') if qd else '–'} | {_cell(qd, 'p99') if qd else '–'} |"
+        )
+    lines += [
+        "",
+        "Achieved: arrivals sent inside the measured window per second of it. Every arrival is sent, dropped "
+        "(overflow `drop`: every user of its variant was busy), sent or dropped during the warm-up, or unsent at "
+        "the stop (waiting for a free user, or handed to one that was stopped before it went out). Queue delay is "
+        "sent − scheduled; with overflow `late` it holds the lag of every arrival that waited for a user.",
+    ]
+    return lines

@@ -167,7 +167,7 @@ def test_unknown_top_level_key() -> None:
 def test_unknown_nested_key_lists_that_models_fields() -> None:
     issue = one_issue(MINIMAL + "load:\n  user: 3\n")
     assert (issue.path, issue.line) == ("load.user", 6)
-    assert "(known: users, spawn_rate, duration, warmup, think_time)" in issue.message
+    assert "(known: users, spawn_rate, duration, warmup, think_time, arrival, overflow)" in issue.message
 
 
 def test_wrong_type_nested_in_second_variant() -> None:
@@ -269,7 +269,7 @@ def test_missing_key_points_at_parent_mapping() -> None:
         ("slos: [{metric: ttft, stat: p99, max_ms: .nan}]\n", "slos[0].max_ms", "finite"),
         ("slos: [{metric: ttft, stat: p99, max_ms: 1, variant: zz}]\n", "slos[0].variant", "Available variants"),
         ("slos: [{metric: ttft, stat: p99, max_ms: 1, mix: rag}]\n", "slos[0].mix", "not in traffic.mixes"),
-        ("slos: [{metric: queue_delay, stat: p99, max_ms: 1}]\n", "slos[0].metric", "needs open-loop arrivals"),
+        ("slos: [{metric: queue_delay, stat: p99, max_ms: 1}]\n", "slos[0].metric", "set load.arrival"),
         ("traffic: {mixes: []}\n", "traffic.mixes", "at least 1"),
         ("traffic: {mixes: [{name: chat}, {name: chat}]}\n", "traffic.mixes[1].name", "listed twice"),
         ("traffic: {mixes: [{name: chat, weight: 0}]}\n", "traffic.mixes[0].weight", "greater than 0"),

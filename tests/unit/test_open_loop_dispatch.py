@@ -130,3 +130,21 @@ def test_an_arrival_handed_to_a_user_stopped_before_sending_is_counted() -> None
     d.stop()
     assert len(unsent) == 2
 
+
+def test_each_worker_splits_its_senders_over_the_variants_by_weight() -> None:
+    from itertools import islice
+
+    from loadgen.config.scenario import parse_scenario
+    from loadgen.locust_plugin.request_stream import senders_per_variant, weighted_turns
+
+    assert list(islice(weighted_turns({"a": 1.0, "b": 1.0}), 4)) == ["a", "b", "a", "b"]
+    assert list(islice(weighted_turns({"a": 3.0, "b": 1.0}), 4)).count("a") == 3
+    scenario = parse_scenario(
+        "variants:\n"
+        "  - {name: a, base_url: 'http://127.0.0.1:1', model: m}\n"
+        "  - {name: b, base_url: 'http://127.0.0.1:2', model: m}\n"
+        "load: {users: 4, arrival: {kind: poisson, rate: 1}}\n"
+    )
+    # 2 workers of 2 users: each holds a sender of each variant (per-variant classes could put both a's on one).
+    assert senders_per_variant(scenario, [2, 2]) == {"a": 2, "b": 2}
+    assert senders_per_variant(scenario, [3, 2]) == {"a": 3, "b": 2}
