@@ -39,7 +39,7 @@ from loadgen.config.errors import (
 )
 from loadgen.config.traffic import Bucket, Load, MixDef, MixRef, Traffic
 from loadgen.config.types import NAME_PATTERN, Duration, PositiveFloat
-from loadgen.metric_names import SLOMetricName, StatName
+from loadgen.metric_names import SCHEDULED_METRICS, SLOMetricName, StatName
 from loadgen.protocol.dialects import DIALECT_NAMES
 from loadgen.registry import UnknownNameError
 from loadgen.traffic.tokenizer import TokenizerError, load_tokenizer
@@ -68,8 +68,8 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 
 QUEUE_DELAY_REFUSED = (
-    "queue_delay needs open-loop arrivals: set load.arrival (e.g. {kind: poisson, rate: 10}); closed-loop users "
-    "send as soon as they are free, so there is no schedule to lag behind"
+    "queue_delay and e2e_from_schedule need open-loop arrivals: set load.arrival (e.g. {kind: poisson, rate: 10}); "
+    "closed-loop users send as soon as they are free, so there is no schedule to measure from"
 )
 
 
@@ -262,8 +262,8 @@ class SLO(BaseModel):
 
     metric: SLOMetricName = Field(
         description="ttft: time to first token; itl: inter-token latency (per token); icl: inter-chunk latency; "
-        "tpot: time per output token (per request); e2e: whole request; queue_delay: send lag behind an open-loop "
-        "schedule (refused until loadgen has open-loop arrivals); "
+        "tpot: time per output token (per request); e2e: whole request; queue_delay: send lag behind the open-loop "
+        "schedule; e2e_from_schedule: done − scheduled (both open loop only: they need load.arrival); "
         "success_rate: share of the requests completed in the measured window that succeeded (with `min_percent`)."
     )
     stat: StatName | None = Field(
@@ -393,7 +393,7 @@ class Scenario(BaseModel):
             if slo.mix is not None and slo.mix not in mix_names:
                 message = f"mix {slo.mix!r} is not in traffic.mixes: {sorted(mix_names)}"
                 issues.append((("slos", i, "mix"), message))
-            if slo.metric == "queue_delay" and self.load.arrival is None:
+            if slo.metric in SCHEDULED_METRICS and self.load.arrival is None:
                 issues.append((("slos", i, "metric"), QUEUE_DELAY_REFUSED))
         if issues:
             raise SubpathIssues(issues)

@@ -21,7 +21,7 @@ __all__ = ["CENSORED_METRICS", "CONNECTION_METRICS", "METRICS", "Aggregate", "Gr
 # Opening a connection: beside TTFT, not in it (TTFT runs from the request write).
 CONNECTION_METRICS: tuple[str, ...] = ("connect", "tls")
 # Metrics where a request that never got there is a censored sample (above everything measured).
-CENSORED_METRICS: tuple[str, ...] = ("ttft", "e2e")
+CENSORED_METRICS: tuple[str, ...] = ("ttft", "e2e", "e2e_from_schedule")
 WIRE_VERSION = 3
 _COUNTERS = (
     "requests",
@@ -101,6 +101,9 @@ class GroupStats:
         if rec.tls_s is not None:
             self._hist("tls").record(rec.tls_s)
         t = rec.chunk_times
+        qd = rec.queue_delay
+        if qd is not None:  # a failed open-loop request went out late all the same
+            self._hist("queue_delay").record(qd)
         if rec.error is not None:
             self.errors[rec.error] = self.errors.get(rec.error, 0) + 1
             self.output_tokens += tokens
@@ -110,6 +113,8 @@ class GroupStats:
             else:
                 self._hist("ttft").record(ttft)
             self._censor("e2e")
+            if rec.scheduled is not None:
+                self._censor("e2e_from_schedule")
             if len(t) > 1:  # the gaps it did stream are real gaps
                 record_chunk_gaps(self._hist("itl"), self._hist("icl"), t, rec.chunk_tokens)
             return
@@ -130,9 +135,9 @@ class GroupStats:
         e2e = rec.e2e
         if e2e is not None:
             self._hist("e2e").record(e2e)
-        qd = rec.queue_delay
-        if qd is not None:
-            self._hist("queue_delay").record(qd)
+        if rec.scheduled is not None and rec.done is not None:
+            # What a user of an open-loop service waits: from when the request was due, queueing at the client included.
+            self._hist("e2e_from_schedule").record(rec.done - rec.scheduled)
         tpot = rec.tpot
         if tpot is not None:
             self._hist("tpot").record(tpot)

@@ -165,6 +165,12 @@ def build_report(
         "slos": slos,
         "slos_passed": all(s["passed"] for s in slos),
         "timeline": [[s, *row] for s, row in sorted(agg.timeline.items())],
+        # How prompt lengths were made: exact in the target's tokens with a tokenizer, else words taken as tokens.
+        "prompt_lengths": (
+            {"exact": True, "tokenizer": scenario.tokenizer}
+            if scenario.tokenizer
+            else {"exact": False, "tokenizer": None}
+        ),
     }
     report["exit_code"] = int(exit_code(report))
     return report

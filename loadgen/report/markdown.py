@@ -12,7 +12,8 @@ _METRIC_LABEL = {
     "icl": "ICL (per chunk)",
     "tpot": "TPOT",
     "e2e": "E2E",
-    "queue_delay": "Queue delay",
+    "queue_delay": "Queue delay (sent − scheduled)",
+    "e2e_from_schedule": "E2E from schedule (done − scheduled)",
     "connect": "TCP connect (new connections only, not in TTFT)",
     "tls": "TLS handshake (new connections only, not in TTFT)",
 }
@@ -55,6 +56,13 @@ def render_markdown(report: dict[str, Any]) -> str:
     split = run.get("users_per_variant")
     if split:
         lines.append("Users per variant: " + ", ".join(f"{k} {n}" for k, n in split.items()))
+    lengths = report.get("prompt_lengths")
+    if lengths:
+        lines.append(
+            f"Prompt lengths: exact in the tokens of `{lengths['tokenizer']}` (plus the chat template's own tokens)"
+            if lengths["exact"]
+            else "Prompt lengths: approximate (common words, about one token each; set `tokenizer:` for exact lengths)"
+        )
     for r in run.get("untrustworthy_reasons", []):
         lines.append(f"- ⚠ {r}")
     for w in run.get("lost_workers", []):

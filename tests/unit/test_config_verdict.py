@@ -46,3 +46,12 @@ def test_several_choices_per_request_are_refused(key: str) -> None:
         parse_scenario(f'variants: [{{name: a, base_url: "http://127.0.0.1:1", model: m, extra_body: {{{key}: 3}}}}]')
     assert f"variants[0].extra_body.{key}" in str(err.value) and "one timeline" in str(err.value)
     parse_scenario(f'variants: [{{name: a, base_url: "http://127.0.0.1:1", model: m, extra_body: {{{key}: 1}}}}]')
+
+
+@pytest.mark.parametrize("metric", ["queue_delay", "e2e_from_schedule"])
+def test_schedule_metrics_need_open_loop(metric: str) -> None:
+    slo = f"slos: [{{metric: {metric}, stat: p99, max_ms: 50}}]"
+    with pytest.raises(ConfigError) as err:
+        parse_scenario(BASE + slo)
+    assert "slos[0].metric" in str(err.value) and "load.arrival" in str(err.value)
+    parse_scenario(BASE + "load: {arrival: {kind: poisson, rate: 5}}\n" + slo)

@@ -46,7 +46,7 @@ def test_requested_vs_achieved_rate_and_every_arrival_counted() -> None:
     slo = report["slos"][0]
     assert slo["metric"] == "queue_delay" and slo["passed"]  # p99 = 2 ms: the one late arrival is the max
     md = render_markdown(report)
-    assert "## Open-loop arrivals" in md and "## Queue delay (ms)" in md
+    assert "## Open-loop arrivals" in md and "## Queue delay (sent − scheduled) (ms)" in md
     assert "| a | 20.00 | 16.00 | 80.0 % | 160 | 30 | 2 | 5 |" in md
 
 

@@ -158,3 +158,22 @@ def test_connection_time_is_reported_beside_ttft() -> None:
     metrics = _report(recs)["variants"][0]["overall"]["metrics_ms"]
     assert metrics["connect"]["count"] == 1 and metrics["connect"]["p50"] == pytest.approx(3.0, rel=1e-3)
     assert metrics["tls"]["p50"] == pytest.approx(12.0, rel=1e-3)
+
+
+def test_open_loop_requests_give_queue_delay_and_e2e_from_schedule_even_when_they_fail() -> None:
+    late = _ok(0, sent=100.0)
+    late.scheduled = 99.9  # due 100 ms before it went out
+    failed = _failed(0, ErrorKind.HTTP_5XX, 0.01, sent=100.0)
+    failed.scheduled = 99.95
+    metrics = _report([late, failed])["variants"][0]["overall"]
+    qd = metrics["metrics_ms"]["queue_delay"]
+    assert qd["count"] == 2 and qd["max"] == pytest.approx(100.0, rel=1e-3)
+    fs = metrics["metrics_ms"]["e2e_from_schedule"]
+    assert fs["count"] == 1 and fs["censored"] == 1
+    assert metrics["censored"]["e2e_from_schedule"] == 1
+
+
+def test_the_report_says_whether_prompt_lengths_are_exact() -> None:
+    report = _report([_ok(0)])
+    assert report["prompt_lengths"] == {"exact": False, "tokenizer": None}
+    assert "Prompt lengths: approximate" in render_markdown(report)

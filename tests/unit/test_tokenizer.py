@@ -297,6 +297,15 @@ def test_scenario_tokenizer_gives_exact_sampler(folder: Path) -> None:
     assert sampler.tokenizer.count(spec.system_prompt) + sampler.tokenizer.count(spec.prompt) == spec.prompt_tokens
 
 
+def test_the_report_names_the_tokenizer_of_exact_lengths(folder: Path) -> None:
+    from loadgen.measure.aggregate import Aggregate
+    from loadgen.report import build_report, render_markdown
+
+    report = build_report(parse_scenario(_SCENARIO % f'"{folder}"'), Aggregate(), 1.0)
+    assert report["prompt_lengths"] == {"exact": True, "tokenizer": str(folder)}
+    assert f"Prompt lengths: exact in the tokens of `{folder}`" in render_markdown(report)
+
+
 def test_scenario_tokenizer_null_is_the_approximation() -> None:
     assert sampler_for(parse_scenario(_SCENARIO % "null"), 0).exact_lengths is False
 
