@@ -106,4 +106,4 @@ def test_an_overloaded_sender_shows_its_lag_or_counts_its_drops(tmp_path: Path, 
         assert o["dropped"] > scheduled / 2 and o["unsent_at_stop"] <= 1
         assert qd["p99"] < 30  # what is sent goes out on time
     md = (tmp_path / "report" / "report.md").read_text()
-    assert "## Open-loop arrivals" in md and "## Queue delay (ms)" in md
+    assert "## Open-loop arrivals" in md and "## Queue delay (sent − scheduled) (ms)" in md
