@@ -6,16 +6,29 @@ Kept apart from config.py (which imports and re-exports every name here) so that
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictBool, StrictInt, model_validator
 
 from loadgen.config.builtin_mixes import BUILTIN_MIX_NAMES
-from loadgen.config.errors import SubpathIssues
+from loadgen.config.errors import ConfigError, SubpathIssues
 from loadgen.config.types import NAME_PATTERN, Duration, MixName, PositiveFloat, TokenRange
 from loadgen.registry import UnknownNameError
 
-__all__ = ["ARRIVAL_KIND_NAMES", "Arrival", "Bucket", "Load", "MixDef", "MixRef", "Overflow", "Traffic"]
+if TYPE_CHECKING:
+    from loadgen.traffic.datasets import Dataset
+
+__all__ = [
+    "ARRIVAL_KIND_NAMES",
+    "Arrival",
+    "Bucket",
+    "DatasetReplay",
+    "Load",
+    "MixDef",
+    "MixRef",
+    "Overflow",
+    "Traffic",
+]
 
 # The schedule kinds of traffic/arrivals.py (plain data here, so config imports nothing of traffic; a unit test
 # holds the two equal).
@@ -85,6 +98,95 @@ class MixRef(BaseModel):
     weight: PositiveFloat = Field(default=1.0, description="Relative share of requests drawn from this mix.")
 
 
+class DatasetReplay(BaseModel):
+    """Requests replayed from a user's dataset file: read, checked and filtered when the scenario loads."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    path: str = Field(
+        min_length=1,
+        description="A ShareGPT JSON / JSONL file or a JSONL of `{prompt | messages, output_tokens}` rows (the "
+        "shape is recognised per row). A path on the machines running loadgen (relative: to the working "
+        "directory), read when the scenario is: a malformed row is an error naming file, line and field.",
+    )
+    name: MixName = Field(
+        default="dataset",
+        description="The mix name its requests carry in records, reports and `traffic.mixes` / SLOs.",
+    )
+    min_prompt_tokens: StrictInt | None = Field(
+        default=None, ge=0, description="Leave out rows whose prompt (all messages) has fewer words than this."
+    )
+    max_prompt_tokens: StrictInt | None = Field(
+        default=None, ge=0, description="Leave out rows whose prompt (all messages) has more words than this."
+    )
+    max_output_tokens: StrictInt | None = Field(
+        default=None, ge=1, description="Leave out rows asking for more output tokens than this."
+    )
+    default_output_tokens: StrictInt | None = Field(
+        default=None,
+        ge=1,
+        description="`max_tokens` for rows that give no output length (required when some row gives none).",
+    )
+    sample: StrictInt | None = Field(
+        default=None,
+        ge=1,
+        description="Replay this many rows, drawn with the scenario's seed. Null: every row that passes the "
+        "filters, in a seeded order.",
+    )
+    replace: StrictBool = Field(
+        default=False, description="Draw `sample` with replacement (so it may exceed the rows there are)."
+    )
+
+    _dataset: Dataset | None = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _check(self) -> DatasetReplay:
+        self._dataset = self._read()
+        return self
+
+    def _read(self) -> Dataset:
+        from loadgen.traffic.datasets import LengthFilter, load_dataset
+
+        low, high = self.min_prompt_tokens, self.max_prompt_tokens
+        if low is not None and high is not None and low > high:
+            raise SubpathIssues([(("min_prompt_tokens",), f"is above max_prompt_tokens ({high}): no row could pass")])
+        if self.replace and self.sample is None:
+            raise SubpathIssues([(("replace",), "applies with sample only: set sample, or leave replace out")])
+        filters = LengthFilter(min_prompt_tokens=low, max_prompt_tokens=high, max_output_tokens=self.max_output_tokens)
+        try:
+            dataset = load_dataset(self.path, filters)
+        except ConfigError as exc:
+            raise SubpathIssues([(("path",), "; ".join(issue.render(exc.source) for issue in exc.issues))]) from None
+        issues: list[tuple[tuple[str | int, ...], str]] = []
+        if self.sample is not None and not self.replace and self.sample > len(dataset.records):
+            issues.append(
+                (
+                    ("sample",),
+                    f"cannot sample {self.sample} rows without replacement: {len(dataset.records)} usable row(s) "
+                    "after the filters (sample fewer, or set replace: true)",
+                )
+            )
+        if self.default_output_tokens is None:
+            bare = next((r for r in dataset.records if r.output_tokens is None), None)
+            if bare is not None:
+                issues.append(
+                    (
+                        ("default_output_tokens",),
+                        f"{self.path}:{bare.line} gives no output_tokens (nor a reply to measure): set "
+                        "default_output_tokens, the max_tokens of such rows",
+                    )
+                )
+        if issues:
+            raise SubpathIssues(issues)
+        return dataset
+
+    def rows(self) -> Dataset:
+        """The usable rows that pass the filters, in file order (read once, when the scenario was validated)."""
+        if self._dataset is None:
+            self._dataset = self._read()
+        return self._dataset
+
+
 class Traffic(BaseModel):
     """What requests look like: which mixes, in what proportions."""
 
@@ -99,6 +201,11 @@ class Traffic(BaseModel):
         default_factory=dict,
         description="Mixes defined here, by name; a name may not shadow a built-in one.",
     )
+    dataset: DatasetReplay | None = Field(
+        default=None,
+        description="Replay a dataset file as the mix `dataset.name`: the only mix when `mixes` is not given, "
+        "else list it in `mixes` with its weight. Null: no dataset.",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> Traffic:
@@ -107,6 +214,15 @@ class Traffic(BaseModel):
             if name in BUILTIN_MIX_NAMES:
                 issues.append((("custom_mixes", name), f"{name!r} is a built-in mix; give the custom mix another name"))
         known = sorted({*BUILTIN_MIX_NAMES, *self.custom_mixes})
+        if self.dataset is not None:
+            name = self.dataset.name
+            if name in known:
+                issues.append((("dataset", "name"), f"{name!r} is already a mix; give the dataset another name"))
+            known = sorted({*known, name})
+            if "mixes" not in self.model_fields_set:
+                self.mixes = [MixRef(name=name)]  # instead of the default chat mix
+            elif all(ref.name != name for ref in self.mixes):
+                issues.append((("dataset",), f"is not replayed: add {{name: {name}}} to traffic.mixes"))
         seen: set[str] = set()
         for i, ref in enumerate(self.mixes):
             if ref.name not in known:

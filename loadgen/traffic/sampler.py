@@ -14,6 +14,14 @@ of them, once per tokenizer (when the scenario is validated); no request is ever
 then counts the system prompt's and the prompt's text tokens exactly; a chat server adds its template's tokens
 (``template_overhead``).
 
+A scenario's dataset (``traffic.dataset``) is replayed as one more mix: request ``i`` of stream ``s`` that draws
+it takes row ``(offset(s) + i) mod n`` of the rows in an order seeded by the scenario's seed alone (a seeded
+permutation, or the seeded sample), so every variant gets the same rows in the same order, streams start at
+different places (users do not all send row 0 at once), and the open-loop stream walks the rows in order. Its
+``max_tokens`` is the row's output length (or ``default_output_tokens``); a chat row keeps its messages; the bucket
+is the row's length class (``LENGTH_CLASSES``); ``prompt_tokens`` counts the row's words (with a tokenizer, its
+tokens), counted once when the sampler is built.
+
 Generation runs on the load generator's event loop before every request, so it is a few slices of one
 precomputed string, not a loop over words.
 """
@@ -35,10 +43,13 @@ from loadgen.traffic.mixes import resolve_mixes
 from loadgen.traffic.words import WORDS
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from loadgen.config.scenario import Scenario
+    from loadgen.traffic.datasets import Dataset
     from loadgen.traffic.tokenizer import PromptTokenizer
 
-__all__ = ["WORDS", "RequestSampler", "RequestSpec", "sampler_for"]
+__all__ = ["LENGTH_CLASSES", "WORDS", "DatasetTable", "RequestSampler", "RequestSpec", "length_class", "sampler_for"]
 
 
 # Prompt text is a window, at a random offset, onto an endless repetition of one block of this many random words.
@@ -61,6 +72,9 @@ class RequestSpec:
     # Target length: words in system_prompt + words in prompt; with a tokenizer, exactly their text tokens.
     prompt_tokens: int
     max_tokens: int
+    # A dataset's chat row: every message as sent ({role, content}); system_prompt and prompt then hold the same
+    # text for servers that take a raw prompt. None: the chat is system_prompt + prompt.
+    messages: tuple[dict[str, str], ...] | None = None
 
 
 # With a tokenizer, the request's tag is this many pool words (fewer when the prompt has fewer tokens).
@@ -104,6 +118,61 @@ class _MixTable:
         self.overhead: int | None = None
 
 
+# A dataset row's bucket: its length class, by prompt tokens (the chat mix's bucket bounds), else "xlong".
+LENGTH_CLASSES: tuple[tuple[int, str], ...] = ((200, "short"), (1000, "medium"), (4000, "long"))
+
+
+def _words(text: str) -> int:
+    return len(text.split())
+
+
+def length_class(prompt_tokens: int) -> str:
+    """The bucket a dataset row of ``prompt_tokens`` falls in."""
+    for bound, name in LENGTH_CLASSES:
+        if prompt_tokens <= bound:
+            return name
+    return "xlong"
+
+
+class DatasetTable:
+    """A dataset's rows as ready-made request parts, in their replay order (seeded by the scenario's seed)."""
+
+    __slots__ = ("name", "rows", "overhead")
+
+    def __init__(
+        self,
+        name: str,
+        dataset: Dataset,
+        seed: int,
+        default_output_tokens: int | None,
+        sample: int | None = None,
+        replace: bool = False,
+        tokenizer: PromptTokenizer | None = None,
+    ) -> None:
+        from loadgen.traffic.datasets import sample_dataset
+
+        self.name = name
+        self.overhead: int | None = None
+        n = len(dataset.records) if sample is None else sample
+        ordered = sample_dataset(dataset, n, seed, replace=replace).records
+        count: Callable[[str], int] = tokenizer.count if tokenizer is not None else _words
+        rows: list[tuple[str, str, str, tuple[dict[str, str], ...] | None, int, int]] = []
+        for record in ordered:
+            out = record.output_tokens if record.output_tokens is not None else default_output_tokens
+            if out is None:
+                raise ValueError(f"{dataset.source}:{record.line}: no output_tokens and no default_output_tokens")
+            if record.messages is None:
+                system, prompt, messages = "", record.prompt or "", None
+            else:
+                texts = [m.content for m in record.messages]
+                system = texts[0] if record.messages[0].role == "system" and len(texts) > 1 else ""
+                prompt = "\n".join(texts[1:] if system else texts)
+                messages = tuple({"role": m.role, "content": m.content} for m in record.messages)
+            tokens = sum(count(text) for text in record.texts())
+            rows.append((length_class(tokens), system, prompt, messages, tokens, out))
+        self.rows = rows
+
+
 class RequestSampler:
     """Deterministic request stream: the same (seed, stream) always yields the same specs, in order.
 
@@ -122,11 +191,14 @@ class RequestSampler:
         seed: int,
         stream: int = 0,
         tokenizer: PromptTokenizer | None = None,
+        datasets: dict[str, DatasetTable] | None = None,
     ) -> None:
+        """``datasets``: mixes replayed from a dataset, by name (each with a weight, and no entry in ``mixes``)."""
+        datasets = datasets or {}
         if not weights:
             raise ValueError("no mixes to draw from: weights is empty")
         for name, weight in weights.items():
-            if name not in mixes:
+            if name not in mixes and name not in datasets:
                 raise ValueError(f"mix {name!r} has a weight but no definition; defined: {sorted(mixes)}")
             if not (weight > 0 and math.isfinite(weight)):
                 raise ValueError(f"mix {name!r} has weight {weight!r}; weights must be finite and > 0")
@@ -141,8 +213,11 @@ class RequestSampler:
         # Sorted, so the stream does not depend on the order mixes were listed in.
         names = sorted(weights)
         self._mix_cum = list(accumulate(weights[name] for name in names))
-        self._tables: list[_MixTable] = []
+        self._tables: list[_MixTable | DatasetTable] = []
         for name in names:
+            if name in datasets:
+                self._tables.append(datasets[name])
+                continue
             mix = mixes[name]
             # Depends on the seed and mix only, not the stream: every worker and user shares the prefix.
             system_rng = random.Random(_stable_int("system", seed, name))
@@ -156,6 +231,11 @@ class RequestSampler:
         # of n words is one slice, or a few pieces when it wraps around the block.
         self._block = " ".join(words) + " "
         self._block_starts = [0, *accumulate(len(word) + 1 for word in words)]
+        self._row_offset = self._offset(stream)
+
+    def _offset(self, stream: int) -> int:
+        """Where stream ``stream`` starts in the dataset rows (one offset for all of them: a 64-bit draw)."""
+        return _stable_int("dataset", self.seed, stream) >> 64
 
     def template_overhead(self, mix: str) -> int | None:
         """Prompt tokens a chat server adds to each request of ``mix`` beyond ``prompt_tokens`` (its chat
@@ -175,6 +255,7 @@ class RequestSampler:
         fork.stream = stream
         fork._next_index = 0
         fork._prefix = f"{self.seed}\x1f{stream}\x1f"
+        fork._row_offset = self._offset(stream)
         return fork
 
     def next(self) -> RequestSpec:
@@ -188,6 +269,10 @@ class RequestSampler:
         digest = hashlib.blake2b(f"{self._prefix}{index}".encode(), digest_size=_DRAWS.size).digest()
         d_mix, d_bucket, d_len, d_out, d_start, d_tag = _DRAWS.unpack(digest)
         table = self._tables[_pick(d_mix, self._mix_cum)]
+        if isinstance(table, DatasetTable):
+            rows = table.rows
+            bucket, system, prompt, messages, tokens, out = rows[(self._row_offset + index) % len(rows)]
+            return RequestSpec(index, table.name, bucket, system, prompt, tokens, out, messages)
         bucket, lo, hi = table.buckets[_pick(d_bucket, table.cum_weights)]
         prompt_tokens = lo + _below(d_len, hi - lo + 1)
         out_lo, out_hi = table.output
@@ -219,11 +304,27 @@ class RequestSampler:
 
 def sampler_for(scenario: Scenario, stream: int) -> RequestSampler:
     """The request stream ``stream`` of ``scenario``: its mixes, weights and seed."""
-    mixes = resolve_mixes(scenario.traffic)
+    traffic = scenario.traffic
+    replay = traffic.dataset
+    if replay is not None:  # the dataset is no MixDef: resolve the others
+        traffic = traffic.model_copy(update={"mixes": [ref for ref in traffic.mixes if ref.name != replay.name]})
+    mixes = resolve_mixes(traffic)
     weights = {ref.name: ref.weight for ref in scenario.traffic.mixes}
     tokenizer = None
     if scenario.tokenizer is not None:
         from loadgen.traffic.tokenizer import load_tokenizer
 
         tokenizer = load_tokenizer(scenario.tokenizer)  # loaded (and checked) once per process, at validation
-    return RequestSampler(mixes, weights, scenario.seed, stream, tokenizer)
+    datasets: dict[str, DatasetTable] = {}
+    if replay is not None:
+        table = DatasetTable(
+            replay.name,
+            replay.rows(),  # read when the scenario was validated
+            scenario.seed,
+            replay.default_output_tokens,
+            replay.sample,
+            replay.replace,
+            tokenizer,
+        )
+        datasets[replay.name] = table
+    return RequestSampler(mixes, weights, scenario.seed, stream, tokenizer, datasets)

@@ -133,7 +133,11 @@ def joined_prompt(spec: RequestLike) -> str:
 
 
 def chat_messages(spec: RequestLike) -> list[dict[str, str]]:
-    """The system prompt (if any) and the prompt as chat messages, for servers that take a conversation."""
+    """The system prompt (if any) and the prompt as chat messages, for servers that take a conversation; a
+    replayed dataset row's own messages when it has them (``messages``, optional on a `RequestLike`)."""
+    replayed = getattr(spec, "messages", None)
+    if replayed is not None:
+        return list(replayed)
     messages = [{"role": "system", "content": spec.system_prompt}] if spec.system_prompt else []
     messages.append({"role": "user", "content": spec.prompt})
     return messages
