@@ -1,9 +1,11 @@
-"""The scenario: a strict, typed, described model of everything a run needs (`scenario`, `traffic`, `types`), its YAML
-loader with line numbers and field paths (`errors`), durations, and the JSON-schema export.
+"""The scenario: a strict, typed, described model of everything a run needs (`scenario`, `traffic`, `types`, the
+built-in mix table `builtin_mixes`), its YAML loader with line numbers and field paths (`errors`), durations, and the
+JSON-schema export.
 
-Stage 1 of a request's path. Pure: imports only the standard library, pydantic, PyYAML, orjson and `loadgen.registry`
-/ `loadgen.protocol.dialects` (for the dialect names). `from loadgen.config import Scenario, load_scenario, …` is the
-public way in.
+Stage 1 of a request's path. Pure: the standard library, pydantic, PyYAML, orjson and `loadgen.registry`; to check a
+scenario it also asks later stages what exists — the dialect names (`loadgen.protocol.dialects`), a named tokenizer
+(`loadgen.traffic.tokenizer`) and a dataset file (`loadgen.traffic.datasets`), both read once when the scenario
+loads. `from loadgen.config import Scenario, load_scenario, …` is the public way in.
 """
 
 from loadgen.config.errors import ConfigError, ConfigIssue

@@ -1,5 +1,5 @@
 """The verdict and what people and pipelines read: the canonical JSON report with SLO evaluation and exit code
-(`build`) and its Markdown rendering (`markdown`).
+(`build`), its Markdown rendering (`markdown`), and a sweep's curves and knees (`sweep`).
 
 Stage 6 of a request's path. Pure: imports `loadgen.config` and `loadgen.measure`.
 """
