@@ -3,22 +3,39 @@
 Bucket bounds and weights follow DESIGN.md's reference table. The shared system prompts are our choice: a short
 instruction for chat, a long one for rag (instructions plus a retrieval preamble reused across questions: what
 prefix caching feeds on), a medium one for code. Each is shorter than its mix's shortest prompt, since it counts
-toward the prompt length. Plain data, so the scenario model can check mix names against it without importing the
-traffic stage; `loadgen.traffic.mixes` builds the `MixDef`s from it.
+toward the prompt length. Chat draws from 8 system prompts (assistants deployed with a few personas), rag and
+code have one each.
+
+rag carries retrieved documents: each request is its system prompt + 4 distinct documents of 250 tokens drawn from
+a seeded pool of 200 by Zipf(1) popularity (popular documents recur, as in real retrieval: what a prefix cache
+feeds on) + a question that fills the rest of the drawn length. The buckets stay the reference ones, so a request
+too short for 4 documents plus a 16-token question takes as many as fit: a short request (200-500 tokens, 150 of
+them the system prompt) carries one document from 416 tokens on and none below; a medium one (500-2000) one to
+four; every long one (2000-8000) four, its question the rest.
+
+Plain data, so the scenario model can check mix names against it without importing the traffic stage;
+`loadgen.traffic.mixes` builds the `MixDef`s from it.
 """
 
 from __future__ import annotations
 
 __all__ = ["BUILTIN_MIX_NAMES", "BUILTIN_TABLE"]
 
-# name, description, system prompt tokens, buckets (name, min, max, weight), output tokens (min, max)
-BUILTIN_TABLE: tuple[tuple[str, str, int, tuple[tuple[str, int, int, float], ...], tuple[int, int]], ...] = (
+# Documents: (pool, per request, tokens each, Zipf exponent), or None.
+DocumentsRow = tuple[int, int, int, float] | None
+# name, description, system prompt tokens, buckets (name, min, max, weight), output tokens (min, max),
+# system prompts, documents
+BUILTIN_TABLE: tuple[
+    tuple[str, str, int, tuple[tuple[str, int, int, float], ...], tuple[int, int], int, DocumentsRow], ...
+] = (
     (
         "chat",
         "Conversational assistant: mostly short prompts, short to medium answers.",
         40,
         (("short", 50, 200, 0.7), ("medium", 200, 1000, 0.2), ("long", 1000, 4000, 0.1)),
         (50, 500),
+        8,
+        None,
     ),
     (
         "rag",
@@ -26,6 +43,8 @@ BUILTIN_TABLE: tuple[tuple[str, str, int, tuple[tuple[str, int, int, float], ...
         150,
         (("short", 200, 500, 0.2), ("medium", 500, 2000, 0.4), ("long", 2000, 8000, 0.4)),
         (100, 800),
+        1,
+        (200, 4, 250, 1.0),
     ),
     (
         "code",
@@ -33,6 +52,8 @@ BUILTIN_TABLE: tuple[tuple[str, str, int, tuple[tuple[str, int, int, float], ...
         80,
         (("short", 100, 300, 0.3), ("medium", 300, 1500, 0.4), ("long", 1500, 6000, 0.3)),
         (200, 2000),
+        1,
+        None,
     ),
 )
 

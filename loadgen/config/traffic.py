@@ -23,6 +23,8 @@ __all__ = [
     "Arrival",
     "Bucket",
     "DatasetReplay",
+    "MIN_QUESTION_TOKENS",
+    "Documents",
     "Load",
     "MixDef",
     "MixRef",
@@ -49,8 +51,43 @@ class Bucket(BaseModel):
     weight: PositiveFloat = Field(default=1.0, description="Relative frequency of this bucket within the mix.")
 
 
+# A RAG request's question (after its documents) keeps at least this many tokens: a request too short for all
+# of its documents plus this takes as many documents as fit, possibly none (the sampler uses the same figure).
+MIN_QUESTION_TOKENS = 16
+
+
+class Documents(BaseModel):
+    """A shared pool of retrieved documents: each request of the mix carries `per_request` of them, drawn by
+    Zipf popularity, between the system prompt and the question (so they form a real, reusable prefix)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    pool: StrictInt = Field(default=200, ge=1, description="Documents in the pool (seeded: the same every run).")
+    per_request: StrictInt = Field(
+        default=4,
+        ge=1,
+        description="Distinct documents per request. A request too short for them all (after the system prompt "
+        "and a 16-token question) takes as many as fit, possibly none.",
+    )
+    tokens: StrictInt = Field(default=250, ge=1, description="Length of every document, in tokens.")
+    zipf: float = Field(
+        default=1.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="Popularity skew: document of rank r is drawn with weight 1/r**zipf (0: uniform; 1: the "
+        "most popular is drawn twice as often as the second). Higher: more prefix reuse.",
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> Documents:
+        if self.per_request > self.pool:
+            raise SubpathIssues([(("per_request",), f"exceeds the pool ({self.pool}): documents are distinct")])
+        return self
+
+
 class MixDef(BaseModel):
-    """A traffic mix: prompt-length buckets, an output-length range and an optional shared system prompt."""
+    """A traffic mix: prompt-length buckets, an output-length range, optional shared system prompts and an
+    optional pool of shared documents (RAG)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -63,6 +100,17 @@ class MixDef(BaseModel):
         ge=0,
         description="Length of a system prompt shared by every request of this mix: the reusable prefix that "
         "prefix caching feeds on. Counts toward each request's prompt length. 0: no system prompt.",
+    )
+    system_prompts: StrictInt = Field(
+        default=1,
+        ge=1,
+        description="Distinct system prompts (each `system_prompt_tokens` long, seeded); each request draws one "
+        "uniformly. 1: one prompt shared by all.",
+    )
+    documents: Documents | None = Field(
+        default=None,
+        description="RAG: each request is system prompt + documents from this shared pool + a question that "
+        "fills the rest of its length. Null: no documents.",
     )
     description: str = Field(default="", description="Free text shown in reports.")
 
@@ -82,6 +130,18 @@ class MixDef(BaseModel):
                     ("system_prompt_tokens",),
                     f"must be smaller than the shortest bucket's minimum prompt length ({shortest}), "
                     "since the system prompt counts toward the prompt length",
+                )
+            )
+        longest = max(bucket.prompt_tokens[1] for bucket in self.buckets)
+        if (
+            self.documents is not None
+            and self.system_prompt_tokens + MIN_QUESTION_TOKENS + self.documents.tokens > longest
+        ):
+            issues.append(
+                (
+                    ("documents", "tokens"),
+                    f"no request could carry a document: the longest bucket's maximum ({longest}) is below the "
+                    f"system prompt + a {MIN_QUESTION_TOKENS}-token question + one document",
                 )
             )
         if issues:

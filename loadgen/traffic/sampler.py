@@ -6,6 +6,15 @@ tokenizers), so a prompt of N words is close to N tokens. Each prompt opens with
 unrelated requests never share a cacheable prefix; the mix's system prompt, by contrast, is identical across all
 of its requests, which is what prefix caching feeds on.
 
+Mixes with structure: a mix with ``system_prompts: N`` > 1 has N seeded system prompts and each request draws one
+uniformly (prompt 0 is the one a single-prompt mix has). A mix with ``documents`` has a seeded pool of documents,
+each ``tokens`` words of the pool (each built once per sampler); a request carries ``per_request`` distinct ones
+(fewer when its length leaves no room for them and a ``MIN_QUESTION_TOKENS`` question), drawn without replacement
+with weight 1/rank**zipf, placed first in the prompt (before the request's tag), so system prompt + documents is a
+real prefix of the request, shared with every request that drew the same documents in the same order.
+``RequestSpec.shared_prefix_tokens`` counts it (system prompt + documents); these draws come from a second hash of
+(seed, stream, index), so the rest of the request is drawn as for an unstructured mix.
+
 Given the target model's tokenizer (``exact_lengths``), the lengths are exact instead: the words are only those
 that are one token in that tokenizer, with and without a leading space. Such a word is its own pre-token (the
 pre-tokenizer splits before each space), so a text of N such words separated by single spaces is exactly N tokens,
@@ -39,6 +48,7 @@ from itertools import accumulate
 from typing import TYPE_CHECKING
 
 from loadgen.config.scenario import MixDef
+from loadgen.config.traffic import MIN_QUESTION_TOKENS
 from loadgen.traffic.mixes import resolve_mixes
 from loadgen.traffic.words import WORDS
 
@@ -75,6 +85,10 @@ class RequestSpec:
     # A dataset's chat row: every message as sent ({role, content}); system_prompt and prompt then hold the same
     # text for servers that take a raw prompt. None: the chat is system_prompt + prompt.
     messages: tuple[dict[str, str], ...] | None = None
+    # The leading part of the prompt a prefix cache could reuse across requests: the system prompt plus the
+    # documents, in the same unit as prompt_tokens (the first this-many words / tokens of system_prompt, then
+    # prompt). 0 for dataset rows (their sharing is unknown).
+    shared_prefix_tokens: int = 0
 
 
 # With a tokenizer, the request's tag is this many pool words (fewer when the prompt has fewer tokens).
@@ -106,16 +120,61 @@ def _below(draw: int, n: int) -> int:
 class _MixTable:
     """A mix flattened for fast drawing: cumulative bucket weights and plain tuples."""
 
-    __slots__ = ("name", "cum_weights", "buckets", "output", "system_prompt", "system_words", "overhead")
+    __slots__ = (
+        "name",
+        "cum_weights",
+        "buckets",
+        "output",
+        "system_prompt",
+        "system_prompts",
+        "system_words",
+        "overhead",
+        "documents",
+        "doc_words",
+        "doc_cum",
+        "doc_weights",
+        "per_request",
+        "structured",
+    )
 
-    def __init__(self, name: str, mix: MixDef, system_prompt: str) -> None:
+    def __init__(self, name: str, mix: MixDef, system_prompts: list[str], documents: list[str]) -> None:
         self.name = name
         self.cum_weights = list(accumulate(b.weight for b in mix.buckets))
         self.buckets = [(b.name, b.prompt_tokens[0], b.prompt_tokens[1]) for b in mix.buckets]
         self.output = mix.output_tokens
-        self.system_prompt = system_prompt
+        self.system_prompt = system_prompts[0]
+        self.system_prompts = system_prompts
         self.system_words = mix.system_prompt_tokens
         self.overhead: int | None = None
+        self.documents = documents
+        docs = mix.documents
+        self.doc_words = docs.tokens if docs is not None else 0
+        self.per_request = docs.per_request if docs is not None else 0
+        # Rank r (document r - 1) weighs 1 / r**s.
+        self.doc_weights = [1.0 / (r**docs.zipf) for r in range(1, docs.pool + 1)] if docs is not None else []
+        self.doc_cum = list(accumulate(self.doc_weights))
+        self.structured = len(system_prompts) > 1 or bool(documents)
+
+
+def _draw_distinct(draws: list[int], n: int, k: int, weights: list[float], cum: list[float]) -> list[int]:
+    """``k`` distinct indices below ``n``, drawn one after another without replacement by weight.
+
+    Each draw is a point in the weights still left (the total minus those drawn), mapped back onto the full
+    cumulative line by stepping over the intervals already drawn: exact, with no rejection loop.
+    """
+    chosen: list[int] = []
+    left = cum[-1]
+    for draw in draws[:k]:
+        u = (draw >> 11) / _TWO_53 * left
+        for c in sorted(chosen):
+            if cum[c] - weights[c] <= u:
+                u += weights[c]
+        j = min(bisect_right(cum, u), n - 1)
+        while j in chosen:  # only on a rounding edge: take the next free one
+            j = (j + 1) % n
+        chosen.append(j)
+        left -= weights[j]
+    return chosen
 
 
 # A dataset row's bucket: its length class, by prompt tokens (the chat mix's bucket bounds), else "xlong".
@@ -220,11 +279,21 @@ class RequestSampler:
                 continue
             mix = mixes[name]
             # Depends on the seed and mix only, not the stream: every worker and user shares the prefix.
-            system_rng = random.Random(_stable_int("system", seed, name))
-            system_prompt = " ".join(system_rng.choices(pool, k=mix.system_prompt_tokens))
-            table = _MixTable(name, mix, system_prompt)
+            # Prompt 0 keeps the seed a single-prompt mix always had.
+            system_prompts = []
+            for j in range(mix.system_prompts):
+                system_rng = random.Random(
+                    _stable_int("system", seed, name) if j == 0 else _stable_int("system", seed, name, j)
+                )
+                system_prompts.append(" ".join(system_rng.choices(pool, k=mix.system_prompt_tokens)))
+            documents = []
+            if mix.documents is not None:
+                for j in range(mix.documents.pool):
+                    doc_rng = random.Random(_stable_int("document", seed, name, j))
+                    documents.append(" ".join(doc_rng.choices(pool, k=mix.documents.tokens)))
+            table = _MixTable(name, mix, system_prompts, documents)
             if tokenizer is not None:
-                table.overhead = tokenizer.chat_template_overhead(system=bool(system_prompt))
+                table.overhead = tokenizer.chat_template_overhead(system=bool(table.system_prompt))
             self._tables.append(table)
         words = random.Random(_POOL_SEED).choices(pool, k=_BLOCK_WORDS)
         # The block (each word followed by one space) and the character offset of every word in it, so a window
@@ -277,8 +346,29 @@ class RequestSampler:
         prompt_tokens = lo + _below(d_len, hi - lo + 1)
         out_lo, out_hi = table.output
         max_tokens = out_lo + _below(d_out, out_hi - out_lo + 1)
-        # The tag opens the prompt; the rest come from the pool at a random offset.
+        # The tag opens the question; the rest come from the pool at a random offset.
         user_words = prompt_tokens - table.system_words
+        system_prompt = table.system_prompt
+        docs_text = ""
+        shared = table.system_words
+        if table.structured:
+            extra = hashlib.blake2b(f"{self._prefix}{index}\x1fs".encode(), digest_size=64).digest()
+            draws = list(struct.unpack(">8Q", extra))
+            system_prompt = table.system_prompts[_below(draws[0], len(table.system_prompts))]
+            n_docs = (
+                min(table.per_request, max(0, (user_words - MIN_QUESTION_TOKENS) // table.doc_words))
+                if table.documents
+                else 0
+            )
+            if n_docs:
+                draws = draws[1:]
+                while len(draws) < n_docs:  # more than 7 documents: more draws, from further hashes
+                    more = hashlib.blake2b(f"{self._prefix}{index}\x1fs{len(draws)}".encode(), digest_size=64)
+                    draws += struct.unpack(">8Q", more.digest())
+                picked = _draw_distinct(draws, len(table.documents), n_docs, table.doc_weights, table.doc_cum)
+                docs_text = " ".join([table.documents[j] for j in picked]) + " "
+                user_words -= n_docs * table.doc_words
+                shared += n_docs * table.doc_words
         if self.exact_lengths:
             # Pool words (one token each), so the tag's length is exact too: 3 words of ~450, ~10^8 tags.
             words = self._words
@@ -289,8 +379,29 @@ class RequestSampler:
             tag_words = 1
             tag = f"r{d_tag & 0xFFFFFF:06x}-{index}"
         body_words = user_words - tag_words
-        prompt = f"{tag} {self._window(_below(d_start, _BLOCK_WORDS), body_words)}" if body_words > 0 else tag
-        return RequestSpec(index, table.name, bucket, table.system_prompt, prompt, prompt_tokens, max_tokens)
+        question = f"{tag} {self._window(_below(d_start, _BLOCK_WORDS), body_words)}" if body_words > 0 else tag
+        return RequestSpec(
+            index,
+            table.name,
+            bucket,
+            system_prompt,
+            docs_text + question,
+            prompt_tokens,
+            max_tokens,
+            shared_prefix_tokens=shared,
+        )
+
+    def document_indices(self, spec: RequestSpec) -> list[int]:
+        """The pool indices of the documents ``spec`` carries, in prompt order (for tests and analysis; not the
+        hot path)."""
+        table = next(t for t in self._tables if t.name == spec.mix)
+        if not isinstance(table, _MixTable) or not table.documents:
+            return []
+        n_docs = (spec.shared_prefix_tokens - table.system_words) // table.doc_words
+        words = spec.prompt.split(" ")
+        index = {doc: j for j, doc in enumerate(table.documents)}
+        w = table.doc_words
+        return [index[" ".join(words[i * w : (i + 1) * w])] for i in range(n_docs)]
 
     def _window(self, first: int, n_words: int) -> str:
         """``n_words`` words of the endlessly repeated block, from word ``first`` (< block size) on."""

@@ -92,22 +92,25 @@ def test_prompt_word_counts_exact() -> None:
         prompt_words = spec.prompt.split(" ")
         assert len(system_words) + len(prompt_words) == spec.prompt_tokens
         assert "" not in prompt_words  # single spaces, no leading or trailing space
-        assert set(prompt_words[1:]) <= known
-        assert prompt_words[0].startswith("r") and prompt_words[0].endswith(f"-{i}")
+        # The tag opens the question, after the documents (if any).
+        at = spec.shared_prefix_tokens - len(system_words)
+        assert set(prompt_words[:at] + prompt_words[at + 1 :]) <= known
+        assert prompt_words[at].startswith("r") and prompt_words[at].endswith(f"-{i}")
 
 
 def test_tags_unique_and_system_prompt_shared() -> None:
     a, b = sampler(stream=0), sampler(stream=1)
     specs = [a.spec_at(i) for i in range(500)] + [b.spec_at(i) for i in range(500)]
-    tags = [spec.prompt.split(" ", 1)[0] for spec in specs]
+    tags = [spec.prompt.split(" ")[spec.shared_prefix_tokens - len(spec.system_prompt.split())] for spec in specs]
     assert len(set(tags)) == len(tags)
     mixes = builtins()
     for name in WEIGHTS:
         system_prompts = {spec.system_prompt for spec in specs if spec.mix == name}
-        assert len(system_prompts) == 1  # identical across requests and streams
-        (text,) = system_prompts
-        assert len(text.split()) == mixes[name].system_prompt_tokens
-    assert len({spec.system_prompt for spec in specs}) == 3  # one per mix
+        # Identical across requests and streams: the mix's pool of them (chat: 8, the others: 1), all drawn.
+        assert len(system_prompts) == mixes[name].system_prompts
+        for text in system_prompts:
+            assert len(text.split()) == mixes[name].system_prompt_tokens
+    assert len({spec.system_prompt for spec in specs}) == sum(mixes[name].system_prompts for name in WEIGHTS)
 
 
 def test_no_system_prompt_and_tag_only_prompt() -> None:
