@@ -87,6 +87,9 @@ class RequestRecord:
     token_source: str = TokenSource.ONE_PER_CHUNK
     prompt_tokens: int | None = None  # from the server's usage
     output_tokens: int | None = None  # from the server's usage
+    # Prompt tokens the server served from its prefix cache, when it says (OpenAI / vLLM
+    # `usage.prompt_tokens_details.cached_tokens`, llama.cpp `timings.cache_n`); None when it does not report it.
+    cached_prompt_tokens: int | None = None
     prompt_tokens_target: int = 0
     max_tokens: int = 0
     warmup: bool = False
@@ -181,6 +184,7 @@ class RequestRecord:
             token_source=str(row.get("token_source") or TokenSource.ONE_PER_CHUNK),
             prompt_tokens=row.get("prompt_tokens"),
             output_tokens=row.get("output_tokens"),
+            cached_prompt_tokens=row.get("cached_prompt_tokens"),
             prompt_tokens_target=int(row.get("prompt_tokens_target") or 0),
             max_tokens=int(row.get("max_tokens") or 0),
             warmup=bool(row.get("warmup")),
@@ -209,6 +213,7 @@ class RequestRecord:
             "token_source": self.token_source,
             "prompt_tokens": self.prompt_tokens,
             "output_tokens": self.output_tokens,
+            "cached_prompt_tokens": self.cached_prompt_tokens,
             "prompt_tokens_target": self.prompt_tokens_target,
             "max_tokens": self.max_tokens,
             "warmup": self.warmup,

@@ -355,6 +355,8 @@ static int usage_member(Cur *c, const unsigned char *k, ptrdiff_t n, void *ctx) 
     LgChunk *ch = (LgChunk *)ctx;
     if (key_is(k, n, "prompt_tokens")) return usage_count(c, &ch->pt);
     if (key_is(k, n, "completion_tokens")) return usage_count(c, &ch->ct);
+    /* Cached prompt tokens (vLLM / OpenAI final usage): once per stream, Python's to record. */
+    if (key_is(k, n, "prompt_tokens_details")) return -1;
     return skip_any(c);
 }
 

@@ -41,6 +41,11 @@ _wire = native.wire
 _FAST_DIALECTS: dict[type, bool] = {OpenAIChat: True, OpenAICompletions: False}
 
 
+def _count(v: Any) -> int | None:
+    """A token count the server reported: a non-negative int (not a bool), else None."""
+    return v if type(v) is int and v >= 0 else None
+
+
 class _SSEParser(SSEParser):
     """SSE, plus an `error:` field line dispatched as an "error" event.
 
@@ -225,6 +230,12 @@ class StreamAccumulator:
             self._counted += k
             rec.chunk_times.append(t)
             rec.chunk_tokens.append(k)
+        timings = chunk.server_timings
+        if timings is not None:
+            rec.server_timings = timings
+            cached = _count(timings.get("cache_n"))  # llama.cpp: prompt tokens reused from its cache
+            if cached is not None:
+                rec.cached_prompt_tokens = cached
         usage = chunk.usage
         if usage is not None:
             pt = usage.get("prompt_tokens")
@@ -233,8 +244,11 @@ class StreamAccumulator:
                 rec.prompt_tokens = pt
             if isinstance(ct, int):
                 rec.output_tokens = ct
-        if chunk.server_timings is not None:
-            rec.server_timings = chunk.server_timings
+            details = usage.get("prompt_tokens_details")  # OpenAI / vLLM / SGLang
+            if type(details) is dict:
+                cached = _count(details.get("cached_tokens"))
+                if cached is not None:
+                    rec.cached_prompt_tokens = cached
         if chunk.finish_reason is not None:
             rec.finish_reason = chunk.finish_reason
         if chunk.done:

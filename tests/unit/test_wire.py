@@ -59,6 +59,7 @@ def _record_state(rec: RequestRecord) -> tuple[object, ...]:
         rec.server_timings,
         rec.finish_reason,
         rec.partial_bytes,
+        rec.cached_prompt_tokens,
     )
 
 
@@ -285,7 +286,11 @@ _delta = st.dictionaries(
 _choice = st.fixed_dictionaries(
     {}, optional={"delta": _delta | _values, "text": _values, "finish_reason": _values, "index": _values}
 )
-_usage = st.dictionaries(st.sampled_from(["prompt_tokens", "completion_tokens", "total_tokens"]), _values, max_size=3)
+_usage = st.dictionaries(
+    st.sampled_from(["prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details"]),
+    _values | st.fixed_dictionaries({}, optional={"cached_tokens": _values}),
+    max_size=3,
+)
 _chunk_obj = st.fixed_dictionaries(
     {},
     optional={
@@ -327,9 +332,21 @@ def test_the_first_body_read_is_pythons_so_a_body_that_is_not_a_stream_is_seen()
     reads = [json_head, b"%x\r\n%s\r\n" % (len(body), body), b"0\r\n\r\n"]
     slow, _ = _run(reads, "openai-chat", fast=False)
     fast, counted_in_c = _run(reads, "openai-chat", fast=True)
-    assert fast == slow and counted_in_c == 0 and fast[4] == "not_a_stream" and fast[-1] == body
+    assert fast == slow and counted_in_c == 0 and fast[4] == "not_a_stream" and fast[-2] == body
     # A stream: its first token read is Python's, the later ones counted in C.
     stream = [_HEAD, _chunk(_ROLE) + _chunk(_vllm(1)), _chunk(_vllm(2)), _chunk(_vllm(3))]
     slow, _ = _run(stream + _CLOSING, "openai-chat", fast=False)
     fast, counted_in_c = _run(stream + _CLOSING, "openai-chat", fast=True)
     assert fast == slow and counted_in_c == 2 and fast[4] is None
+
+
+def test_cached_prompt_tokens_in_a_token_chunk_go_to_python() -> None:
+    details = {"cached_tokens": 8}
+    payload = _vllm(3, usage={"prompt_tokens": 12, "completion_tokens": 3, "prompt_tokens_details": details})
+    assert _parity([_chunk(payload)]) == 2  # the opening only: the read with the details is Python's
+    usage = {"prompt_tokens": 12, "completion_tokens": 9, "prompt_tokens_details": {"cached_tokens": 8}}
+    final = orjson.dumps({"choices": [], "usage": usage})
+    reads = [*_OPENING, _chunk(final), _chunk(b"[DONE]"), b"0\r\n\r\n"]
+    for fast in (False, True):
+        rec_state, _ = _run(reads, "openai-chat", fast)
+        assert rec_state[-1] == 8

@@ -9,7 +9,8 @@ cumulative count, and without either each non-empty chunk is one token. The last
 `tokens_predicted`, `tokens_evaluated` (the whole prompt, cached part included), `stop_type` (or, older,
 `stopped_eos` / `stopped_word` / `stopped_limit`; "limit" is finish reason "length") and `timings`
 {prompt_n, prompt_ms, predicted_n, predicted_ms, predicted_per_token_ms, ...}: kept as the record's
-`server_timings`, ground truth for TTFT (prompt_ms) and TPOT (predicted_per_token_ms).
+`server_timings`, ground truth for TTFT (prompt_ms) and TPOT (predicted_per_token_ms); its `cache_n` (prompt tokens
+reused from the cache) becomes the record's `cached_prompt_tokens`.
 Errors inside the stream: `error: {"code", "message", "type"}` (an SSE field of its own, older servers) or
 `data: {"error": {...}}` (newer).
 """

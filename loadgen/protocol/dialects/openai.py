@@ -7,6 +7,8 @@ Quirks handled here:
   token counts, including an empty-content chunk whose count advanced (a character held back until its last byte);
 - llama.cpp's server sends `timings` (and, with `timings_per_token: true`, a cumulative `timings.predicted_n` in
   every chunk, used as the token count when there is no per-chunk usage);
+- cached prompt tokens: vLLM / SGLang / OpenAI put `usage.prompt_tokens_details.cached_tokens` in the final usage,
+  llama.cpp `timings.cache_n`; both are kept in the chunk's usage / timings and read by the accumulator;
 - EOS arrives as a chunk with `finish_reason` and an empty delta: not a token unless the server's count advanced;
 - a refusal streams in `delta.refusal` with `content: null`: output like content;
 - older llama.cpp / TGI put `usage` on the last chunk that still has `choices`: the accumulator only trusts

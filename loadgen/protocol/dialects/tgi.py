@@ -6,6 +6,7 @@ Stream (SSE, `data:` without a space, `:` keep-alives): one event per generated 
 tokens from 1, so it is the cumulative count. Special tokens (EOS) are generated tokens whose text is not output;
 a token whose text is empty (a multibyte character not yet complete) is still a token. The last event carries
 `generated_text` and, because we ask for `details`, `details.generated_tokens` / `input_length`. No `[DONE]`.
+TGI reports nothing about its prefix cache: records get no `cached_prompt_tokens`.
 Errors inside the stream: `{"error": "...", "error_type": "generation"}`.
 """
 
