@@ -16,18 +16,32 @@ from loadgen.measure.histogram import LatencyHistogram, merge_encoded_into, reco
 from loadgen.measure.records import RequestRecord
 from loadgen.metric_names import METRICS
 
-__all__ = ["CENSORED_METRICS", "CONNECTION_METRICS", "METRICS", "Aggregate", "GroupStats", "WIRE_VERSION"]
+__all__ = [
+    "BUCKET_METRICS",
+    "CENSORED_METRICS",
+    "CONNECTION_METRICS",
+    "METRICS",
+    "Aggregate",
+    "BucketStats",
+    "GroupStats",
+    "WIRE_VERSION",
+]
 
 # Opening a connection: beside TTFT, not in it (TTFT runs from the request write).
 CONNECTION_METRICS: tuple[str, ...] = ("connect", "tls")
 # Metrics where a request that never got there is a censored sample (above everything measured).
 CENSORED_METRICS: tuple[str, ...] = ("ttft", "e2e", "e2e_from_schedule")
-WIRE_VERSION = 3
+WIRE_VERSION = 4
+# What a (variant, mix, bucket) keeps: few histograms, so the bucket level adds little to each delta.
+BUCKET_METRICS: tuple[str, ...] = ("ttft", "e2e")
 _COUNTERS = (
     "requests",
     "ok",
     "output_tokens",
     "prompt_tokens",
+    "cache_reported",
+    "cache_prompt_tokens",
+    "cached_prompt_tokens",
     "warmup_excluded",
     "cut_by_stop",
     "ok_without_tokens",
@@ -65,6 +79,11 @@ class GroupStats:
     errors: dict[str, int] = field(default_factory=dict)
     output_tokens: int = 0
     prompt_tokens: int = 0
+    # Successful requests whose server said how many prompt tokens it served from its prefix cache, their prompt
+    # tokens, and the cached ones among them: the cached share is over these requests only.
+    cache_reported: int = 0
+    cache_prompt_tokens: int = 0
+    cached_prompt_tokens: int = 0
     warmup_excluded: int = 0
     cut_by_stop: int = 0
     ok_without_tokens: int = 0
@@ -124,6 +143,10 @@ class GroupStats:
         self.output_tokens += tokens + max(usage_extra, 0)
         if rec.prompt_tokens is not None:
             self.prompt_tokens += rec.prompt_tokens
+            if rec.cached_prompt_tokens is not None:
+                self.cache_reported += 1
+                self.cache_prompt_tokens += rec.prompt_tokens
+                self.cached_prompt_tokens += rec.cached_prompt_tokens
         self.token_sources[rec.token_source] = self.token_sources.get(rec.token_source, 0) + 1
         reason = rec.finish_reason or "unknown"
         self.finish_reasons[reason] = self.finish_reasons.get(reason, 0) + 1
@@ -191,13 +214,70 @@ class GroupStats:
             _add_counts(getattr(self, name), w.get(name, {}))
 
 
-class Aggregate:
-    """Groups keyed by (variant, mix), plus a per-second timeline of completions (wall-clock seconds)."""
+@dataclass(slots=True)
+class BucketStats:
+    """One (variant, mix, bucket) (a mix's length class: short / medium / long): requests, successes, and TTFT / E2E
+    with the same censoring as `GroupStats` (a failed request is a censored E2E sample, and a censored TTFT sample
+    when it failed before its first token). Warm-up and cut-by-stop requests are not counted."""
 
-    __slots__ = ("groups", "timeline", "window_start")
+    hists: dict[str, LatencyHistogram] = field(default_factory=dict)
+    requests: int = 0
+    ok: int = 0
+    censored: dict[str, int] = field(default_factory=dict)
+
+    def _hist(self, metric: str) -> LatencyHistogram:
+        h = self.hists.get(metric)
+        if h is None:
+            h = self.hists[metric] = LatencyHistogram()
+        return h
+
+    def add(self, rec: RequestRecord) -> None:
+        self.requests += 1
+        ttft = rec.ttft
+        if ttft is not None:
+            self._hist("ttft").record(ttft)
+        elif rec.error is not None:
+            self.censored["ttft"] = self.censored.get("ttft", 0) + 1
+        if rec.error is not None:
+            self.censored["e2e"] = self.censored.get("e2e", 0) + 1
+            return
+        self.ok += 1
+        e2e = rec.e2e
+        if e2e is not None:
+            self._hist("e2e").record(e2e)
+
+    def merge(self, other: BucketStats) -> None:
+        for m, h in other.hists.items():
+            self._hist(m).merge(h)
+        self.requests += other.requests
+        self.ok += other.ok
+        _add_counts(self.censored, other.censored)
+
+    def reset_counters(self) -> None:
+        self.requests = self.ok = 0
+        self.censored = {}
+
+    def to_wire(self, histograms: bool = True) -> dict[str, Any]:
+        hists = {m: h.encode() for m, h in self.hists.items() if h.count} if histograms else {}
+        return {"hists": hists, "requests": self.requests, "ok": self.ok, "censored": dict(self.censored)}
+
+    def merge_wire(self, w: dict[str, Any]) -> None:
+        for m, blob in w.get("hists", {}).items():
+            merge_encoded_into(blob, [self._hist(m)])
+        self.requests += int(w.get("requests", 0))
+        self.ok += int(w.get("ok", 0))
+        _add_counts(self.censored, w.get("censored", {}))
+
+
+class Aggregate:
+    """Groups keyed by (variant, mix), buckets keyed by (variant, mix, bucket), plus a per-second timeline of
+    completions (wall-clock seconds)."""
+
+    __slots__ = ("groups", "buckets", "timeline", "window_start")
 
     def __init__(self, window_start: float = -math.inf) -> None:
         self.groups: dict[tuple[str, str], GroupStats] = {}
+        self.buckets: dict[tuple[str, str, str], BucketStats] = {}
         self.timeline: dict[int, list[int]] = {}
         # Start of the measured window (monotonic): where this process's warm-up ended.
         self.window_start = window_start
@@ -209,10 +289,19 @@ class Aggregate:
             g = self.groups[key] = GroupStats()
         return g
 
+    def bucket(self, variant: str, mix: str, bucket: str) -> BucketStats:
+        key = (variant, mix, bucket)
+        b = self.buckets.get(key)
+        if b is None:
+            b = self.buckets[key] = BucketStats()
+        return b
+
     def add(self, rec: RequestRecord, wall_time: float) -> None:
         self.group(rec.variant, rec.mix).add(rec, self.window_start)
         if rec.warmup or rec.cut_by_stop:
             return
+        if rec.bucket:
+            self.bucket(rec.variant, rec.mix, rec.bucket).add(rec)
         sec = int(wall_time)
         row = self.timeline.get(sec)
         if row is None:
@@ -223,12 +312,13 @@ class Aggregate:
             row[2] += rec.output_token_count
 
     def is_empty(self) -> bool:
-        return not self.groups and not self.timeline
+        return not self.groups and not self.buckets and not self.timeline
 
     def to_wire(self) -> dict[str, Any]:
         return {
             "v": WIRE_VERSION,
             "groups": [[v, m, g.to_wire()] for (v, m), g in self.groups.items()],
+            "buckets": [[v, m, b, bs.to_wire()] for (v, m, b), bs in self.buckets.items()],
             "timeline": [[s, *row] for s, row in self.timeline.items()],
         }
 
@@ -239,20 +329,26 @@ class Aggregate:
         if histograms:
             wire = self.to_wire()
             self.groups = {}
+            self.buckets = {}
         else:
             wire = {
                 "v": WIRE_VERSION,
                 "groups": [[v, m, g.to_wire(histograms=False)] for (v, m), g in self.groups.items()],
+                "buckets": [[v, m, b, bs.to_wire(histograms=False)] for (v, m, b), bs in self.buckets.items()],
                 "timeline": [[s, *row] for s, row in self.timeline.items()],
             }
             for g in self.groups.values():
                 g.reset_counters()
+            for bs in self.buckets.values():
+                bs.reset_counters()
         self.timeline = {}
         return wire
 
     def merge(self, other: Aggregate) -> None:
         for (v, m), g in other.groups.items():
             self.group(v, m).merge(g)
+        for (v, m, b), bs in other.buckets.items():
+            self.bucket(v, m, b).merge(bs)
         self._merge_timeline([[s, *row] for s, row in other.timeline.items()])
 
     def merge_wire(self, wire: dict[str, Any]) -> None:
@@ -260,6 +356,8 @@ class Aggregate:
             raise ValueError(f"aggregate wire version {wire.get('v')!r}, expected {WIRE_VERSION}")
         for v, m, gw in wire.get("groups", []):
             self.group(v, m).merge_wire(gw)
+        for v, m, b, bw in wire.get("buckets", []):
+            self.bucket(v, m, b).merge_wire(bw)
         self._merge_timeline(wire.get("timeline", []))
 
     def _merge_timeline(self, rows: list[list[int]]) -> None:

@@ -15,7 +15,15 @@ import orjson
 
 from loadgen.config.scenario import Scenario
 from loadgen.exit_codes import ExitCode
-from loadgen.measure.aggregate import CENSORED_METRICS, CONNECTION_METRICS, METRICS, Aggregate, GroupStats
+from loadgen.measure.aggregate import (
+    BUCKET_METRICS,
+    CENSORED_METRICS,
+    CONNECTION_METRICS,
+    METRICS,
+    Aggregate,
+    BucketStats,
+    GroupStats,
+)
 from loadgen.measure.histogram import RELATIVE_ERROR, LatencyHistogram
 from loadgen.report.markdown import render_markdown
 
@@ -58,6 +66,16 @@ def _group_json(g: GroupStats, window_s: float) -> dict[str, Any]:
         "requests_per_s": round(g.ok / w, 4) if window_s > 0 else None,
         "output_tokens_per_s": round(g.output_tokens / w, 2) if window_s > 0 else None,
         "input_tokens_per_s": round(g.prompt_tokens / w, 2) if window_s > 0 else None,
+        # Cached ÷ prompt tokens over the successful requests whose server said how many it served from its prefix
+        # cache; None when none did (the server does not report it: TGI, Ollama, vLLM without prompt-token details).
+        "cached_prompt_tokens_share": (
+            round(g.cached_prompt_tokens / g.cache_prompt_tokens, 4) if g.cache_prompt_tokens else None
+        ),
+        "cached_prompt_tokens": {
+            "reported_by": g.cache_reported,
+            "prompt_tokens": g.cache_prompt_tokens,
+            "cached_tokens": g.cached_prompt_tokens,
+        },
         "warmup_excluded": g.warmup_excluded,
         "token_count_source": dict(sorted(g.token_sources.items())),
         "finish_reasons": dict(sorted(g.finish_reasons.items())),
@@ -68,6 +86,19 @@ def _group_json(g: GroupStats, window_s: float) -> dict[str, Any]:
     if g.arrivals:
         out["arrivals"] = dict(sorted(g.arrivals.items()))
     return out
+
+
+def _bucket_json(b: BucketStats) -> dict[str, Any]:
+    out: dict[str, Any] = {"requests": b.requests, "ok": b.ok}
+    for m in BUCKET_METRICS:
+        h = b.hists.get(m) or LatencyHistogram()
+        summary = h.summary_ms(b.censored.get(m, 0))
+        out[f"{m}_ms"] = {k: summary.get(k) for k in ("p50", "p99", "count", "censored") if k in summary}
+    return out
+
+
+def _buckets_json(agg: Aggregate, variant: str, mix: str) -> dict[str, Any]:
+    return {b: _bucket_json(bs) for (v, m, b), bs in sorted(agg.buckets.items()) if v == variant and m == mix}
 
 
 def open_loop_json(scenario: Scenario, g: GroupStats, window_s: float) -> dict[str, Any] | None:
@@ -122,7 +153,11 @@ def build_report(
     variants: list[dict[str, Any]] = []
     baseline = scenario.baseline_variant.name
     for v in scenario.variants:
-        mixes = {m: _group_json(g, window_s) for (vn, m), g in sorted(agg.groups.items()) if vn == v.name}
+        mixes = {
+            m: {**_group_json(g, window_s), "buckets": _buckets_json(agg, v.name, m)}
+            for (vn, m), g in sorted(agg.groups.items())
+            if vn == v.name
+        }
         merged = agg.merged_variant(v.name)
         entry: dict[str, Any] = {
             "name": v.name,

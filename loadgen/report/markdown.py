@@ -104,6 +104,7 @@ def render_markdown(report: dict[str, Any]) -> str:
     if no_tokens:
         lines.append(f"- ⚠ successful requests that streamed no token (no TTFT): {', '.join(no_tokens)}")
     lines += _open_loop_lines(report)
+    lines += _cache_lines(report)
     for metric in _METRIC_LABEL:
         rows = []
         for v in report["variants"]:
@@ -118,6 +119,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         lines.append("| variant | mix | samples | censored | p50 | p90 | p95 | p99 | p99.9 | max | mean |")
         lines.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         lines += rows
+    lines += _bucket_lines(report)
     lines += ["", f"## Speedup vs baseline `{report['baseline']}` (baseline ÷ variant; > 1 is faster)", ""]
     lines.append("| variant | TTFT p99 | E2E p99 | TPOT p50 | ITL p50 |")
     lines.append("|---|---:|---:|---:|---:|")
@@ -170,6 +172,56 @@ def render_markdown(report: dict[str, Any]) -> str:
         ]
     lines += ["", f"Exit code: {report['exit_code']}", ""]
     return "\n".join(lines)
+
+
+def _cache_lines(report: dict[str, Any]) -> list[str]:
+    """Prompt tokens served from the server's prefix cache, per variant and mix, where the server reports them."""
+    rows, silent = [], []
+    for v in report["variants"]:
+        reported = False
+        for mix, g in _groups(v):
+            c = g.get("cached_prompt_tokens")
+            if not c or not c.get("reported_by"):
+                continue
+            reported = True
+            share = g.get("cached_prompt_tokens_share")
+            share_cell = "–" if share is None else f"{100 * share:.1f} %"
+            rows.append(
+                f"| {v['name']} | {mix} | {c['reported_by']:,} | {c['prompt_tokens']:,} | {c['cached_tokens']:,} "
+                f"| {share_cell} |"
+            )
+        if not reported and "cached_prompt_tokens" in v["overall"]:
+            silent.append(v["name"])
+    if not rows and not silent:
+        return []
+    lines = ["", "## Prefix cache (prompt tokens the server served from its cache)", ""]
+    if rows:
+        lines.append("| variant | mix | requests reporting | prompt tokens | cached | cached share |")
+        lines.append("|---|---|---:|---:|---:|---:|")
+        lines += rows
+        lines.append("")
+    for name in silent:
+        lines.append(f"- `{name}`: the server reported no cached prompt tokens (share unknown, not zero)")
+    return lines
+
+
+def _bucket_lines(report: dict[str, Any]) -> list[str]:
+    """TTFT and E2E per length bucket of each mix."""
+    rows = []
+    for v in report["variants"]:
+        for mix, g in v["mixes"].items():
+            for b, bs in (g.get("buckets") or {}).items():
+                t, e = bs.get("ttft_ms", {}), bs.get("e2e_ms", {})
+                rows.append(
+                    f"| {v['name']} | {mix} | {b} | {bs['requests']:,} | {bs['ok']:,} | {_cell(t, 'p50')} "
+                    f"| {_cell(t, 'p99')} | {_cell(e, 'p50')} | {_cell(e, 'p99')} |"
+                )
+    if not rows:
+        return []
+    lines = ["", "## TTFT and E2E by bucket (ms)", ""]
+    lines.append("| variant | mix | bucket | requests | ok | TTFT p50 | TTFT p99 | E2E p50 | E2E p99 |")
+    lines.append("|---|---|---|---:|---:|---:|---:|---:|---:|")
+    return lines + rows
 
 
 def _open_loop_lines(report: dict[str, Any]) -> list[str]:

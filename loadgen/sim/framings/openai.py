@@ -84,8 +84,17 @@ class _OpenAI(Framing):
         return [(self._chunk(s, [choice], start + n if s.req.continuous else None), n)]
 
     def end(self, s: StreamState, generated: int) -> bytes:
-        usage = self._chunk(s, [], generated) if s.req.include_usage else b""
-        return usage + b"data: [DONE]\n\n"
+        if not s.req.include_usage:
+            return b"data: [DONE]\n\n"
+        obj: dict[str, Any] = {
+            "id": self._id(s),
+            "object": "chat.completion.chunk" if self.chat else "text_completion",
+            "created": s.created,
+            "model": s.req.model,
+            "choices": [],
+            "usage": _usage(s, generated, final=True),
+        }
+        return b"data: " + orjson.dumps(obj) + b"\n\ndata: [DONE]\n\n"
 
     def error_event(self) -> bytes:
         return (
@@ -107,14 +116,23 @@ class _OpenAI(Framing):
             "created": s.created,
             "model": s.req.model,
             "choices": [choice],
-            "usage": _usage(s, generated),
+            "usage": _usage(s, generated, final=True),
         }
         return orjson.dumps(obj)
 
 
-def _usage(s: StreamState, completion_tokens: int) -> dict[str, int]:
+def _usage(s: StreamState, completion_tokens: int, final: bool = False) -> dict[str, Any]:
+    """vLLM's usage. The final one (not the per-chunk continuous usage) says how many prompt tokens the prefix cache
+    served, as vLLM does with `--enable-prompt-tokens-details` when any did."""
     p = s.prompt_tokens
-    return {"prompt_tokens": p, "completion_tokens": completion_tokens, "total_tokens": p + completion_tokens}
+    usage: dict[str, Any] = {
+        "prompt_tokens": p,
+        "completion_tokens": completion_tokens,
+        "total_tokens": p + completion_tokens,
+    }
+    if final and s.cached_tokens:
+        usage["prompt_tokens_details"] = {"cached_tokens": s.cached_tokens}
+    return usage
 
 
 class OpenAIChat(_OpenAI):
