@@ -150,6 +150,7 @@ class RequestStream:
             spec.bucket,
             scheduled=scheduled,
             prompt_tokens_target=spec.prompt_tokens,
+            shared_prefix_tokens=spec.shared_prefix_tokens,
             max_tokens=spec.max_tokens,
         )
         acc = StreamAccumulator(rec, self._dialect)

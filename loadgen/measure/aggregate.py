@@ -31,7 +31,7 @@ __all__ = [
 CONNECTION_METRICS: tuple[str, ...] = ("connect", "tls")
 # Metrics where a request that never got there is a censored sample (above everything measured).
 CENSORED_METRICS: tuple[str, ...] = ("ttft", "e2e", "e2e_from_schedule")
-WIRE_VERSION = 4
+WIRE_VERSION = 5
 # What a (variant, mix, bucket) keeps: few histograms, so the bucket level adds little to each delta.
 BUCKET_METRICS: tuple[str, ...] = ("ttft", "e2e")
 _COUNTERS = (
@@ -42,6 +42,8 @@ _COUNTERS = (
     "cache_reported",
     "cache_prompt_tokens",
     "cached_prompt_tokens",
+    "target_prompt_tokens",
+    "shared_prefix_tokens",
     "warmup_excluded",
     "cut_by_stop",
     "ok_without_tokens",
@@ -84,6 +86,9 @@ class GroupStats:
     cache_reported: int = 0
     cache_prompt_tokens: int = 0
     cached_prompt_tokens: int = 0
+    # The prompt lengths asked for and their shared-prefix part, over the requests in the window.
+    target_prompt_tokens: int = 0
+    shared_prefix_tokens: int = 0
     warmup_excluded: int = 0
     cut_by_stop: int = 0
     ok_without_tokens: int = 0
@@ -114,6 +119,8 @@ class GroupStats:
             self.output_tokens += _tokens_from(rec, window_start)
             return
         self.requests += 1
+        self.target_prompt_tokens += rec.prompt_tokens_target
+        self.shared_prefix_tokens += rec.shared_prefix_tokens
         tokens = _tokens_from(rec, window_start)
         if rec.connect_s is not None:
             self._hist("connect").record(rec.connect_s)

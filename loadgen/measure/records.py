@@ -91,6 +91,8 @@ class RequestRecord:
     # `usage.prompt_tokens_details.cached_tokens`, llama.cpp `timings.cache_n`); None when it does not report it.
     cached_prompt_tokens: int | None = None
     prompt_tokens_target: int = 0
+    # Of the target, the part a prefix cache could reuse: the mix's system prompt and any shared documents.
+    shared_prefix_tokens: int = 0
     max_tokens: int = 0
     warmup: bool = False
     partial_bytes: bytes = b""
@@ -186,6 +188,7 @@ class RequestRecord:
             output_tokens=row.get("output_tokens"),
             cached_prompt_tokens=row.get("cached_prompt_tokens"),
             prompt_tokens_target=int(row.get("prompt_tokens_target") or 0),
+            shared_prefix_tokens=int(row.get("shared_prefix_tokens") or 0),
             max_tokens=int(row.get("max_tokens") or 0),
             warmup=bool(row.get("warmup")),
             finish_reason=row.get("finish_reason"),
@@ -215,6 +218,7 @@ class RequestRecord:
             "output_tokens": self.output_tokens,
             "cached_prompt_tokens": self.cached_prompt_tokens,
             "prompt_tokens_target": self.prompt_tokens_target,
+            "shared_prefix_tokens": self.shared_prefix_tokens,
             "max_tokens": self.max_tokens,
             "warmup": self.warmup,
             "ttft": self.ttft,

@@ -68,6 +68,11 @@ def _group_json(g: GroupStats, window_s: float) -> dict[str, Any]:
         "input_tokens_per_s": round(g.prompt_tokens / w, 2) if window_s > 0 else None,
         # Cached ÷ prompt tokens over the successful requests whose server said how many it served from its prefix
         # cache; None when none did (the server does not report it: TGI, Ollama, vLLM without prompt-token details).
+        # Of the prompt tokens asked for, the share that was a shared prefix (system prompt, shared documents): what a
+        # prefix cache could serve; beside what the server says it did serve.
+        "shared_prefix_share": (
+            round(g.shared_prefix_tokens / g.target_prompt_tokens, 4) if g.target_prompt_tokens else None
+        ),
         "cached_prompt_tokens_share": (
             round(g.cached_prompt_tokens / g.cache_prompt_tokens, 4) if g.cache_prompt_tokens else None
         ),

@@ -192,7 +192,12 @@ def _cache_lines(report: dict[str, Any]) -> list[str]:
             )
         if not reported and "cached_prompt_tokens" in v["overall"]:
             silent.append(v["name"])
-    if not rows and not silent:
+    shared = [
+        f"{v['name']} {100 * v['overall']['shared_prefix_share']:.1f} %"
+        for v in report["variants"]
+        if v["overall"].get("shared_prefix_share")
+    ]
+    if not rows and not silent and not shared:
         return []
     lines = ["", "## Prefix cache (prompt tokens the server served from its cache)", ""]
     if rows:
@@ -202,6 +207,8 @@ def _cache_lines(report: dict[str, Any]) -> list[str]:
         lines.append("")
     for name in silent:
         lines.append(f"- `{name}`: the server reported no cached prompt tokens (share unknown, not zero)")
+    if shared:
+        lines.append("- shared prefix of the prompts sent (system prompts, shared documents): " + ", ".join(shared))
     return lines
 
 

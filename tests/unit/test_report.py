@@ -177,3 +177,12 @@ def test_the_report_says_whether_prompt_lengths_are_exact() -> None:
     report = _report([_ok(0)])
     assert report["prompt_lengths"] == {"exact": False, "tokenizer": None}
     assert "Prompt lengths: approximate" in render_markdown(report)
+
+
+def test_the_shared_prefix_share_of_the_prompts_sent_is_reported() -> None:
+    recs = [_ok(i) for i in range(4)]
+    for r in recs:
+        r.prompt_tokens_target, r.shared_prefix_tokens = 400, 100
+    report = _report(recs)
+    assert report["variants"][0]["overall"]["shared_prefix_share"] == 0.25
+    assert "shared prefix of the prompts sent (system prompts, shared documents): a 25.0 %" in render_markdown(report)
