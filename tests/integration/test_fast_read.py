@@ -7,16 +7,14 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import gevent
-import orjson
 import pytest
 
-from loadgen.client.connection import Endpoint, StreamConnection
 from loadgen.client.reactor import Reactor
 from loadgen.measure.records import RequestRecord
-from loadgen.protocol.dialects import get_dialect
 from loadgen.sim.launch import start_sim_process
 from loadgen.sim.truth import TruthRequest, load_truth
+
+from .streams import stream_chat
 
 _USERS = 12
 _PER_USER = 3
@@ -24,37 +22,14 @@ _PER_USER = 3
 
 def _stream_all(base_url: str, tag: str, reactor: Reactor) -> list[RequestRecord]:
     """`_USERS` greenlets, each streaming `_PER_USER` chat requests on one keep-alive connection."""
-    dialect = get_dialect("openai-chat")
-    records: list[RequestRecord] = []
-
-    def user(u: int) -> None:
-        from loadgen.protocol.accumulator import StreamAccumulator
-
-        conn = StreamConnection(Endpoint(base_url), 5.0, 10.0, reactor=reactor)
-        head = conn.head_bytes(dialect.path_for("m"), {"Content-Type": "application/json"})
-        try:
-            for j in range(_PER_USER):
-                rid = f"{tag}-{u}-{j}"
-                rec = RequestRecord(rid, "v", "m")
-                acc = StreamAccumulator(rec, dialect)
-                body = orjson.dumps(
-                    {
-                        "model": "m",
-                        "messages": [{"role": "user", "content": "word " * 40}],
-                        "max_tokens": 24,
-                        "stream": True,
-                        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
-                    }
-                )
-                status = conn.post_stream(head, b"X-Request-Id: %s\r\n" % rid.encode(), body, acc)[1]
-                assert status == 200
-                acc.finish(time.monotonic())
-                records.append(rec)
-        finally:
-            conn.close()
-
-    gevent.joinall([gevent.spawn(user, u) for u in range(_USERS)], raise_error=True, timeout=60)
-    return records
+    body = {
+        "model": "m",
+        "messages": [{"role": "user", "content": "word " * 40}],
+        "max_tokens": 24,
+        "stream": True,
+        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+    }
+    return stream_chat(base_url, tag, reactor, users=_USERS, per_user=_PER_USER, body=body)
 
 
 @pytest.fixture(scope="module")

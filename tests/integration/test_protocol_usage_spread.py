@@ -15,16 +15,13 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import gevent
-import orjson
 import pytest
 
-from loadgen.client.connection import Endpoint, StreamConnection
 from loadgen.client.reactor import Reactor
 from loadgen.measure.records import RequestRecord, TokenSource
-from loadgen.protocol.accumulator import StreamAccumulator
-from loadgen.protocol.dialects import get_dialect
 from loadgen.sim.truth import TruthRequest, load_truth
+
+from .streams import stream_chat
 
 _ROOT = Path(__file__).resolve().parents[2]
 _K, _ITL_MS, _TOKENS = 4, 10.0, 128
@@ -58,34 +55,14 @@ def bench_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str
 
 
 def _stream_all(base_url: str, tag: str, reactor: Reactor) -> list[RequestRecord]:
-    dialect = get_dialect("openai-chat")
-    records: list[RequestRecord] = []
-
-    def user(u: int) -> None:
-        conn = StreamConnection(Endpoint(base_url), 5.0, 10.0, reactor=reactor)
-        head = conn.head_bytes(dialect.path_for("m"), {"Content-Type": "application/json"})
-        try:
-            for j in range(_PER_USER):
-                rid = f"{tag}-{u}-{j}"
-                rec = RequestRecord(rid, "v", "m")
-                acc = StreamAccumulator(rec, dialect)
-                body = orjson.dumps(
-                    {
-                        "model": "m",
-                        "messages": [{"role": "user", "content": "word " * 20}],
-                        "max_tokens": _TOKENS,
-                        "stream": True,
-                        "stream_options": {"include_usage": True},  # totals at the end only
-                    }
-                )
-                status = conn.post_stream(head, b"X-Request-Id: %s\r\n" % rid.encode(), body, acc)[1]
-                assert status == 200
-                records.append(acc.finish(conn.last_rx))
-        finally:
-            conn.close()
-
-    gevent.joinall([gevent.spawn(user, u) for u in range(_USERS)], raise_error=True, timeout=60)
-    return records
+    body = {
+        "model": "m",
+        "messages": [{"role": "user", "content": "word " * 20}],
+        "max_tokens": _TOKENS,
+        "stream": True,
+        "stream_options": {"include_usage": True},  # totals at the end only
+    }
+    return stream_chat(base_url, tag, reactor, users=_USERS, per_user=_PER_USER, body=body)
 
 
 def _truth_tpot(tr: TruthRequest) -> float:
