@@ -16,26 +16,14 @@ from loadgen.measure.records import ErrorKind, RequestRecord
 from loadgen.protocol.accumulator import StreamAccumulator
 from loadgen.protocol.dialects import get_dialect
 
+from .wire import read_request
+
 _EVENT = b'data: {"choices":[{"delta":{"content":"hi"}}],"usage":{"completion_tokens":1}}\n\n'
 _RESPONSE = (
     b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
     + b"%x\r\n%s\r\n" % (len(_EVENT), _EVENT)
     + b"e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n"
 )
-
-
-def _read_request(conn: socket.socket) -> bool:
-    buf = b""
-    while b"\r\n\r\n" not in buf:
-        data = conn.recv(65536)
-        if not data:
-            return False
-        buf += data
-    head, _, body = buf.partition(b"\r\n\r\n")
-    length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
-    while len(body) < length:
-        body += conn.recv(65536)
-    return True
 
 
 class _Server:
@@ -56,11 +44,11 @@ class _Server:
             self.accepted += 1
             with conn:
                 for _ in range(answers):
-                    if not _read_request(conn):
+                    if not read_request(conn):
                         break
                     conn.sendall(_RESPONSE)
                 if how == "cut":
-                    _read_request(conn)
+                    read_request(conn)
                 if how in ("reset", "cut"):
                     conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
 

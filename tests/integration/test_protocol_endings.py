@@ -22,6 +22,8 @@ from loadgen.measure.records import ErrorKind, RequestRecord
 from loadgen.protocol.accumulator import StreamAccumulator
 from loadgen.protocol.dialects import get_dialect
 
+from .wire import read_request
+
 _SSE_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
 _TOKEN = b'data: {"choices":[{"delta":{"content":"hi"}}]}\n\n'
 _USAGE = b'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2}}\n\n'
@@ -34,20 +36,6 @@ def _chunk(data: bytes) -> bytes:
 
 
 _STREAM = _SSE_HEAD + _chunk(_TOKEN) + _chunk(_TOKEN) + _chunk(_USAGE) + _chunk(_DONE)
-
-
-def _read_request(conn: socket.socket) -> bool:
-    buf = b""
-    while b"\r\n\r\n" not in buf:
-        data = conn.recv(65536)
-        if not data:
-            return False
-        buf += data
-    head, _, body = buf.partition(b"\r\n\r\n")
-    length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
-    while len(body) < length:
-        body += conn.recv(65536)
-    return True
 
 
 # An answer: writes one response and says how the connection goes on ("keep", "close", "reset", "hold").
@@ -71,7 +59,7 @@ class _Server:
             self.accepted += 1
             with conn:
                 how = "keep"
-                while how == "keep" and self.answers and _read_request(conn):
+                while how == "keep" and self.answers and read_request(conn):
                     how = self.answers.pop(0)(conn)
                 if how == "reset":
                     conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
@@ -245,7 +233,7 @@ def test_triton_ends_at_the_stamp_of_its_last_read_not_when_the_user_got_to_it()
     def server() -> None:
         conn, _ = listener.accept()
         with conn:
-            _read_request(conn)
+            read_request(conn)
             go.wait(5)
             conn.sendall(_SSE_HEAD + b"".join(_chunk(e) for e in events))
             time.sleep(0.02)

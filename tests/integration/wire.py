@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+
 
 def dechunk(raw: bytes) -> tuple[bytes, bool]:
     """The body carried by the complete chunks of ``raw``, and whether the zero-length terminator arrived."""
@@ -17,3 +19,18 @@ def dechunk(raw: bytes) -> tuple[bytes, bool]:
             return body, False
         body += raw[eol + 2 : eol + 2 + size]
         pos = eol + 2 + size + 2
+
+
+def read_request(conn: socket.socket) -> bool:
+    """Read one whole HTTP request (head and Content-Length body) off ``conn``; False if the client closed first."""
+    buf = b""
+    while b"\r\n\r\n" not in buf:
+        data = conn.recv(65536)
+        if not data:
+            return False
+        buf += data
+    head, _, body = buf.partition(b"\r\n\r\n")
+    length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+    while len(body) < length:
+        body += conn.recv(65536)
+    return True
