@@ -1,10 +1,10 @@
 """Open-loop sending: one dispatcher per worker walks its share of the arrival schedule and hands each arrival, at
 its time, to a free user of every variant.
 
-Worker w of W sends `schedule_times(schedule, seed, w, W)` as offsets from its run start (its `test_start`, on the
-monotonic clock every record uses). Arrival i of worker w is request `w + i·W` of the scenario's open-loop request
-stream, so every variant gets the same request at the same offset (paired), and the requests sent over a run are
-the same whatever W for the shared schedules (`gamma`, `constant`). Users are the senders: a user waits for an
+Worker w of W sends its share, `schedule_arrivals(schedule, seed, w, W)`, as offsets from its run start (its
+`test_start`, on the monotonic clock every record uses). Global arrival k is request k of the scenario's open-loop
+request stream, so every variant gets the same request at the same offset (paired), and the requests sent over a
+run, with their offsets, are the same whatever W. Users are the senders: a user waits for an
 arrival, sends it, waits for the next (`Handoff` does the matching, `overflow` says what an arrival that finds
 every user busy becomes). `RequestRecord.scheduled` is the arrival's absolute time, so queue delay is
 `sent − scheduled`.
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import gevent
 from gevent.event import AsyncResult
 
-from loadgen.traffic.arrivals import ArrivalSchedule, Handoff, schedule_times
+from loadgen.traffic.arrivals import ArrivalSchedule, Handoff, schedule_arrivals
 
 __all__ = ["Arrival", "ArrivalDispatcher"]
 
@@ -42,7 +42,7 @@ UnsentHook = Callable[[str, Arrival, str], None]
 class ArrivalDispatcher:
     """This worker's share of the schedule, handed to the users of each variant at its times."""
 
-    __slots__ = ("_times", "_worker", "_workers", "_start", "_handoffs", "_on_unsent", "_greenlet", "stopped")
+    __slots__ = ("_arrivals", "_start", "_handoffs", "_on_unsent", "_greenlet", "stopped")
 
     def __init__(
         self,
@@ -55,9 +55,7 @@ class ArrivalDispatcher:
         overflow: str,
         on_unsent: UnsentHook,
     ) -> None:
-        self._times = schedule_times(schedule, seed, worker, workers)
-        self._worker = worker
-        self._workers = workers
+        self._arrivals = schedule_arrivals(schedule, seed, worker, workers)
         self._start = start
         self._handoffs: dict[str, Handoff[AsyncResult, Arrival]] = {v: Handoff(overflow) for v in variants}
         self._on_unsent = on_unsent
@@ -68,9 +66,9 @@ class ArrivalDispatcher:
         self._greenlet = gevent.spawn(self._run)
 
     def _run(self) -> None:
-        w, workers, start = self._worker, self._workers, self._start
+        start = self._start
         loop = gevent.get_hub().loop
-        for i, t in enumerate(self._times):
+        for index, t in self._arrivals:
             at = start + t
             while (delay := at - time.monotonic()) > 0:
                 # A timer runs from the loop's cached clock, which may be stale (earlier): refresh it, or the timer
@@ -79,7 +77,7 @@ class ArrivalDispatcher:
                 gevent.sleep(delay)
             if self.stopped:
                 return
-            self.dispatch(Arrival(w + i * workers, at))
+            self.dispatch(Arrival(index, at))
 
     def dispatch(self, arrival: Arrival) -> None:
         """`arrival` is due: to a free user of every variant, else queued (late) or dropped (counted)."""

@@ -11,17 +11,22 @@ Three kinds, as vLLM's ``bench serve --request-rate / --burstiness`` and inferen
 Every schedule starts at 0 and its first arrival comes one gap later (k = 1 for ``constant``), so over a run of T
 seconds ``constant`` sends exactly floor(R·T) requests and the others R·T on average.
 
-A global rate R over W workers (Locust worker processes):
+A global rate R over W workers (Locust worker processes): every kind draws ONE global schedule from the seed
+alone, so the arrivals (times and request indices) are the same whatever W, and each worker sends its share:
 
-- ``poisson``: worker w of W runs its own Poisson process of R/W, seeded from (seed, w). Independent Poisson
-  processes of R/W add up to one Poisson process of R, so no worker needs to know the others' draws.
-- ``gamma`` and ``constant``: one global schedule seeded from the seed alone, of which worker w sends arrivals
-  w, w + W, w + 2W, … (its share). The union over the workers is exactly the global schedule whatever W, so the
-  burstiness (or the regularity) the scenario asked for is what the target sees, not W superposed copies of it
-  (W superposed gamma streams would look nearly Poisson from the server).
+- ``poisson``: arrival k goes to a worker drawn uniformly from a second seeded stream (every worker walks the same
+  draws, so they agree without talking). Random thinning of a Poisson process of R gives W independent Poisson
+  processes of R/W (the colouring theorem): each worker runs exactly a Poisson process of its share, and the union
+  is the one-worker schedule.
+- ``gamma`` and ``constant``: worker w sends arrivals w, w + W, w + 2W, … Round robin keeps each share as regular
+  as the whole (random thinning would make a constant schedule's shares bursty); the union is again exactly the
+  global schedule, so the burstiness (or the regularity) the scenario asked for is what the target sees, not W
+  superposed copies of it (W superposed gamma streams would look nearly Poisson from the server).
 
-Each worker walks the whole global schedule to find its share: one draw per global arrival (a fraction of a
-microsecond), W times the draws of its own share; draw the next time ahead of its send time, off the request path.
+Each worker walks the whole global schedule to find its share: one draw (two for ``poisson``) per global arrival,
+a fraction of a microsecond, W times the draws of its own share; the dispatcher draws the next time ahead of its
+send time, off the request path. ``schedule_arrivals`` yields (global index, time) pairs: the index names the
+request of the open-loop stream, so arrival k is the same request at the same offset for any W (paired replay).
 
 ``Handoff`` is the part of sending a schedule that needs no clock: it gives each due arrival to a free sender
 (a Locust user), queues it when every sender is busy (``late``: the next free sender takes it, lagging) or drops
@@ -53,6 +58,7 @@ __all__ = [
     "gamma",
     "poisson",
     "requested_rate",
+    "schedule_arrivals",
     "schedule_times",
     "times_until",
 ]
@@ -125,15 +131,15 @@ def _accumulate_gaps(gap: Callable[[float], float], rate: float) -> Iterator[flo
 class ArrivalKind:
     """One kind of schedule: how to draw its times and how a global rate splits over workers.
 
-    ``times(rate, burstiness, seed)`` yields absolute send times. ``split`` is ``"independent"`` when each worker
-    runs its own process at rate/W (seeded from (seed, worker)), ``"share"`` when each takes every W-th arrival
-    of one global schedule.
+    ``times(rate, burstiness, seed)`` yields the global schedule's absolute send times. ``split`` says how a
+    worker takes its share of them: ``"thinned"``, each arrival to a worker drawn at random (seeded; a Poisson
+    process stays Poisson in every share), ``"round_robin"``, every W-th arrival.
     """
 
     name: str
     description: str
     times: Callable[[float, float, int], Iterator[float]]
-    split: Literal["independent", "share"]
+    split: Literal["thinned", "round_robin"]
     uses_burstiness: bool
 
 
@@ -145,21 +151,21 @@ def arrival_kinds() -> Registry[ArrivalKind]:
             "poisson",
             "Exponential gaps of mean 1/rate: independent users (vLLM's default --burstiness 1).",
             lambda rate, _burstiness, seed: poisson(rate, seed),
-            "independent",
+            "thinned",
             False,
         ),
         ArrivalKind(
             "gamma",
             "Gamma gaps of shape `burstiness`, mean 1/rate: burstier than Poisson below 1, more regular above.",
             gamma,
-            "share",
+            "round_robin",
             True,
         ),
         ArrivalKind(
             "constant",
             "One request every 1/rate seconds.",
             lambda rate, _burstiness, seed: constant(rate, seed),
-            "share",
+            "round_robin",
             False,
         ),
     )
@@ -203,19 +209,33 @@ def _check_worker(worker: int, workers: int) -> None:
         raise ValueError(f"worker must be a whole number in [0, {workers}), got {worker!r}")
 
 
-def schedule_times(schedule: ArrivalSchedule, seed: int, worker: int = 0, workers: int = 1) -> Iterator[float]:
-    """The endless, non-decreasing send times of worker ``worker`` (0-based) of ``workers``: its share of
-    ``schedule``'s global rate (see the module docstring for how each kind splits)."""
+def schedule_arrivals(
+    schedule: ArrivalSchedule, seed: int, worker: int = 0, workers: int = 1
+) -> Iterator[tuple[int, float]]:
+    """The endless arrivals of worker ``worker`` (0-based) of ``workers``, as (global index, send time) pairs in
+    time order: its share of ``schedule``'s one global schedule (see the module docstring for how each kind
+    splits). Over all workers the pairs are exactly those of ``workers=1``."""
     _check_worker(worker, workers)
     kind = arrival_kinds().get(schedule.kind)
-    if kind.split == "independent":
-        return kind.times(schedule.rate / workers, schedule.burstiness, _worker_seed(seed, worker))
-    times = kind.times(schedule.rate, schedule.burstiness, seed)
-    return times if workers == 1 else islice(times, worker, None, workers)
+    times = enumerate(kind.times(schedule.rate, schedule.burstiness, seed))
+    if workers == 1:
+        return times
+    if kind.split == "round_robin":
+        return islice(times, worker, None, workers)
+    return _thinned(times, _rng(seed, "thinning", workers).random, worker, workers)
 
 
-def _worker_seed(seed: int, worker: int) -> int:
-    return int.from_bytes(hashlib.blake2b(f"{seed}\x1fworker\x1f{worker}".encode(), digest_size=8).digest(), "big")
+def _thinned(
+    times: Iterator[tuple[int, float]], draw: Callable[[], float], worker: int, workers: int
+) -> Iterator[tuple[int, float]]:
+    for pair in times:
+        if int(draw() * workers) == worker:
+            yield pair
+
+
+def schedule_times(schedule: ArrivalSchedule, seed: int, worker: int = 0, workers: int = 1) -> Iterator[float]:
+    """The send times of ``schedule_arrivals`` alone."""
+    return (t for _, t in schedule_arrivals(schedule, seed, worker, workers))
 
 
 def times_until(
@@ -236,8 +256,8 @@ def times_until(
 def requested_rate(schedule: ArrivalSchedule, workers: int = 1) -> float:
     """The rate one worker of ``workers`` is asked to send (requests/s); with ``workers=1``, the global rate.
 
-    For ``poisson`` this is the rate of the worker's own process; for the shared kinds, its share of the global
-    schedule, on average (a worker's count over T seconds is within one of floor(R·T)/W for ``constant``).
+    For ``poisson`` this is the rate of the worker's own (thinned) Poisson process; for the others, its share of the
+    global schedule, on average (a worker's count over T seconds is within one of floor(R·T)/W for ``constant``).
     """
     _check_worker(0, workers)
     return schedule.rate / workers

@@ -4,7 +4,8 @@
   delay p99 of a few ms at a rate the senders keep up with), and send both variants the same requests at the same
   times (paired);
 - one sender per variant at a rate it cannot keep up with: `late` shows the growing lag in queue delay, `drop`
-  counts the refused arrivals, and in both every arrival the schedule put in the window is accounted for.
+  counts the refused arrivals, and in both every arrival the schedule put in the window is accounted for;
+- the same seed sends the same requests at the same offsets with 1 and with 2 workers (paired replay).
 """
 
 from __future__ import annotations
@@ -64,7 +65,46 @@ def test_two_workers_send_the_rate_on_time_and_paired(tmp_path: Path) -> None:
     workers = {w for w, _, _ in sent["a"]}
     assert len(workers) == 2
     indexes = sorted(int(i) for _, i, _ in sent["a"])
-    assert len(set(indexes)) == len(indexes)  # the two shares interleave: w + i·W, no request sent twice
+    assert len(set(indexes)) == len(indexes)  # the two shares interleave: no request sent twice
+
+
+def _sent_requests(raw: Path, rate: float, seed: int) -> dict[int, tuple[Any, ...]]:
+    """Global arrival index -> what was sent (mix, bucket, prompt and output lengths), after checking that every
+    request went out at its global offset: scheduled − offset is one start time per worker."""
+    offsets = times_until(ArrivalSchedule("poisson", rate), 60.0, seed)
+    starts: dict[str, set[float]] = {}
+    out: dict[int, tuple[Any, ...]] = {}
+    for r in read_records(raw):
+        worker, index = r["id"].split("-")[1], int(r["id"].rsplit("-", 1)[1])
+        starts.setdefault(worker, set()).add(round(r["scheduled"] - offsets[index], 6))
+        out[index] = (r["mix"], r["bucket"], r["prompt_tokens_target"], r["max_tokens"])
+    assert all(len(s) == 1 for s in starts.values()), starts
+    return out
+
+
+def test_the_same_seed_sends_the_same_stream_with_one_and_with_two_workers(tmp_path: Path) -> None:
+    rate, seed = 30.0, 7
+    runs = {}
+    with start_sim_process(["a=int8"]) as sim:
+        for workers in (1, 2):
+            (tmp_path / f"w{workers}").mkdir()
+            scenario = write_scenario(
+                tmp_path / f"w{workers}" / "s.yaml",
+                {"a": sim.base_url("a")},
+                load={"users": 16, "duration": "3s", "arrival": {"kind": "poisson", "rate": rate}},
+                slos=[],
+            )
+            raw = tmp_path / f"w{workers}" / "raw"
+            proc = run_loadgen(scenario, "--workers", str(workers), "--raw-records", str(raw))
+            assert proc.returncode == 0, proc.stdout + proc.stderr
+            runs[workers] = _sent_requests(raw, rate, seed)
+    one, two = runs[1], runs[2]
+    # Each worker's window starts and ends at its own times: compare the arrivals both runs covered.
+    common = range(max(min(one), min(two)), min(max(one), max(two)) + 1)
+    assert len(common) > rate * 2
+    missing = [i for i in common if (i in one) != (i in two)]
+    assert len(missing) <= 2, missing  # a request either side of a worker's stop at most
+    assert all(one[i] == two[i] for i in common if i in one and i in two)
 
 
 @pytest.mark.parametrize("overflow", ["late", "drop"])

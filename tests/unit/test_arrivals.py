@@ -22,6 +22,7 @@ from loadgen.traffic.arrivals import (
     gamma,
     poisson,
     requested_rate,
+    schedule_arrivals,
     schedule_times,
     times_until,
 )
@@ -123,18 +124,26 @@ def test_constant_sends_exactly_floor_rate_times_horizon(rate: str, horizon: str
 # --- worker splits ------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("kind", "burstiness"), [("gamma", 0.5), ("gamma", 4.0), ("constant", 1.0)])
+@pytest.mark.parametrize(("kind", "burstiness"), [("poisson", 1.0), ("gamma", 0.5), ("gamma", 4.0), ("constant", 1.0)])
 @pytest.mark.parametrize("workers", [1, 2, 3])
 def test_the_union_of_the_worker_shares_is_the_one_worker_schedule(kind: str, burstiness: float, workers: int) -> None:
+    # Paired replay: the same seed gives the same arrivals (request index and offset) with any number of workers.
     schedule = ArrivalSchedule(kind, 40.0, burstiness)
     whole = times_until(schedule, 60.0, seed=SEED)
     shares = [times_until(schedule, 60.0, seed=SEED, worker=w, workers=workers) for w in range(workers)]
     assert list(heapq.merge(*shares)) == whole
-    for w, share in enumerate(shares):
-        assert share == whole[w::workers]
+    pairs = [list(islice(schedule_arrivals(schedule, SEED, w, workers), 500)) for w in range(workers)]
+    union = sorted(p for share in pairs for p in share)
+    n = min(share[-1][0] for share in pairs)  # every index up to here is in some share
+    assert [p for p in union if p[0] <= n] == list(islice(schedule_arrivals(schedule, SEED), n + 1))
+    if kind != "poisson":
+        for w, share in enumerate(shares):
+            assert share == whole[w::workers]
 
 
 def test_poisson_workers_run_independent_processes_of_their_share() -> None:
+    # Thinning: each arrival of the one global process goes to a worker at random, so each share is a Poisson
+    # process of R/W on its own (the colouring theorem), not the regular every-other-arrival of round robin.
     schedule = ArrivalSchedule("poisson", 30.0)
     a, b = (list(islice(schedule_times(schedule, SEED, worker=w, workers=2), 10_000)) for w in range(2))
     assert a != b
@@ -189,8 +198,8 @@ def test_known_values_pin_the_draws() -> None:
 def test_the_registry_lists_the_kinds_and_an_unknown_name_lists_them() -> None:
     registry = arrival_kinds()
     assert registry.names() == ["constant", "gamma", "poisson"]
-    assert registry.get("poisson").split == "independent"
-    assert registry.get("gamma").split == registry.get("constant").split == "share"
+    assert registry.get("poisson").split == "thinned"
+    assert registry.get("gamma").split == registry.get("constant").split == "round_robin"
     with pytest.raises(KeyError, match=r"'bursty'.*\['constant', 'gamma', 'poisson'\]"):
         registry.get("bursty")
     with pytest.raises(ValueError, match=r"arrival schedule 'Poisson' is not registered.*'poisson'"):
