@@ -88,6 +88,7 @@ class RequestStream:
         "_model",
         "_extra_body",
         "_secret",
+        "keep_text",
     )
 
     def __init__(
@@ -100,9 +101,12 @@ class RequestStream:
         sampler: RequestSampler | None = None,
         dialer: Dialer | None = None,
         reactor: Reactor | None = None,
+        keep_text: bool = False,
     ) -> None:
         """`sampler` is the scenario's (any stream: this one forks it), `dialer` and `reactor` are the process's
-        (see `StreamConnection`); each is built for this stream alone when not given."""
+        (see `StreamConnection`); each is built for this stream alone when not given. `keep_text`: records keep
+        the reply's text (`RequestRecord.output_text`; such streams read on the Python path). An attribute: a
+        caller may turn it on for some requests only."""
         self.variant = variant.name
         self.stream_id = stream_id
         self._dialect = get_dialect(variant.dialect)
@@ -134,6 +138,7 @@ class RequestStream:
         self._continuous = variant.continuous_usage_stats
         self._model = variant.model
         self._extra_body = variant.extra_body or None
+        self.keep_text = keep_text
 
     def close(self) -> None:
         self._conn.close()
@@ -153,7 +158,7 @@ class RequestStream:
             shared_prefix_tokens=spec.shared_prefix_tokens,
             max_tokens=spec.max_tokens,
         )
-        acc = StreamAccumulator(rec, self._dialect)
+        acc = StreamAccumulator(rec, self._dialect, self.keep_text)
         body = self._dialect.build_body(spec, self._model, self._continuous, self._extra_body)
         extra = b"X-Request-Id: " + rid.encode() + b"\r\n"
         timeout = gevent.Timeout(self._request_timeout, _Deadline)
@@ -178,6 +183,7 @@ class RequestStream:
             self._conn.close()
             rec.done = time.monotonic()
             rec.cut_by_stop = True
+            acc.close_text()
             written = bool(rec.sent)
             if not written:
                 rec.sent = rec.done

@@ -108,6 +108,14 @@ class RequestRecord:
     # The server's own timings for this request (llama.cpp `timings`, Ollama durations), in llama.cpp's key names
     # and milliseconds: ground truth to check TTFT / TPOT against.
     server_timings: dict[str, Any] | None = None
+    # The reply's text, kept only when the stream was asked to keep it (`StreamAccumulator(keep_text=True)`:
+    # sessions, tokenizer counts); "" otherwise. Neither it nor the ends below go into raw rows or the aggregate:
+    # a long reply per request would bloat both, and nothing downstream of the recorder needs them.
+    output_text: str = ""
+    # With the text kept: for each token chunk (aligned with `chunk_times`), the length in characters of
+    # `output_text` up to the end of that chunk's text (a chunk's text is output_text[ends[i-1]:ends[i]]); text of
+    # chunks that carried no token belongs to the next token chunk. None when the text was not kept.
+    chunk_text_ends: array[int] | None = None
 
     # ---- derived metrics (seconds) -------------------------------------------------------------------------
     @property

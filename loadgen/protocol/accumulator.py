@@ -12,6 +12,10 @@ on the last chunk. When such a stream's final usage total disagrees with the chu
 several tokens in a chunk and says so only in its totals), the total is spread evenly over the token chunks at the
 end (`TokenSource.USAGE_SPREAD`): per-token ITL and TPOT are then estimates, but not off by the tokens per chunk.
 
+Kept text (opt-in per stream, `keep_text=True`: sessions send the reply back, a tokenizer counts each chunk's
+tokens when the server streams no counts): the reply's text in `record.output_text` and, per token chunk, where
+its text ends (`record.chunk_text_ends`). Such a stream reads on the Python path only (see `make_chunk_counter`).
+
 A 200 whose body is not a stream (the server ignored `stream: true` and sent a whole completion, or a proxy sent a
 page) is told apart by its first bytes: an SSE body starts with a field (`data:`, `event:`, `:`), never with `{`,
 `[` or `<`.
@@ -20,6 +24,7 @@ page) is told apart by its first bytes: an SSE body starts with a field (`data:`
 from __future__ import annotations
 
 from array import array
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -31,6 +36,7 @@ from loadgen.protocol.dialects._base import error_message
 from loadgen.protocol.dialects.openai import OpenAIChat, OpenAICompletions
 from loadgen.protocol.native import fast_path_available
 from loadgen.protocol.ndjson import NDJSONParser
+from loadgen.protocol.output_text import text_reader
 from loadgen.protocol.sse import SSEEvent, SSEParser
 
 __all__ = ["StreamAccumulator", "fast_path_available"]
@@ -79,9 +85,14 @@ class StreamAccumulator:
         "_counter",
         "_sniff",
         "_content_type",
+        "_text_of",
+        "_pieces",
+        "_text_len",
     )
 
-    def __init__(self, record: RequestRecord, dialect: Dialect) -> None:
+    def __init__(self, record: RequestRecord, dialect: Dialect, keep_text: bool = False) -> None:
+        """`keep_text`: also keep the reply's text (`record.output_text`, `record.chunk_text_ends`; see
+        output_text.py for what counts as text). Such a stream gets no C fast path (`make_chunk_counter`)."""
         self.record = record
         self._dialect = dialect
         self._parser: SSEParser | NDJSONParser = NDJSONParser() if dialect.framing == "ndjson" else _SSEParser()
@@ -100,6 +111,11 @@ class StreamAccumulator:
         # disarmed, so those bytes always come here.
         self._sniff = True
         self._content_type = ""
+        self._text_of: Callable[[bytes], str] | None = text_reader(dialect.name) if keep_text else None
+        self._pieces: list[str] = []
+        self._text_len = 0
+        if keep_text:
+            record.chunk_text_ends = array("l")
 
     # ---- the C fast path (see _wire.c) -----------------------------------------------------------------------------
     def make_chunk_counter(self) -> Any:
@@ -109,7 +125,10 @@ class StreamAccumulator:
         `disarm_fast_path`: between the two, the counter holds the token count and where counts come from, and the
         record gets its chunks directly."""
         chat = _FAST_DIALECTS.get(type(self._dialect))
-        if chat is None or not self._sse or _wire is None:
+        # A stream that keeps its text stays on the Python path: the C counter would have to decode the content
+        # strings (JSON escapes, \u sequences) exactly as orjson does to keep parity, for the few streams that
+        # need text (sessions, tokenizer counts). The cost is the Python path's, ~4 us a chunk instead of ~0.7.
+        if chat is None or not self._sse or _wire is None or self._text_of is not None:
             return None
         self._counter = _wire.TokenChunkCounter(self.record, chat, TokenSource.SERVER)
         return self._counter
@@ -222,6 +241,14 @@ class StreamAccumulator:
                 from_server = False
         if not from_server:
             k = 1 if chunk.has_output else 0
+        text_of = self._text_of
+        if text_of is not None:
+            piece = text_of(payload)
+            if piece:
+                self._pieces.append(piece)
+                self._text_len += len(piece)
+            if k > 0:
+                rec.chunk_text_ends.append(self._text_len)  # type: ignore[union-attr]
         if k > 0:
             if self._exact is None:
                 self._exact = from_server
@@ -279,7 +306,14 @@ class StreamAccumulator:
                 rec.partial_bytes = leftover[:2048]
         if rec.error is None and self._exact is False:
             self._spread_usage()
+        self.close_text()
         return rec
+
+    def close_text(self) -> None:
+        """The text kept so far into `record.output_text` (when keeping it): at the end of the stream, however it
+        ended (the request stream calls it for a stream cut at the stop)."""
+        if self._pieces:
+            self.record.output_text = "".join(self._pieces)
 
     def _spread_usage(self) -> None:
         """No per-chunk counts, but a usage total: when it disagrees with the chunks, spread it over them evenly.
@@ -324,6 +358,7 @@ class StreamAccumulator:
             rec.partial_bytes = leftover[:2048]
         if rec.done is None:
             rec.done = t
+        self.close_text()
         return rec
 
     def _fail(self, error_class: str, detail: str) -> None:

@@ -1,0 +1,119 @@
+"""The generated text of one stream payload, per dialect: what a stream accumulator keeps when asked to
+(`StreamAccumulator(keep_text=True)`: multi-turn sessions send the reply back as history; a tokenizer counts the
+tokens of each chunk when the server streams no counts).
+
+The text is the reply's visible content: OpenAI chat `delta.content` (a `refusal` streamed with `content: null`
+too), completions `text`, llama.cpp `content`, TGI `token.text` (not of special tokens: EOS is not output text),
+Ollama `message.content` / `response`, Triton `text_output`. Reasoning and tool calls are not: a session's history
+holds the answer, not the thoughts. A chunk that carried only those has no text here, which the tokenizer count
+sees (a token chunk without text) and then leaves the stream's counts as they were.
+
+A dialect's `parse` does not hand its decoded object out (dialects are shared, stateless and on the hot path), so
+a kept stream decodes each payload a second time: about a microsecond a chunk, paid only by streams that keep text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+__all__ = ["TEXT_DIALECTS", "text_reader"]
+
+
+def _load(payload: bytes) -> dict[str, Any] | None:
+    try:
+        obj = orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        return None
+    return obj if type(obj) is dict else None
+
+
+def _first_choice(obj: dict[str, Any]) -> dict[str, Any] | None:
+    choices = obj.get("choices")
+    choice = choices[0] if type(choices) is list and choices else None
+    return choice if type(choice) is dict else None
+
+
+def _str(v: Any) -> str:
+    return v if type(v) is str else ""
+
+
+def _openai_chat(payload: bytes) -> str:
+    if payload == b"[DONE]":
+        return ""
+    obj = _load(payload)
+    choice = _first_choice(obj) if obj is not None else None
+    delta = choice.get("delta") if choice is not None else None
+    if type(delta) is not dict:
+        return ""
+    content = delta.get("content")
+    if content is None:
+        return _str(delta.get("refusal"))
+    return _str(content)
+
+
+def _openai_completions(payload: bytes) -> str:
+    if payload == b"[DONE]":
+        return ""
+    obj = _load(payload)
+    choice = _first_choice(obj) if obj is not None else None
+    return _str(choice.get("text")) if choice is not None else ""
+
+
+def _llamacpp(payload: bytes) -> str:
+    obj = _load(payload)
+    return _str(obj.get("content")) if obj is not None else ""
+
+
+def _tgi(payload: bytes) -> str:
+    obj = _load(payload)
+    token = obj.get("token") if obj is not None else None
+    if type(token) is not dict or token.get("special") is True:
+        return ""
+    return _str(token.get("text"))
+
+
+def _ollama_chat(payload: bytes) -> str:
+    obj = _load(payload)
+    message = obj.get("message") if obj is not None else None
+    return _str(message.get("content")) if type(message) is dict else ""
+
+
+def _ollama_generate(payload: bytes) -> str:
+    obj = _load(payload)
+    return _str(obj.get("response")) if obj is not None else ""
+
+
+def _triton(payload: bytes) -> str:
+    obj = _load(payload)
+    text = obj.get("text_output") if obj is not None else None
+    if type(text) is list:  # a batch of one, as some ensembles send it
+        return "".join(t for t in text if type(t) is str)
+    return _str(text)
+
+
+# By dialect name (`Dialect.name`): a reader per built-in dialect.
+_READERS: dict[str, Callable[[bytes], str]] = {
+    "openai-chat": _openai_chat,
+    "openai-completions": _openai_completions,
+    "llamacpp": _llamacpp,
+    "tgi": _tgi,
+    "ollama-chat": _ollama_chat,
+    "ollama-generate": _ollama_generate,
+    "triton": _triton,
+}
+TEXT_DIALECTS: tuple[str, ...] = tuple(_READERS)
+
+
+def text_reader(dialect_name: str) -> Callable[[bytes], str]:
+    """The function from one payload of `dialect_name`'s stream to the text it carried ("" for none).
+
+    Raises ValueError for a dialect without one, naming those that have one."""
+    try:
+        return _READERS[dialect_name]
+    except KeyError:
+        raise ValueError(
+            f"no output text reader for dialect {dialect_name!r}; dialects with one: {', '.join(TEXT_DIALECTS)}"
+        ) from None
