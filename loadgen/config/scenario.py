@@ -37,6 +37,7 @@ from loadgen.config.errors import (
     in_file_order,
     translate_validation_error,
 )
+from loadgen.config.output_length import ExactOutput
 from loadgen.config.traffic import Bucket, Load, MixDef, MixRef, Traffic
 from loadgen.config.types import NAME_PATTERN, Duration, PositiveFloat
 from loadgen.metric_names import SCHEDULED_METRICS, SLOMetricName, StatName
@@ -73,7 +74,7 @@ QUEUE_DELAY_REFUSED = (
 )
 
 
-class Variant(BaseModel):
+class Variant(ExactOutput):
     """One deployment under test: an endpoint, the model it serves, and how to talk to it."""
 
     model_config = ConfigDict(extra="forbid")
@@ -135,8 +136,8 @@ class Variant(BaseModel):
     )
     extra_body: dict[str, Any] = Field(
         default_factory=dict,
-        description="JSON merged into every request body the dialect builds, e.g. `{ignore_eos: true}` (vLLM, "
-        "so every request generates its full output length), `{cache_prompt: false}` (llama.cpp), "
+        description="JSON merged into every request body the dialect builds, e.g. `{ignore_eos: true}` (what "
+        "`exact_output` sends: every request generates its full output length), `{cache_prompt: false}` (llama.cpp), "
         "`{timings_per_token: true}` (llama.cpp's OpenAI server: exact tokens per chunk), "
         "`{options: {num_ctx: 8192}}` (Ollama), `{return_num_output_tokens: true}` (Triton's vLLM backend). "
         "Nested mappings merge with the dialect's own (Ollama `options`, TGI `parameters`); other values "

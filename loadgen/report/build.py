@@ -25,6 +25,7 @@ from loadgen.measure.aggregate import (
     GroupStats,
 )
 from loadgen.measure.histogram import RELATIVE_ERROR, LatencyHistogram
+from loadgen.protocol.dialects import output_length
 from loadgen.report.markdown import render_markdown
 
 __all__ = ["SCHEMA", "build_report", "exit_code", "open_loop_json", "render_markdown", "write_reports"]
@@ -169,6 +170,8 @@ def build_report(
             "baseline": v.name == baseline,
             "model": v.model,
             "dialect": v.dialect,
+            # enforced: the server was asked for exactly max_tokens (ignore EOS); max_only: a request may stop early.
+            "output_length": output_length(v.dialect, v.extra_body),
             "base_url": _safe_url(v.base_url),
             "overall": _group_json(merged, window_s),
             "mixes": mixes,

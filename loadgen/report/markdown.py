@@ -63,6 +63,11 @@ def render_markdown(report: dict[str, Any]) -> str:
             if lengths["exact"]
             else "Prompt lengths: approximate (common words, about one token each; set `tokenizer:` for exact lengths)"
         )
+    capped = [v["name"] for v in report["variants"] if v.get("output_length") == "max_only"]
+    if capped:
+        lines.append(f"Output lengths: max_tokens only a cap (a request may stop early at EOS) for {', '.join(capped)}")
+    if len(capped) < len(report["variants"]):
+        lines.append("Output lengths: exactly max_tokens (EOS ignored)" + (" for the others" if capped else ""))
     for r in run.get("untrustworthy_reasons", []):
         lines.append(f"- ⚠ {r}")
     for w in run.get("lost_workers", []):

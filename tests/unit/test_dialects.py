@@ -12,7 +12,7 @@ import pytest
 from loadgen.config.scenario import Variant, scenario_json_schema
 from loadgen.measure.records import RequestRecord, TokenSource
 from loadgen.protocol.accumulator import StreamAccumulator
-from loadgen.protocol.dialects import DIALECT_NAMES, Chunk, describe_error_body, get_dialect
+from loadgen.protocol.dialects import DIALECT_NAMES, Chunk, describe_error_body, get_dialect, output_length
 from loadgen.registry import UnknownNameError
 
 
@@ -177,14 +177,71 @@ def test_extra_body_merges(dialect: str, extra: dict[str, Any], expected: dict[s
 
 
 def _variant(**kw: Any) -> Variant:
-    return Variant(name="v", base_url="http://127.0.0.1:8000", model="m", **kw)
+    return Variant(name="v", model="m", **{"base_url": "http://127.0.0.1:8000", **kw})
 
 
 def test_variant_extra_body_default_and_value() -> None:
-    assert _variant().extra_body == {}
+    assert _variant(exact_output=False).extra_body == {}
     assert _variant(extra_body={"ignore_eos": True}).extra_body == {"ignore_eos": True}
     schema = scenario_json_schema()["$defs"]["Variant"]["properties"]["extra_body"]
     assert "ignore_eos" in schema["description"]
+
+
+# --- exact output length (Variant.exact_output -> the dialect's fields) ----------------------------------------
+
+_EXACT = {"ignore_eos": True}
+
+
+@pytest.mark.parametrize(
+    ("dialect", "added"),
+    [
+        # vLLM / SGLang / TensorRT-LLM: min_tokens also holds past the stop ids of the model's generation config.
+        ("openai-chat", {"ignore_eos": True, "min_tokens": 77}),
+        ("openai-completions", {"ignore_eos": True, "min_tokens": 77}),
+        ("llamacpp", {"ignore_eos": True}),  # n_predict is the length; llama.cpp has no min_tokens
+        # min_tokens is a TensorRT-LLM ensemble input and a vLLM-backend parameter; ignore_eos passes along.
+        ("triton", {"ignore_eos": True, "min_tokens": 77}),
+    ],
+)
+def test_exact_output_bodies(dialect: str, added: dict[str, Any]) -> None:
+    capped = body(dialect, Spec(max_tokens=77))
+    exact = body(dialect, Spec(max_tokens=77), extra=_EXACT)
+    assert {k: v for k, v in exact.items() if k not in capped} == added
+    assert {k: exact[k] for k in capped} == capped
+    assert get_dialect(dialect).enforces_length and output_length(dialect, _EXACT) == "enforced"
+    assert output_length(dialect, {}) == output_length(dialect, {"ignore_eos": False}) == "max_only"
+
+
+@pytest.mark.parametrize("dialect", ["tgi", "ollama-chat", "ollama-generate"])
+def test_dialects_without_length_control_say_so(dialect: str) -> None:
+    assert not get_dialect(dialect).enforces_length
+    assert output_length(dialect, _EXACT) == "max_only"
+    assert _variant(dialect=dialect).exact_output is False
+    assert "ignore_eos" not in _variant(dialect=dialect).extra_body
+    with pytest.raises(ValueError, match=f"{dialect} cannot ask its server for an exact output length"):
+        _variant(dialect=dialect, exact_output=True)
+
+
+def test_exact_output_default_and_extra_body_agree() -> None:
+    # On by default where the dialect can, carried as extra_body.ignore_eos (a new mapping: the input is kept).
+    given: dict[str, Any] = {"temperature": 0}
+    v = _variant(extra_body=given)
+    assert v.exact_output is True and v.extra_body == {"temperature": 0, "ignore_eos": True}
+    assert given == {"temperature": 0}
+    assert _variant(exact_output=False).extra_body == {}
+    # The user's extra_body.ignore_eos decides when exact_output is not given; both given must agree.
+    assert _variant(extra_body={"ignore_eos": False}).exact_output is False
+    assert _variant(exact_output=True, extra_body={"ignore_eos": True}).extra_body == {"ignore_eos": True}
+    with pytest.raises(ValueError, match="contradicts extra_body.ignore_eos"):
+        _variant(exact_output=True, extra_body={"ignore_eos": False})
+    # Hosted OpenAI answers 400 to fields it does not know: off by default there, and on when asked.
+    for url in ("https://api.openai.com", "https://me.openai.azure.com"):
+        assert _variant(base_url=url).exact_output is False
+        assert _variant(base_url=url).extra_body == {}
+        assert _variant(base_url=url, exact_output=True).extra_body == {"ignore_eos": True}
+    assert _variant(base_url="https://api.openai.com.example.net").exact_output is True
+    # Validating a dumped variant again gives the same variant.
+    assert Variant.model_validate(v.model_dump()) == v
 
 
 @pytest.mark.parametrize(

@@ -18,11 +18,17 @@ One module per server family:
 
 The OpenAI dialects serve vLLM, SGLang, llama.cpp's OAI server, TensorRT-LLM's `trtllm-serve`, LightLLM, TGI's
 Messages API and hosted OpenAI-compatible APIs (TLS, key from `api_key_env`).
+
+Output length (`output_length`): `enforced` when the dialect can ask its server for exactly max_tokens and the
+variant does (`ignore_eos: true` in its extra body: openai-*, llamacpp, triton), else `max_only`: max_tokens is a
+cap and a request may stop early at EOS (tgi and ollama-* have no such option).
 """
 
 from __future__ import annotations
 
-from loadgen.protocol.dialects._base import Chunk, Dialect, RequestLike, describe_error_body
+from typing import Any, Literal
+
+from loadgen.protocol.dialects._base import Chunk, Dialect, RequestLike, describe_error_body, exact_output
 from loadgen.protocol.dialects.llamacpp import LlamaCppCompletion
 from loadgen.protocol.dialects.ollama import OllamaChat, OllamaGenerate
 from loadgen.protocol.dialects.openai import OpenAIChat, OpenAICompletions
@@ -38,6 +44,7 @@ __all__ = [
     "describe_error_body",
     "dialect_registry",
     "get_dialect",
+    "output_length",
 ]
 
 # Dialects are stateless: one shared instance each. Their names (each class's `name`) are the only list of them.
@@ -70,3 +77,8 @@ def get_dialect(name: str) -> Dialect:
     if dialect is None:
         raise UnknownNameError("dialect", name, sorted(_BY_NAME))
     return dialect
+
+
+def output_length(dialect: str, extra: dict[str, Any] | None) -> Literal["enforced", "max_only"]:
+    """Whether requests of a variant of `dialect` sending `extra` generate exactly max_tokens, as asked."""
+    return "enforced" if get_dialect(dialect).enforces_length and exact_output(extra) else "max_only"

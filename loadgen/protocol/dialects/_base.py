@@ -19,6 +19,7 @@ __all__ = [
     "as_count",
     "describe_error_body",
     "error_message",
+    "exact_output",
     "load_object",
     "load_reply",
     "malformed",
@@ -101,6 +102,9 @@ class Dialect(Protocol):
     # True when the stream has no end marker of its own: a complete HTTP body (chunked terminator, or the
     # Content-Length reached) is the orderly end. A body cut short is a transport error, reported by the connection.
     ends_at_eof: bool
+    # The server family can be told to generate exactly max_tokens (ignore EOS): `build_body` does so when `extra`
+    # holds `ignore_eos: true` (the variant's `exact_output` puts it there). False: max_tokens is only a cap.
+    enforces_length: bool
 
     def path_for(self, model: str) -> str: ...
 
@@ -119,6 +123,7 @@ class DialectBase:
     framing = "sse"
     accept = "text/event-stream"
     ends_at_eof = False
+    enforces_length = False
 
     def path_for(self, model: str) -> str:
         if "{model}" in self.path:
@@ -141,6 +146,11 @@ def chat_messages(spec: RequestLike) -> list[dict[str, str]]:
     messages = [{"role": "system", "content": spec.system_prompt}] if spec.system_prompt else []
     messages.append({"role": "user", "content": spec.prompt})
     return messages
+
+
+def exact_output(extra: dict[str, Any] | None) -> bool:
+    """The variant asked for outputs of exactly max_tokens (`ignore_eos: true` in its extra body)."""
+    return extra is not None and extra.get("ignore_eos") is True
 
 
 def merge_extra(body: dict[str, Any], extra: dict[str, Any] | None) -> bytes:

@@ -11,6 +11,9 @@ cumulative count, and without either each non-empty chunk is one token. The last
 {prompt_n, prompt_ms, predicted_n, predicted_ms, predicted_per_token_ms, ...}: kept as the record's
 `server_timings`, ground truth for TTFT (prompt_ms) and TPOT (predicted_per_token_ms); its `cache_n` (prompt tokens
 reused from the cache) becomes the record's `cached_prompt_tokens`.
+Output length: `n_predict` caps it; `ignore_eos: true` (the variant's `exact_output` puts it in the extra body)
+makes the server generate exactly n_predict tokens (it bans the end-of-generation tokens), also on its OAI
+endpoint. There is no `min_tokens`.
 Errors inside the stream: `error: {"code", "message", "type"}` (an SSE field of its own, older servers) or
 `data: {"error": {...}}` (newer).
 """
@@ -36,6 +39,7 @@ __all__ = ["LlamaCppCompletion"]
 class LlamaCppCompletion(DialectBase):
     name = "llamacpp"
     path = "/completion"
+    enforces_length = True
 
     def build_body(
         self, spec: RequestLike, model: str, continuous_usage: bool, extra: dict[str, Any] | None = None

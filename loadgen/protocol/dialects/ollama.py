@@ -8,6 +8,8 @@ count and drops chunks with nothing to show, e.g. while a multibyte character is
 `load_duration`, `prompt_eval_duration`, `eval_duration`), turned into `server_timings` with llama.cpp's key names
 in milliseconds. `prompt_eval_count` counts only the prompt tokens evaluated (a cached prefix is left out, and the
 field is omitted when zero); Ollama does not say how many were cached, so records get no `cached_prompt_tokens`.
+Output length: `options.num_predict` is only a cap: Ollama has no `ignore_eos` nor a minimum, so a request may stop
+early at EOS (the report says `max_only`).
 Errors: HTTP status with `{"error": "..."}` before the stream starts, the same object
 as a line inside it.
 """

@@ -13,6 +13,11 @@ Quirks handled here:
 - a refusal streams in `delta.refusal` with `content: null`: output like content;
 - older llama.cpp / TGI put `usage` on the last chunk that still has `choices`: the accumulator only trusts
   cumulative counts that started with the first token, so those totals are not dumped onto the last chunk.
+
+Output length: `max_tokens` caps it; with `ignore_eos: true` in the variant's extra body (its `exact_output`) the
+body also carries `min_tokens` = max_tokens, so vLLM, SGLang and TensorRT-LLM generate exactly max_tokens even
+past a stop token of the model's generation config (llama.cpp's OAI server honours `ignore_eos` and ignores
+`min_tokens`). Hosted OpenAI rejects both fields: its variants keep `exact_output` off.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from loadgen.protocol.dialects._base import (
     as_count,
     chat_messages,
     error_message,
+    exact_output,
     joined_prompt,
     malformed,
     malformed_json,
@@ -41,6 +47,8 @@ _DONE = Chunk(done=True)
 
 
 class _OpenAIBase(DialectBase):
+    enforces_length = True
+
     def _stream_options(self, continuous_usage: bool) -> dict[str, Any]:
         opts: dict[str, Any] = {"include_usage": True}
         if continuous_usage:
@@ -111,6 +119,8 @@ class OpenAIChat(_OpenAIBase):
             "stream": True,
             "stream_options": self._stream_options(continuous_usage),
         }
+        if exact_output(extra):
+            body["min_tokens"] = spec.max_tokens
         return merge_extra(body, extra)
 
     def _choice_has_output(self, choice: dict[str, Any]) -> bool:
@@ -144,6 +154,8 @@ class OpenAICompletions(_OpenAIBase):
             "stream": True,
             "stream_options": self._stream_options(continuous_usage),
         }
+        if exact_output(extra):
+            body["min_tokens"] = spec.max_tokens
         return merge_extra(body, extra)
 
     def _choice_has_output(self, choice: dict[str, Any]) -> bool:

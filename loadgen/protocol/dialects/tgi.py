@@ -6,6 +6,8 @@ Stream (SSE, `data:` without a space, `:` keep-alives): one event per generated 
 tokens from 1, so it is the cumulative count. Special tokens (EOS) are generated tokens whose text is not output;
 a token whose text is empty (a multibyte character not yet complete) is still a token. The last event carries
 `generated_text` and, because we ask for `details`, `details.generated_tokens` / `input_length`. No `[DONE]`.
+Output length: `max_new_tokens` is only a cap. TGI's parameters have no `ignore_eos` nor a minimum length, so a
+request may stop early at EOS: the report says `max_only` for such a variant.
 TGI reports nothing about its prefix cache: records get no `cached_prompt_tokens`.
 Errors inside the stream: `{"error": "...", "error_type": "generation"}`.
 """

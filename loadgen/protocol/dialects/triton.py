@@ -4,6 +4,10 @@ Request: `{"text_input", "max_tokens", "stream": true}`; keys that are not input
 parameters (TensorRT-LLM's ensemble declares `max_tokens` and `stream` as inputs, the vLLM backend reads
 `max_tokens` as a sampling parameter). A model version can be pinned with `model: name/versions/2`.
 
+Output length: `max_tokens` caps it. With `ignore_eos: true` in the variant's extra body (its `exact_output`) the
+request also carries `min_tokens` = max_tokens: an input of TensorRT-LLM's ensemble (recent backends; it has no
+`ignore_eos` input) and a sampling parameter of the vLLM backend, which also reads the `ignore_eos` passed along.
+
 Stream: SSE `data: {"model_name", "model_version", "text_output", ...}`, one event per backend response
 (TensorRT-LLM: one token per response unless speculative decoding). Errors: `data: {"error": "..."}`.
 
@@ -32,6 +36,7 @@ from loadgen.protocol.dialects._base import (
     DialectBase,
     RequestLike,
     as_count,
+    exact_output,
     joined_prompt,
     load_reply,
     merge_extra,
@@ -70,11 +75,14 @@ class TritonGenerate(DialectBase):
     name = "triton"
     path = "/v2/models/{model}/generate_stream"
     ends_at_eof = True
+    enforces_length = True
 
     def build_body(
         self, spec: RequestLike, model: str, continuous_usage: bool, extra: dict[str, Any] | None = None
     ) -> bytes:
         body: dict[str, Any] = {"text_input": joined_prompt(spec), "max_tokens": spec.max_tokens, "stream": True}
+        if exact_output(extra):
+            body["min_tokens"] = spec.max_tokens
         return merge_extra(body, extra)
 
     def parse(self, payload: bytes) -> Chunk:
