@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import gevent
 from gevent.event import AsyncResult
 
+from loadgen.client.precise_timer import PreciseTimer
 from loadgen.traffic.arrivals import ArrivalSchedule, Handoff, schedule_arrivals
 
 __all__ = ["Arrival", "ArrivalDispatcher"]
@@ -39,10 +40,14 @@ class Arrival:
 UnsentHook = Callable[[str, Arrival, str], None]
 
 
+def _ignore(_: float) -> None:
+    pass
+
+
 class ArrivalDispatcher:
     """This worker's share of the schedule, handed to the users of each variant at its times."""
 
-    __slots__ = ("_arrivals", "_start", "_handoffs", "_on_unsent", "_greenlet", "stopped")
+    __slots__ = ("_arrivals", "_start", "_handoffs", "_on_unsent", "_on_slip", "_greenlet", "stopped")
 
     def __init__(
         self,
@@ -54,11 +59,15 @@ class ArrivalDispatcher:
         variants: Iterable[str],
         overflow: str,
         on_unsent: UnsentHook,
+        on_slip: Callable[[float], None] | None = None,
     ) -> None:
+        """`on_slip(seconds)`: called with how late each arrival was dispatched (the generator's own lateness,
+        before any wait for a free sender)."""
         self._arrivals = schedule_arrivals(schedule, seed, worker, workers)
         self._start = start
         self._handoffs: dict[str, Handoff[AsyncResult, Arrival]] = {v: Handoff(overflow) for v in variants}
         self._on_unsent = on_unsent
+        self._on_slip = on_slip or _ignore
         self._greenlet: gevent.Greenlet | None = None
         self.stopped = False
 
@@ -67,17 +76,19 @@ class ArrivalDispatcher:
 
     def _run(self) -> None:
         start = self._start
-        loop = gevent.get_hub().loop
-        for index, t in self._arrivals:
-            at = start + t
-            while (delay := at - time.monotonic()) > 0:
-                # A timer runs from the loop's cached clock, which may be stale (earlier): refresh it, or the timer
-                # fires early and a second sleep adds up to the poll's millisecond rounding. Never send early.
-                loop.update_now()
-                gevent.sleep(delay)
-            if self.stopped:
-                return
-            self.dispatch(Arrival(index, at))
+        # gevent's own timer wakes up to a millisecond late (the poll's rounding): a timerfd wakes on time.
+        timer = PreciseTimer()
+        slip = self._on_slip
+        try:
+            for index, t in self._arrivals:
+                at = start + t
+                timer.sleep_until(at)
+                if self.stopped:
+                    return
+                slip(time.monotonic() - at)
+                self.dispatch(Arrival(index, at))
+        finally:
+            timer.close()
 
     def dispatch(self, arrival: Arrival) -> None:
         """`arrival` is due: to a free user of every variant, else queued (late) or dropped (counted)."""

@@ -156,8 +156,13 @@ class Runtime:
                 [v.name for v in self.scenario.variants],
                 self.scenario.load.overflow_policy,
                 self.count_unsent,
+                self.record_slip,
             )
             self.dispatcher.start()
+
+    def record_slip(self, seconds: float) -> None:
+        """How late the dispatcher handed out an arrival (this interval's health; its own timer's lateness)."""
+        self.health.add_slip(seconds)
 
     def stop_arrivals(self) -> None:
         """The run is stopping: no arrival after this moment (open loop; nothing in closed loop)."""

@@ -25,6 +25,9 @@ class HealthThresholds:
     loop_lag_p99_ms: float = 20.0
     # A process pinned near one full core cannot read sockets as fast as bytes arrive.
     cpu_percent_p90: float = 95.0
+    # Open loop: the dispatcher handed arrivals out this late (its own lateness, not a wait for a free sender):
+    # the schedule the target saw was not the one asked for.
+    schedule_slip_p99_ms: float = 5.0
 
 
 @dataclass(slots=True)
@@ -38,6 +41,11 @@ class HealthStats:
     # Reads the C half (protocol/_wire.c) took whole: token chunks no Python touched. A low share at high load means
     # the server's chunks fall off that path (see the README) and the worker spends more CPU per chunk.
     reads_in_c: int = 0
+    # Open loop: dispatch time − scheduled time of every arrival (empty in closed loop).
+    schedule_slip: LatencyHistogram = field(default_factory=lambda: LatencyHistogram(digits=2, highest_s=60.0))
+
+    def add_slip(self, seconds: float) -> None:
+        self.schedule_slip.record(max(seconds, 0.0))
 
     def add_reads(self, reads: int, late: int, max_delay: float) -> None:
         self.reads += reads
@@ -58,6 +66,7 @@ class HealthStats:
             "cpu": list(self.cpu_samples),
             "reads": [self.reads, self.late_reads, self.max_read_delay],
             "reads_c": self.reads_in_c,
+            "slip": self.schedule_slip.encode(),
         }
 
     def merge_wire(self, w: dict[str, Any]) -> None:
@@ -67,10 +76,14 @@ class HealthStats:
         reads, late, worst = w.get("reads", (0, 0, 0.0))
         self.add_reads(int(reads), int(late), float(worst))
         self.reads_in_c += int(w.get("reads_c", 0))  # absent from a worker without the C half
+        if "slip" in w:
+            self.schedule_slip.merge_encoded(w["slip"])
 
     def summary(self) -> dict[str, Any]:
         cpu = sorted(self.cpu_samples)
         out: dict[str, Any] = {"loop_lag_ms": self.loop_lag.summary_ms()}
+        if self.schedule_slip.count:
+            out["schedule_slip_ms"] = self.schedule_slip.summary_ms()
         if cpu:
             out["cpu_percent"] = {
                 "mean": round(sum(cpu) / len(cpu), 1),
@@ -98,6 +111,12 @@ def verdict(workers: dict[str, dict[str, Any]], th: HealthThresholds) -> list[st
             reasons.append(
                 f"worker {wid}: event-loop lag p99 {lag['p99']:.1f} ms > {th.loop_lag_p99_ms:g} ms "
                 "(the load generator was busy: requests went out late)"
+            )
+        slip = s.get("schedule_slip_ms", {})
+        if slip.get("count") and slip.get("p99", 0.0) > th.schedule_slip_p99_ms:
+            reasons.append(
+                f"worker {wid}: open-loop schedule slip p99 {slip['p99']:.1f} ms > {th.schedule_slip_p99_ms:g} ms "
+                "(the generator could not keep up with the arrival schedule: arrivals went out late)"
             )
         cpu = s.get("cpu_percent")
         if cpu and cpu["p90"] > th.cpu_percent_p90:

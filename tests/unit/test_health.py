@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from loadgen.measure.health import HealthStats, HealthThresholds, verdict
 
 
@@ -53,3 +55,20 @@ def test_verdict_names_loop_lag_and_cpu_not_late_reads() -> None:
     assert "w1" in reason and "event-loop lag" in reason
     (reason,) = verdict({"w2": busy.summary()}, th)
     assert "w2" in reason and "CPU" in reason
+
+
+def test_schedule_slip_merges_and_a_late_dispatcher_is_named() -> None:
+    th = HealthThresholds()
+    on_time, late = _worker(0.001, 0, 0, 0.0), _worker(0.001, 0, 0, 0.0)
+    for _ in range(100):
+        on_time.add_slip(0.0002)
+        late.add_slip(0.030)
+    run = HealthStats()
+    for part in (on_time, late):
+        run.merge_wire(part.to_wire())
+    assert run.summary()["schedule_slip_ms"]["count"] == 200
+    assert verdict({"w0": on_time.summary()}, th) == []
+    (reason,) = verdict({"w1": late.summary()}, th)
+    assert "w1" in reason and re.search(r"schedule slip p99 30\.\d ms > 5 ms", reason)  # 2-digit histogram
+    # Closed loop has no slip: nothing in the summary, nothing judged.
+    assert "schedule_slip_ms" not in _worker(0.001, 0, 0, 0.0).summary()
