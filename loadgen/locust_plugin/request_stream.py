@@ -21,6 +21,7 @@ from loadgen.client.dial import Dialer
 from loadgen.client.reactor import Reactor
 from loadgen.config.scenario import Scenario, Variant
 from loadgen.measure.records import ErrorKind, RequestRecord
+from loadgen.measure.token_counts import needs_text
 from loadgen.protocol.accumulator import StreamAccumulator
 from loadgen.protocol.dialects import get_dialect
 from loadgen.traffic.sampler import RequestSampler, sampler_for
@@ -253,14 +254,17 @@ class StreamAssigner:
         slot = self._slots[variant]
         self._slots[variant] = slot + 1
         open_loop = self._scenario.load.arrival is not None
+        v = self._variants[variant]
         return RequestStream(
             self._scenario,
-            self._variants[variant],
+            v,
             OPEN_LOOP_STREAM if open_loop else self._worker_index * 100_000 + slot,
             self._worker_tag,
             sampler=self._sampler,
             dialer=self._dialer,
             reactor=self._reactor,
+            # The scenario's tokenizer counts the chunks of servers that stream no counts (runtime's recorder).
+            keep_text=needs_text(self._scenario.tokenizer, v.dialect, v.continuous_usage_stats),
         )
 
     def next_variant(self) -> str:

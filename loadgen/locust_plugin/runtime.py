@@ -28,8 +28,10 @@ from loadgen.locust_plugin.request_stream import StreamAssigner
 from loadgen.measure.aggregate import Aggregate
 from loadgen.measure.collector import Collector
 from loadgen.measure.health import HealthStats
-from loadgen.measure.records import RequestRecord
+from loadgen.measure.records import RequestRecord, TokenSource
+from loadgen.measure.token_counts import apply_token_ends
 from loadgen.traffic.arrivals import ArrivalSchedule
+from loadgen.traffic.tokenizer import SERVER_TOKENIZER, PromptTokenizer, load_tokenizer
 
 __all__ = ["Collector", "Runtime", "runtime_of"]
 
@@ -113,6 +115,12 @@ class Runtime:
         self.stopping = False  # Locust's test_stopping fired: users are being stopped
         self._pending: deque[tuple[RequestRecord, Callable[[RequestRecord], None]]] = deque()
         self._recorder: gevent.Greenlet | None = None
+        # The scenario's tokenizer, to count the chunks of replies whose server streamed no counts (the streams
+        # keep their text for it: request_stream.StreamAssigner). Loaded when the scenario was validated (once per
+        # process), so this is a cache hit.
+        self._tokenizer: PromptTokenizer | None = None
+        if scenario.tokenizer is not None and scenario.tokenizer != SERVER_TOKENIZER:
+            self._tokenizer = load_tokenizer(scenario.tokenizer)
 
     def worker_index(self) -> int:
         return max(int(getattr(self.env.runner, "worker_index", 0)), 0)
@@ -189,6 +197,11 @@ class Runtime:
             self.raw.flush()
 
     def record(self, rec: RequestRecord) -> None:
+        tok = self._tokenizer
+        if tok is not None and rec.chunk_text_ends is not None and rec.token_source != TokenSource.SERVER:
+            # Here, not as chunks arrive: tokenizing a reply takes ~0.1-1 ms, which the recorder spends at idle
+            # priority; the whole reply at once is also what makes the count exact at chunk boundaries.
+            apply_token_ends(rec, tok.token_ends(rec.output_text))
         self.aggregate.add(rec, time.time())
         if rec.scheduled is not None:
             counts = self.aggregate.group(rec.variant, rec.mix).arrivals

@@ -65,6 +65,10 @@ class TokenSource:
     # No per-chunk counts, but the final usage total disagreed with the chunks: the total spread evenly over the
     # token chunks (ITL and TPOT are then estimates, and the report says so).
     USAGE_SPREAD = "usage_spread"
+    # No per-chunk counts from the server, but the scenario's tokenizer counted each chunk's text (the whole reply
+    # tokenized once, each token given to the chunk whose text holds its end: measure/token_counts.py). Totals still
+    # come from the server's usage; per-chunk counts, ITL and TPOT from the tokenizer.
+    TOKENIZER = "tokenizer"
 
 
 @dataclass(slots=True)
@@ -165,9 +169,10 @@ class RequestRecord:
         """
         if len(self.chunk_times) < 2:
             return None
-        if self.token_source == TokenSource.SERVER:
+        if self.token_source == TokenSource.SERVER or self.token_source == TokenSource.TOKENIZER:
             # Exact per-chunk counts: exactly the tokens that arrived inside the (first, last) span. The server's
-            # usage total can include a token that never came as a chunk (EOS with an empty delta).
+            # usage total can include a token that never came as a chunk (EOS with an empty delta), and the
+            # tokenizer counts only the text that came.
             denom = self.tokens_received - self.chunk_tokens[0]
         else:
             denom = self.output_token_count - self.chunk_tokens[0]

@@ -24,6 +24,9 @@ _TOKEN_SOURCE_NOTE = {
     "several tokens)",
     "usage_spread": "estimated: the server sent no per-chunk counts and its final usage disagreed with the chunks, "
     "so the usage total was spread evenly over the chunks (ITL and TPOT are estimates)",
+    "tokenizer": "counted by the scenario's tokenizer: the server sent no per-chunk counts, so each reply was "
+    "tokenized whole and each token given to the chunk that carried its end (per-chunk counts, ITL and TPOT from the "
+    "tokenizer; token totals and throughput still from the server's usage)",
 }
 
 

@@ -21,9 +21,11 @@ import orjson
 
 from loadgen.traffic.words import WORDS
 
-__all__ = ["INSTALL_HINT", "PromptTokenizer", "TokenizerError", "load_tokenizer"]
+__all__ = ["INSTALL_HINT", "SERVER_TOKENIZER", "PromptTokenizer", "TokenizerError", "load_tokenizer"]
 
 INSTALL_HINT = "pip install 'llm-loadgen[tokenizer]'"
+# `tokenizer: server`: the target's own /tokenize endpoint instead of a local file (traffic/server_tokenizer.py).
+SERVER_TOKENIZER = "server"
 
 
 class TokenizerError(ValueError):
@@ -50,6 +52,12 @@ class PromptTokenizer:
 
     def count(self, text: str) -> int:
         return len(self.encode(text))
+
+    def token_ends(self, text: str) -> list[int]:
+        """Where each token of ``text`` ends, in characters (exclusive): how the recorder gives a streamed
+        reply's tokens to the chunks that carried them (measure/token_counts.py). Character offsets, as the
+        `tokenizers` library gives them: the bytes of one character split over several tokens all end with it."""
+        return [end for _, end in self.backend.encode(text, add_special_tokens=False).offsets]
 
     def one_token_words(self) -> tuple[str, ...]:
         """loadgen's prompt words (``WORDS``) that are exactly one token here, alone and after a space, so a
