@@ -6,12 +6,22 @@ Kept apart from config.py (which imports and re-exports every name here) so that
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictBool, StrictInt, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    StrictBool,
+    StrictInt,
+    WithJsonSchema,
+    model_validator,
+)
 
 from loadgen.config.builtin_mixes import BUILTIN_MIX_NAMES
-from loadgen.config.errors import ConfigError, SubpathIssues
+from loadgen.config.errors import ConfigError, SubpathIssues, describe_value
 from loadgen.config.types import NAME_PATTERN, Duration, MixName, PositiveFloat, TokenRange
 from loadgen.registry import UnknownNameError
 
@@ -29,6 +39,7 @@ __all__ = [
     "MixDef",
     "MixRef",
     "Overflow",
+    "Sessions",
     "Traffic",
 ]
 
@@ -149,6 +160,57 @@ class MixDef(BaseModel):
         return self
 
 
+def _turn_count(value: Any) -> Any:
+    # One whole number is a fixed count: the same as [n, n] (TokenRange then checks the range).
+    if isinstance(value, int) and not isinstance(value, bool):
+        return [value, value]
+    if isinstance(value, list | tuple):
+        return value
+    raise ValueError(f"expected a whole number of turns, or [min, max], got {describe_value(value)}")
+
+
+TurnCount = Annotated[
+    TokenRange,
+    BeforeValidator(_turn_count),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "integer", "minimum": 1},
+                {"type": "array", "items": {"type": "integer", "minimum": 1}, "minItems": 2, "maxItems": 2},
+            ]
+        }
+    ),
+]
+
+
+class Sessions(BaseModel):
+    """Multi-turn sessions: a user holds a conversation. Turn 1 is the mix's own request; each later turn sends the
+    whole history so far (with the model's actual replies) plus a new user message, to the same variant."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    turns: TurnCount = Field(
+        description="Turns per session: a whole number, or [min, max] drawn uniformly per session (seeded, so "
+        "every variant gets the same sessions)."
+    )
+    think_time: Duration = Field(
+        default=0.0,
+        ge=0,
+        description="Pause between a turn's reply and the next turn (the user reading and typing), e.g. `2s`. "
+        "Between sessions the user waits `load.think_time` (closed loop) or for its next arrival (open loop).",
+    )
+    follow_up_tokens: TokenRange = Field(
+        default=(20, 100),
+        description="[min, max] length of each follow-up user message in tokens, drawn uniformly per turn.",
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> Sessions:
+        if self.turns[1] < 2:
+            raise SubpathIssues([(("turns",), "a session of one turn is a plain request: give at least 2 turns")])
+        return self
+
+
 class MixRef(BaseModel):
     """A mix used by this scenario, and its share of requests."""
 
@@ -156,6 +218,12 @@ class MixRef(BaseModel):
 
     name: str = Field(description="A built-in mix (`chat`, `rag`, `code`) or a key of `traffic.custom_mixes`.")
     weight: PositiveFloat = Field(default=1.0, description="Relative share of requests drawn from this mix.")
+    sessions: Sessions | None = Field(
+        default=None,
+        description="Send this mix as multi-turn sessions (any built-in or custom mix): each request it draws "
+        "opens a conversation of `turns` turns whose history grows with the model's replies; the report gives "
+        "TTFT by turn. The weight then counts sessions. Null: single requests.",
+    )
 
 
 class DatasetReplay(BaseModel):
@@ -289,6 +357,8 @@ class Traffic(BaseModel):
                 issues.append((("mixes", i, "name"), str(UnknownNameError("mix", ref.name, known))))
             elif ref.name in seen:
                 issues.append((("mixes", i, "name"), f"mix {ref.name!r} is listed twice; merge the weights"))
+            if ref.sessions is not None and self.dataset is not None and ref.name == self.dataset.name:
+                issues.append((("mixes", i, "sessions"), "a dataset replays its own conversations: no sessions"))
             seen.add(ref.name)
         if issues:
             raise SubpathIssues(issues)

@@ -48,7 +48,7 @@ from itertools import accumulate
 from typing import TYPE_CHECKING
 
 from loadgen.config.scenario import MixDef
-from loadgen.config.traffic import MIN_QUESTION_TOKENS
+from loadgen.config.traffic import MIN_QUESTION_TOKENS, Sessions
 from loadgen.traffic.mixes import resolve_mixes
 from loadgen.traffic.words import WORDS
 
@@ -89,6 +89,10 @@ class RequestSpec:
     # documents, in the same unit as prompt_tokens (the first this-many words / tokens of system_prompt, then
     # prompt). 0 for dataset rows (their sharing is unknown).
     shared_prefix_tokens: int = 0
+    # Multi-turn sessions (traffic/sessions.py): this request's turn, 1 the opening one (0: not in a session), and
+    # the turns its session has (0: not in a session).
+    turn: int = 0
+    turns: int = 0
 
 
 # With a tokenizer, the request's tag is this many pool words (fewer when the prompt has fewer tokens).
@@ -251,8 +255,10 @@ class RequestSampler:
         stream: int = 0,
         tokenizer: PromptTokenizer | None = None,
         datasets: dict[str, DatasetTable] | None = None,
+        sessions: dict[str, Sessions] | None = None,
     ) -> None:
-        """``datasets``: mixes replayed from a dataset, by name (each with a weight, and no entry in ``mixes``)."""
+        """``datasets``: mixes replayed from a dataset, by name (each with a weight, and no entry in ``mixes``).
+        ``sessions``: the mixes sent as multi-turn sessions, by name."""
         datasets = datasets or {}
         if not weights:
             raise ValueError("no mixes to draw from: weights is empty")
@@ -263,6 +269,7 @@ class RequestSampler:
                 raise ValueError(f"mix {name!r} has weight {weight!r}; weights must be finite and > 0")
         self.seed = seed
         self.stream = stream
+        self.sessions = sessions or {}
         self.tokenizer = tokenizer
         self.exact_lengths = tokenizer is not None
         pool = WORDS if tokenizer is None else tokenizer.one_token_words()
@@ -380,7 +387,7 @@ class RequestSampler:
             tag = f"r{d_tag & 0xFFFFFF:06x}-{index}"
         body_words = user_words - tag_words
         question = f"{tag} {self._window(_below(d_start, _BLOCK_WORDS), body_words)}" if body_words > 0 else tag
-        return RequestSpec(
+        spec = RequestSpec(
             index,
             table.name,
             bucket,
@@ -389,6 +396,30 @@ class RequestSampler:
             prompt_tokens,
             max_tokens,
             shared_prefix_tokens=shared,
+        )
+        sessions = self.sessions.get(table.name)
+        if sessions is not None:  # the request opens a session: how many turns it has, from a hash of its own
+            low, high = sessions.turns
+            spec.turn, spec.turns = 1, low + _below(self._turn_draws(index, 1)[0], high - low + 1)
+        return spec
+
+    def _turn_draws(self, index: int, turn: int) -> tuple[int, ...]:
+        # Apart from the request's own draws, so a mix's requests are the same with sessions on or off.
+        return _DRAWS.unpack(hashlib.blake2b(f"{self._prefix}{index}\x1ft{turn}".encode(), digest_size=48).digest())
+
+    def follow_up(self, spec: RequestSpec, turn: int) -> tuple[str, int, int]:
+        """Turn ``turn`` (>= 2) of the session ``spec`` opens: the new user message, its length (words; with a
+        tokenizer, exactly its tokens) and the turn's ``max_tokens``, from (seed, stream, index, turn) alone."""
+        d_len, d_out, d_start, _, _, _ = self._turn_draws(spec.index, turn)
+        low, high = self.sessions[spec.mix].follow_up_tokens
+        n_words = low + _below(d_len, high - low + 1)
+        table = next(t for t in self._tables if t.name == spec.mix)
+        assert isinstance(table, _MixTable)  # datasets have no sessions (the config refuses them)
+        out_lo, out_hi = table.output
+        return (
+            self._window(_below(d_start, _BLOCK_WORDS), n_words),
+            n_words,
+            out_lo + _below(d_out, out_hi - out_lo + 1),
         )
 
     def document_indices(self, spec: RequestSpec) -> list[int]:
@@ -438,4 +469,5 @@ def sampler_for(scenario: Scenario, stream: int) -> RequestSampler:
             tokenizer,
         )
         datasets[replay.name] = table
-    return RequestSampler(mixes, weights, scenario.seed, stream, tokenizer, datasets)
+    sessions = {ref.name: ref.sessions for ref in scenario.traffic.mixes if ref.sessions is not None}
+    return RequestSampler(mixes, weights, scenario.seed, stream, tokenizer, datasets, sessions)
