@@ -31,8 +31,9 @@ __all__ = [
 CONNECTION_METRICS: tuple[str, ...] = ("connect", "tls")
 # Metrics where a request that never got there is a censored sample (above everything measured).
 CENSORED_METRICS: tuple[str, ...] = ("ttft", "e2e", "e2e_from_schedule")
-WIRE_VERSION = 5
-# What a (variant, mix, bucket) keeps: few histograms, so the bucket level adds little to each delta.
+WIRE_VERSION = 6
+# What a (variant, mix, bucket) and a (variant, mix, turn) keep: few histograms, so these levels add little to each
+# delta.
 BUCKET_METRICS: tuple[str, ...] = ("ttft", "e2e")
 _COUNTERS = (
     "requests",
@@ -223,14 +224,18 @@ class GroupStats:
 
 @dataclass(slots=True)
 class BucketStats:
-    """One (variant, mix, bucket) (a mix's length class: short / medium / long): requests, successes, and TTFT / E2E
-    with the same censoring as `GroupStats` (a failed request is a censored E2E sample, and a censored TTFT sample
-    when it failed before its first token). Warm-up and cut-by-stop requests are not counted."""
+    """One (variant, mix, bucket) (a mix's length class: short / medium / long), or one (variant, mix, turn) of a
+    multi-turn session: requests, successes, and TTFT / E2E with the same censoring as `GroupStats` (a failed
+    request is a censored E2E sample, and a censored TTFT sample when it failed before its first token); the prompt
+    tokens the server reported over the successful requests that reported them (their mean is exact: a sum and a
+    count, no histogram). Warm-up and cut-by-stop requests are not counted."""
 
     hists: dict[str, LatencyHistogram] = field(default_factory=dict)
     requests: int = 0
     ok: int = 0
     censored: dict[str, int] = field(default_factory=dict)
+    prompt_reported: int = 0
+    prompt_tokens: int = 0
 
     def _hist(self, metric: str) -> LatencyHistogram:
         h = self.hists.get(metric)
@@ -252,39 +257,51 @@ class BucketStats:
         e2e = rec.e2e
         if e2e is not None:
             self._hist("e2e").record(e2e)
+        if rec.prompt_tokens is not None:
+            self.prompt_reported += 1
+            self.prompt_tokens += rec.prompt_tokens
 
     def merge(self, other: BucketStats) -> None:
         for m, h in other.hists.items():
             self._hist(m).merge(h)
-        self.requests += other.requests
-        self.ok += other.ok
+        for name in _SLICE_COUNTERS:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
         _add_counts(self.censored, other.censored)
 
     def reset_counters(self) -> None:
-        self.requests = self.ok = 0
+        for name in _SLICE_COUNTERS:
+            setattr(self, name, 0)
         self.censored = {}
 
     def to_wire(self, histograms: bool = True) -> dict[str, Any]:
         hists = {m: h.encode() for m, h in self.hists.items() if h.count} if histograms else {}
-        return {"hists": hists, "requests": self.requests, "ok": self.ok, "censored": dict(self.censored)}
+        return {
+            "hists": hists,
+            **{name: getattr(self, name) for name in _SLICE_COUNTERS},
+            "censored": dict(self.censored),
+        }
 
     def merge_wire(self, w: dict[str, Any]) -> None:
         for m, blob in w.get("hists", {}).items():
             merge_encoded_into(blob, [self._hist(m)])
-        self.requests += int(w.get("requests", 0))
-        self.ok += int(w.get("ok", 0))
+        for name in _SLICE_COUNTERS:
+            setattr(self, name, getattr(self, name) + int(w.get(name, 0)))
         _add_counts(self.censored, w.get("censored", {}))
 
 
-class Aggregate:
-    """Groups keyed by (variant, mix), buckets keyed by (variant, mix, bucket), plus a per-second timeline of
-    completions (wall-clock seconds)."""
+_SLICE_COUNTERS = ("requests", "ok", "prompt_reported", "prompt_tokens")
 
-    __slots__ = ("groups", "buckets", "timeline", "window_start")
+
+class Aggregate:
+    """Groups keyed by (variant, mix), buckets keyed by (variant, mix, bucket), session turns keyed by (variant, mix,
+    turn) (requests of no session have none), plus a per-second timeline of completions (wall-clock seconds)."""
+
+    __slots__ = ("groups", "buckets", "turns", "timeline", "window_start")
 
     def __init__(self, window_start: float = -math.inf) -> None:
         self.groups: dict[tuple[str, str], GroupStats] = {}
         self.buckets: dict[tuple[str, str, str], BucketStats] = {}
+        self.turns: dict[tuple[str, str, int], BucketStats] = {}
         self.timeline: dict[int, list[int]] = {}
         # Start of the measured window (monotonic): where this process's warm-up ended.
         self.window_start = window_start
@@ -303,12 +320,21 @@ class Aggregate:
             b = self.buckets[key] = BucketStats()
         return b
 
+    def turn(self, variant: str, mix: str, turn: int) -> BucketStats:
+        key = (variant, mix, turn)
+        t = self.turns.get(key)
+        if t is None:
+            t = self.turns[key] = BucketStats()
+        return t
+
     def add(self, rec: RequestRecord, wall_time: float) -> None:
         self.group(rec.variant, rec.mix).add(rec, self.window_start)
         if rec.warmup or rec.cut_by_stop:
             return
         if rec.bucket:
             self.bucket(rec.variant, rec.mix, rec.bucket).add(rec)
+        if rec.turn:
+            self.turn(rec.variant, rec.mix, rec.turn).add(rec)
         sec = int(wall_time)
         row = self.timeline.get(sec)
         if row is None:
@@ -319,13 +345,14 @@ class Aggregate:
             row[2] += rec.output_token_count
 
     def is_empty(self) -> bool:
-        return not self.groups and not self.buckets and not self.timeline
+        return not self.groups and not self.buckets and not self.turns and not self.timeline
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self, histograms: bool = True) -> dict[str, Any]:
         return {
             "v": WIRE_VERSION,
-            "groups": [[v, m, g.to_wire()] for (v, m), g in self.groups.items()],
-            "buckets": [[v, m, b, bs.to_wire()] for (v, m, b), bs in self.buckets.items()],
+            "groups": [[v, m, g.to_wire(histograms)] for (v, m), g in self.groups.items()],
+            "buckets": [[v, m, b, bs.to_wire(histograms)] for (v, m, b), bs in self.buckets.items()],
+            "turns": [[v, m, t, ts.to_wire(histograms)] for (v, m, t), ts in self.turns.items()],
             "timeline": [[s, *row] for s, row in self.timeline.items()],
         }
 
@@ -333,20 +360,15 @@ class Aggregate:
         """What accumulated since the last delta. `histograms=False` ships the counters and timeline only and keeps
         the histograms accumulating for a later delta: merging histograms is most of the master's work per report,
         so with many workers each sends them every few intervals (see `Runtime.hist_every`)."""
+        wire = self.to_wire(histograms)
         if histograms:
-            wire = self.to_wire()
             self.groups = {}
             self.buckets = {}
+            self.turns = {}
         else:
-            wire = {
-                "v": WIRE_VERSION,
-                "groups": [[v, m, g.to_wire(histograms=False)] for (v, m), g in self.groups.items()],
-                "buckets": [[v, m, b, bs.to_wire(histograms=False)] for (v, m, b), bs in self.buckets.items()],
-                "timeline": [[s, *row] for s, row in self.timeline.items()],
-            }
             for g in self.groups.values():
                 g.reset_counters()
-            for bs in self.buckets.values():
+            for bs in (*self.buckets.values(), *self.turns.values()):
                 bs.reset_counters()
         self.timeline = {}
         return wire
@@ -356,6 +378,8 @@ class Aggregate:
             self.group(v, m).merge(g)
         for (v, m, b), bs in other.buckets.items():
             self.bucket(v, m, b).merge(bs)
+        for (v, m, t), ts in other.turns.items():
+            self.turn(v, m, t).merge(ts)
         self._merge_timeline([[s, *row] for s, row in other.timeline.items()])
 
     def merge_wire(self, wire: dict[str, Any]) -> None:
@@ -365,6 +389,8 @@ class Aggregate:
             self.group(v, m).merge_wire(gw)
         for v, m, b, bw in wire.get("buckets", []):
             self.bucket(v, m, b).merge_wire(bw)
+        for v, m, t, tw in wire.get("turns", []):
+            self.turn(v, m, int(t)).merge_wire(tw)
         self._merge_timeline(wire.get("timeline", []))
 
     def _merge_timeline(self, rows: list[list[int]]) -> None:

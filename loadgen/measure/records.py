@@ -97,6 +97,8 @@ class RequestRecord:
     prompt_tokens_target: int = 0
     # Of the target, the part a prefix cache could reuse: the mix's system prompt and any shared documents.
     shared_prefix_tokens: int = 0
+    # Its turn in a multi-turn session (1 opens it; traffic/sessions.py); 0: a request of no session.
+    turn: int = 0
     max_tokens: int = 0
     warmup: bool = False
     partial_bytes: bytes = b""
@@ -202,6 +204,7 @@ class RequestRecord:
             cached_prompt_tokens=row.get("cached_prompt_tokens"),
             prompt_tokens_target=int(row.get("prompt_tokens_target") or 0),
             shared_prefix_tokens=int(row.get("shared_prefix_tokens") or 0),
+            turn=int(row.get("turn") or 0),
             max_tokens=int(row.get("max_tokens") or 0),
             warmup=bool(row.get("warmup")),
             finish_reason=row.get("finish_reason"),
@@ -232,6 +235,7 @@ class RequestRecord:
             "cached_prompt_tokens": self.cached_prompt_tokens,
             "prompt_tokens_target": self.prompt_tokens_target,
             "shared_prefix_tokens": self.shared_prefix_tokens,
+            "turn": self.turn,
             "max_tokens": self.max_tokens,
             "warmup": self.warmup,
             "ttft": self.ttft,

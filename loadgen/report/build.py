@@ -96,6 +96,8 @@ def _group_json(g: GroupStats, window_s: float) -> dict[str, Any]:
 
 def _bucket_json(b: BucketStats) -> dict[str, Any]:
     out: dict[str, Any] = {"requests": b.requests, "ok": b.ok}
+    # The mean of what the server reported, over the successful requests that reported it (None: none did).
+    out["mean_prompt_tokens"] = round(b.prompt_tokens / b.prompt_reported, 1) if b.prompt_reported else None
     for m in BUCKET_METRICS:
         h = b.hists.get(m) or LatencyHistogram()
         summary = h.summary_ms(b.censored.get(m, 0))
@@ -105,6 +107,16 @@ def _bucket_json(b: BucketStats) -> dict[str, Any]:
 
 def _buckets_json(agg: Aggregate, variant: str, mix: str) -> dict[str, Any]:
     return {b: _bucket_json(bs) for (v, m, b), bs in sorted(agg.buckets.items()) if v == variant and m == mix}
+
+
+def _turns_json(agg: Aggregate, variant: str, mix: str) -> dict[str, Any]:
+    """Turn number (as a string: JSON keys) -> that turn's requests of the mix's sessions; `ended` counts the
+    failed ones, each of which ended its session there. Empty for a mix of single requests."""
+    out: dict[str, Any] = {}
+    for (v, m, t), ts in sorted(agg.turns.items()):
+        if v == variant and m == mix:
+            out[str(t)] = {**_bucket_json(ts), "ended_by_failure": ts.requests - ts.ok}
+    return out
 
 
 def open_loop_json(scenario: Scenario, g: GroupStats, window_s: float) -> dict[str, Any] | None:
@@ -153,14 +165,22 @@ def build_report(
     agg: Aggregate,
     window_s: float,
     run: dict[str, Any] | None = None,
+    windows: dict[str, float] | None = None,
 ) -> dict[str, Any]:
-    """`window_s`: the measured window (duration − warm-up, as actually run). `run`: runner facts to carry along."""
+    """`window_s`: the measured window (duration − warm-up, as actually run). `run`: runner facts to carry along.
+    `windows`: each variant's own window where they ran one after another (`load.sequential`), else None."""
     run = dict(run or {})
     variants: list[dict[str, Any]] = []
     baseline = scenario.baseline_variant.name
+    whole_window = window_s
     for v in scenario.variants:
+        window_s = windows.get(v.name, whole_window) if windows else whole_window
         mixes = {
-            m: {**_group_json(g, window_s), "buckets": _buckets_json(agg, v.name, m)}
+            m: {
+                **_group_json(g, window_s),
+                "buckets": _buckets_json(agg, v.name, m),
+                "turns": _turns_json(agg, v.name, m),
+            }
             for (vn, m), g in sorted(agg.groups.items())
             if vn == v.name
         }
@@ -176,10 +196,13 @@ def build_report(
             "overall": _group_json(merged, window_s),
             "mixes": mixes,
         }
+        if windows:
+            entry["window_s"] = round(window_s, 3)
         open_loop = open_loop_json(scenario, merged, window_s)
         if open_loop is not None:
             entry["open_loop"] = open_loop
         variants.append(entry)
+    window_s = whole_window
     base = next(x for x in variants if x["baseline"])
     for x in variants:
         x["speedup_vs_baseline"] = {

@@ -128,6 +128,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         lines.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         lines += rows
     lines += _bucket_lines(report)
+    lines += _turn_lines(report)
     lines += ["", f"## Speedup vs baseline `{report['baseline']}` (baseline ÷ variant; > 1 is faster)", ""]
     lines.append("| variant | TTFT p99 | E2E p99 | TPOT p50 | ITL p50 |")
     lines.append("|---|---:|---:|---:|---:|")
@@ -237,6 +238,37 @@ def _bucket_lines(report: dict[str, Any]) -> list[str]:
     lines.append("| variant | mix | bucket | requests | ok | TTFT p50 | TTFT p99 | E2E p50 | E2E p99 |")
     lines.append("|---|---|---|---:|---:|---:|---:|---:|---:|")
     return lines + rows
+
+
+def _turn_lines(report: dict[str, Any]) -> list[str]:
+    """TTFT by turn of each mix sent as multi-turn sessions: prompts grow with the history, so TTFT should grow
+    with the turn, or stay flat where a prefix cache serves the history."""
+    rows = []
+    for v in report["variants"]:
+        for mix, g in v["mixes"].items():
+            for turn, ts in (g.get("turns") or {}).items():
+                t, e = ts.get("ttft_ms", {}), ts.get("e2e_ms", {})
+                rows.append(
+                    f"| {v['name']} | {mix} | {turn} | {ts['requests']:,} | {ts['ok']:,} | {ts['ended_by_failure']:,} "
+                    f"| {_fmt(ts['mean_prompt_tokens'])} | {_cell(t, 'p50')} | {_cell(t, 'p99')} | {_cell(e, 'p50')} "
+                    f"| {_cell(e, 'p99')} |"
+                )
+    if not rows:
+        return []
+    lines = ["", "## TTFT by turn (multi-turn sessions, ms)", ""]
+    lines.append(
+        "| variant | mix | turn | requests | ok | ended by failure | mean prompt tokens | TTFT p50 | TTFT p99 "
+        "| E2E p50 | E2E p99 |"
+    )
+    lines.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    lines += rows
+    lines += [
+        "",
+        "Turn k sends the whole conversation so far (every earlier message and the variant's own replies) plus a "
+        "new message, so its prompt grows with k. A failed turn ends its session (ended by failure); mean prompt "
+        "tokens is the server's count over the successful turns.",
+    ]
+    return lines
 
 
 def _open_loop_lines(report: dict[str, Any]) -> list[str]:
