@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import copy
 import shutil
 import sys
 from pathlib import Path
@@ -21,6 +20,7 @@ from loadgen.config.scenario import (
     missing_secrets,
     validate_scenario,
 )
+from loadgen.config.variant_doc import single_variant_doc
 from loadgen.exit_codes import ExitCode
 from loadgen.traffic.sweeps import Search, SweepPlan, parse_plan
 
@@ -78,7 +78,12 @@ def _run(scenario_path: Path, args: argparse.Namespace) -> int:
         duration=args.duration,
         raw_records=Path(args.raw_records) if args.raw_records else None,
     )
-    code = run_scenario(sc, opts)
+    if sc.load.sequential and len(sc.variants) > 1:
+        from loadgen.locust_plugin.sequential import run_sequential
+
+        code = run_sequential(sc, yaml.safe_load(scenario_path.read_text(encoding="utf-8")), opts, report_dir)
+    else:
+        code = run_scenario(sc, opts)
     md = report_dir / "report.md"
     if not md.exists():
         print(
@@ -135,12 +140,8 @@ def _sweep_plan(args: argparse.Namespace) -> tuple[SweepPlan, dict[str, Any]] | 
 
 def _step_doc(raw: dict[str, Any], sc: Scenario, index: int, rate: float, duration: str, out: Path) -> dict[str, Any]:
     """The scenario of one step: only variant ``index`` (with the SLOs that apply to it), open loop at ``rate``."""
-    name = sc.variants[index].name
-    doc = copy.deepcopy(raw)
-    doc["variants"] = [raw["variants"][index]]
-    if raw.get("slos") is not None:
-        doc["slos"] = [s for s, slo in zip(raw["slos"], sc.slos, strict=True) if slo.variant in (None, name)]
-    load = dict(raw.get("load") or {})
+    doc = single_variant_doc(raw, sc, index)
+    load = dict(doc.get("load") or {})
     load.pop("think_time", None)  # closed loop only
     arrival: dict[str, Any] = {"kind": "poisson", "rate": rate}
     if isinstance(load.get("arrival"), dict):  # keep the scenario's arrival process, at this step's rate

@@ -433,6 +433,19 @@ class Load(BaseModel):
         description="Open loop only: what an arrival that finds every user of its variant busy becomes. late "
         "(default): sent by the next free user, its lag counted in queue_delay; drop: not sent, counted as dropped.",
     )
+    sequential: StrictBool = Field(
+        default=False,
+        description="Run the variants one after another instead of together (variants that share one GPU): "
+        "`loadgen run` gives each variant in turn the whole load (all `users`, or the whole arrival schedule) "
+        "for `duration`, with the same seeded requests, and writes one report of all of them. Headless only: the "
+        "web UI runs variants together.",
+    )
+    sequential_pause: Duration = Field(
+        default=0.0,
+        ge=0,
+        description="With `sequential`: idle time between one variant's run and the next (e.g. `30s`, for the "
+        "previous variant's GPU work and caches to drain).",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> Load:
@@ -447,6 +460,8 @@ class Load(BaseModel):
             )
         if self.arrival is None and self.overflow is not None:
             issues.append((("overflow",), "applies to open loop only: set load.arrival, or leave overflow out"))
+        if not self.sequential and "sequential_pause" in self.model_fields_set:
+            issues.append((("sequential_pause",), "applies with sequential: true only"))
         if self.arrival is not None and self.think_time > 0:
             issues.append(
                 (

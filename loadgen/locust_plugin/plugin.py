@@ -33,6 +33,7 @@ from loadgen.locust_plugin.user import LLMUser, variant_user_classes
 from loadgen.measure.collector import Collector
 from loadgen.measure.health import HealthThresholds, verdict
 from loadgen.report.build import build_report, render_markdown, write_reports
+from loadgen.report.combine import write_aggregate
 
 __all__ = ["register"]
 
@@ -77,6 +78,13 @@ def _on_init(environment: Environment, **_: Any) -> None:
         except ConfigError as e:
             sys.stderr.write(f"{e}\n")
             sys.exit(ExitCode.USAGE)
+    if scenario.load.sequential and len(scenario.variants) > 1:
+        # One Locust run sends to every variant at once; `loadgen run` is what runs them one after another.
+        sys.stderr.write(
+            f"{path}: load.sequential: runs through `loadgen run` (one run per variant, then one report); a "
+            "Locust run (the web UI, or locust -f) sends to all variants together: set sequential: false here\n"
+        )
+        sys.exit(ExitCode.USAGE)
     if not isinstance(environment.runner, MasterRunner):
         # The processes that send requests need the keys (on Kubernetes the master may well not have them).
         try:
@@ -410,6 +418,7 @@ def write_final_report(environment: Environment) -> dict[str, Any]:
     opts = environment.parsed_options
     out_dir = Path(getattr(opts, "report_dir", "") or rt.scenario.report_dir)
     write_reports(report, out_dir)
+    write_aggregate(rt.collector.aggregate, out_dir)  # the exact histograms, to rebuild or combine reports
     rt.collector.reported = True
     log.info("loadgen report written to %s (exit code %s)", out_dir, report["exit_code"])
     return report

@@ -1,0 +1,103 @@
+"""A run's merged aggregate on disk, and one report from several runs of one scenario.
+
+Every finished run writes `aggregate.json` beside report.json: the master's merged `Aggregate` in its wire form
+(the exact histograms, not their percentiles), so a report can be rebuilt or combined without the raw records.
+
+`combine_phases` builds the report of a sequential scenario (`load.sequential`): each variant ran on its own, one
+after another, as a run of its own with the same seed (so the same requests); their aggregates merge into one
+report of the whole scenario, where every variant's rates use its own measured window, the SLOs are evaluated and
+the variants compared as for a concurrent run, and the run facts list each phase.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from loadgen.config.scenario import Scenario
+from loadgen.measure.aggregate import Aggregate
+from loadgen.report.build import build_report
+
+__all__ = ["AGGREGATE_FILE", "Phase", "combine_phases", "read_aggregate", "write_aggregate"]
+
+AGGREGATE_FILE = "aggregate.json"
+
+
+def _text(value: object) -> str:
+    # The wire's histograms are base64 bytes; everything else is JSON already.
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value).decode("ascii")
+    raise TypeError(f"not JSON-serialisable: {type(value).__name__}")
+
+
+def write_aggregate(agg: Aggregate, out_dir: Path) -> Path:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / AGGREGATE_FILE
+    path.write_bytes(orjson.dumps(agg.to_wire(), default=_text))
+    return path
+
+
+def read_aggregate(path: Path) -> Aggregate:
+    """The aggregate `write_aggregate` wrote; ValueError when the file is of another wire version."""
+    agg = Aggregate()
+    agg.merge_wire(orjson.loads(path.read_bytes()))
+    return agg
+
+
+@dataclass(frozen=True, slots=True)
+class Phase:
+    """One variant's run of a sequential scenario: its report (report.json) and its aggregate."""
+
+    variant: str
+    report: dict[str, Any]
+    aggregate: Aggregate
+    report_dir: str
+    exit_code: int
+
+
+def combine_phases(scenario: Scenario, phases: list[Phase], pause_s: float) -> tuple[dict[str, Any], Aggregate]:
+    """The report of `scenario` from its variants' phases (in the order they ran), and their merged aggregate."""
+    agg = Aggregate()
+    windows: dict[str, float] = {}
+    workers: dict[str, Any] = {}
+    reasons: list[str] = []
+    lost: list[str] = []
+    recovered: list[Any] = []
+    for p in phases:
+        agg.merge(p.aggregate)
+        run = p.report["run"]
+        windows[p.variant] = float(run["window_s"])
+        workers |= {f"{p.variant}/{w}": h for w, h in run.get("workers", {}).items()}
+        # Each phase's reasons name its variant (its own "no request succeeded" is about that variant alone).
+        reasons += [f"{p.variant}: {r}" for r in run.get("untrustworthy_reasons", [])]
+        lost += [f"{p.variant}/{w}" for w in run.get("lost_workers", [])]
+        recovered += run.get("recovered", [])
+    run_facts = {
+        "sequential": True,
+        "pause_s": pause_s,
+        "phases": [
+            {
+                "variant": p.variant,
+                "window_s": p.report["run"]["window_s"],
+                "duration_s": p.report["run"].get("duration_s"),
+                "users": p.report["run"].get("users"),
+                "exit_code": p.exit_code,
+                "report_dir": p.report_dir,
+            }
+            for p in phases
+        ],
+        "duration_s": round(sum(float(p.report["run"].get("duration_s") or 0.0) for p in phases), 3),
+        "warmup_s": scenario.load.warmup,
+        "users": scenario.load.users,
+        "users_per_variant": {p.variant: p.report["run"].get("users") for p in phases},
+        "workers": workers,
+        "lost_workers": lost,
+        "recovered": recovered,
+        "untrustworthy_reasons": reasons,
+        "run_number": 1,
+        "finished": all(p.report["run"].get("finished", True) for p in phases),
+    }
+    return build_report(scenario, agg, max(windows.values(), default=0.0), run_facts, windows=windows), agg
