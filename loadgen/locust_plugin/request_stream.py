@@ -24,7 +24,7 @@ from loadgen.measure.records import ErrorKind, RequestRecord
 from loadgen.measure.token_counts import needs_text
 from loadgen.protocol.accumulator import StreamAccumulator
 from loadgen.protocol.dialects import get_dialect
-from loadgen.traffic.sampler import RequestSampler, sampler_for
+from loadgen.traffic.sampler import RequestSampler, RequestSpec, sampler_for
 
 __all__ = ["OPEN_LOOP_STREAM", "CutByStop", "RequestStream", "StreamAssigner", "senders_per_variant", "weighted_turns"]
 
@@ -144,11 +144,29 @@ class RequestStream:
     def close(self) -> None:
         self._conn.close()
 
-    def send_next(self, warmup_end: float, index: int | None = None, scheduled: float | None = None) -> RequestRecord:
-        """Send the next request of this stream (open loop: its request `index`, due at `scheduled`) and read its
-        response stream into its record; never raises for a target's misbehaviour."""
-        spec = self._sampler.next() if index is None else self._sampler.spec_at(index)
-        rid = f"{self._rid_prefix}-{spec.index}"
+    @property
+    def sampler(self) -> RequestSampler:
+        """This stream's fork of the scenario's sampler (a session's follow-ups are drawn from it)."""
+        return self._sampler
+
+    def draw(self, index: int | None = None) -> RequestSpec:
+        """The next request of this stream, or (open loop) its request `index`."""
+        return self._sampler.next() if index is None else self._sampler.spec_at(index)
+
+    def send_next(
+        self,
+        warmup_end: float,
+        index: int | None = None,
+        scheduled: float | None = None,
+        spec: RequestSpec | None = None,
+    ) -> RequestRecord:
+        """Send the next request of this stream (open loop: its request `index`, due at `scheduled`; or `spec`, drawn
+        already: a session's turn) and read its response stream into its record; never raises for a target's
+        misbehaviour."""
+        if spec is None:
+            spec = self.draw(index)
+        # A session's later turns share its index: the turn keeps their ids apart.
+        rid = f"{self._rid_prefix}-{spec.index}" + (f"-t{spec.turn}" if spec.turn > 1 else "")
         rec = RequestRecord(
             rid,
             self.variant,
@@ -157,6 +175,7 @@ class RequestStream:
             scheduled=scheduled,
             prompt_tokens_target=spec.prompt_tokens,
             shared_prefix_tokens=spec.shared_prefix_tokens,
+            turn=spec.turn,
             max_tokens=spec.max_tokens,
         )
         acc = StreamAccumulator(rec, self._dialect, self.keep_text)

@@ -3,6 +3,13 @@
 Each variant gets a user class of its own (`variant_user_classes`), weighted by the variant's `weight`: Locust's
 dispatcher then spreads users over all workers together, so users per variant follow the weights whatever the
 worker count (3 variants × 10 users on 4 workers: 4 / 3 / 3, not 4 / 4 / 2 per-worker rounding).
+
+Multi-turn sessions (a mix with `sessions`): a request that opens a session is followed, after the session's think
+time, by its later turns, each one task of the same user (so to the same variant) carrying the history with the
+reply it got; then the user draws its next request. Closed loop: the user waits `load.think_time` between sessions.
+Open loop: a session's first turn is a scheduled arrival, its later turns are sent by the same user, unscheduled
+(no queue delay), each after the think time; meanwhile that user takes no arrival, so `load.users` bounds the
+sessions in flight. A failed turn ends its session; a turn cut by the stop is recorded as any request cut by it.
 """
 
 from __future__ import annotations
@@ -17,6 +24,8 @@ from loadgen.config.scenario import Scenario
 from loadgen.locust_plugin.request_stream import CutByStop
 from loadgen.locust_plugin.runtime import runtime_of
 from loadgen.measure.records import ErrorKind, RequestRecord
+from loadgen.traffic.sampler import RequestSpec
+from loadgen.traffic.sessions import Conversation
 
 __all__ = ["LLMUser", "variant_user_classes"]
 
@@ -50,9 +59,16 @@ class LLMUser(User):
         else:
             self._variant = rt.scenario.variants[0].name
         self._requests = rt.assigner.new_stream(self._variant)
+        # Whether the stream keeps every reply's text anyway (a tokenizer counts the chunks): sessions add theirs.
+        self._keep_text = self._requests.keep_text
         self._backoff = 0.0
+        # The session in progress and its next turn, drawn when the last turn's reply came (None: no session).
+        self._session: Conversation | None = None
+        self._next_turn: RequestSpec | None = None
 
     def wait_time(self) -> float:
+        if self._next_turn is not None and self._session is not None:
+            return self._session.think_time
         return self._rt.scenario.load.think_time
 
     def on_stop(self) -> None:
@@ -62,13 +78,25 @@ class LLMUser(User):
     def stream(self) -> None:
         dispatcher = self._rt.dispatcher
         arrival = None
+        spec = self._next_turn
+        self._next_turn = None
         try:
-            if dispatcher is None:
-                rec = self._requests.send_next(self._rt.warmup_end)
+            if spec is None:
+                if dispatcher is None:
+                    spec = self._requests.draw()
+                    scheduled = None
+                else:
+                    # Open loop: wait for this worker's next arrival of the variant (due now, or late), and send it.
+                    arrival = dispatcher.next_arrival(self._variant)
+                    spec = self._requests.draw(arrival.index)
+                    scheduled = arrival.at
+                self._session = Conversation(self._requests.sampler, spec) if spec.turns else None
             else:
-                # Open loop: wait for this worker's next arrival of the variant (due now, or late), and send it.
-                arrival = dispatcher.next_arrival(self._variant)
-                rec = self._requests.send_next(self._rt.warmup_end, arrival.index, arrival.at)
+                scheduled = None
+            session = self._session
+            # Keep a turn's reply text when a later turn sends it back; other requests keep the C read path.
+            self._requests.keep_text = self._keep_text or (session is not None and not session.over)
+            rec = self._requests.send_next(self._rt.warmup_end, scheduled=scheduled, spec=spec)
         except CutByStop as cut:
             if arrival is not None and not cut.written:
                 # Stopped before the request went out: an arrival never sent, not a request cut short.
@@ -79,6 +107,11 @@ class LLMUser(User):
         # Histograms, raw shard and Locust's stats are filled in by the runtime's recorder when the loop has time,
         # so that a wave of requests finishing together does not hold up the timestamps of the streams still running.
         self._rt.submit(rec, self._fire)
+        if session is not None:
+            # A failed turn ends its session (its turn's requests minus ok in the report); else on to the next turn.
+            self._next_turn = session.reply(rec.output_text, rec.output_token_count) if rec.ok else None
+            if self._next_turn is None:
+                self._session = None
         if rec.error == ErrorKind.CONNECT and dispatcher is None:
             # A target that refuses connections fails in microseconds: without a pause every user would spin,
             # burning the worker's CPU and flooding the counts. Back off 50 ms doubling to 2 s; reset on success.
