@@ -23,6 +23,7 @@ from pydantic import (
     StrictBool,
     StrictInt,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -43,7 +44,7 @@ from loadgen.config.types import NAME_PATTERN, Duration, PositiveFloat
 from loadgen.metric_names import SCHEDULED_METRICS, SLOMetricName, StatName
 from loadgen.protocol.dialects import DIALECT_NAMES
 from loadgen.registry import UnknownNameError
-from loadgen.traffic.tokenizer import TokenizerError, load_tokenizer
+from loadgen.traffic.server_tokenizer import TokenizerError, check_tokenizer
 
 __all__ = [
     "SLO",
@@ -341,18 +342,18 @@ class Scenario(BaseModel):
     tokenizer: str | None = Field(
         default=None,
         min_length=1,
-        description="The target model's tokenizer, so prompts are exactly their target length in its tokens: a "
-        "`tokenizer.json`, a local Hugging Face model folder holding one, or a `.gguf` model file (its built-in "
-        "vocabulary; byte-level BPE). A path on the machines running loadgen (relative: to the working directory), "
-        "loaded when the scenario is. Needs `pip install 'llm-loadgen[tokenizer]'`. Null: prompts of common words, "
-        "about one token each, so lengths are approximate.",
+        description="The target model's tokenizer: prompts exactly their target length in its tokens, and chunks of "
+        "servers that stream no token counts counted. A `tokenizer.json`, a local Hugging Face model folder, or a "
+        "`.gguf` file (byte-level BPE), loaded with the scenario (`pip install 'llm-loadgen[tokenizer]'`); `server`: "
+        "the first variant's `POST /tokenize` (llama.cpp, vLLM; all variants one model). Null: common words (~1 token "
+        "each, lengths approximate).",
     )
 
     @field_validator("tokenizer")
     @classmethod
-    def _check_tokenizer(cls, value: str | None) -> str | None:
-        try:  # loads it (once per process) and checks it can cut prompts exactly
-            _ = value is None or load_tokenizer(value).one_token_words()
+    def _check_tokenizer(cls, value: str | None, info: ValidationInfo) -> str | None:
+        try:  # loads it (once per process) and checks it can cut prompts exactly (`server`: asks the first variant)
+            _ = value is None or check_tokenizer(value, info.data.get("variants") or [])
         except TokenizerError as exc:
             raise ValueError(str(exc)) from None
         return value

@@ -21,7 +21,14 @@ import orjson
 
 from loadgen.traffic.words import WORDS
 
-__all__ = ["INSTALL_HINT", "SERVER_TOKENIZER", "PromptTokenizer", "TokenizerError", "load_tokenizer"]
+__all__ = [
+    "INSTALL_HINT",
+    "SERVER_TOKENIZER",
+    "PromptTokenizer",
+    "TokenizerError",
+    "load_tokenizer",
+    "use_server_tokenizer",
+]
 
 INSTALL_HINT = "pip install 'llm-loadgen[tokenizer]'"
 # `tokenizer: server`: the target's own /tokenize endpoint instead of a local file (traffic/server_tokenizer.py).
@@ -122,6 +129,15 @@ class PromptTokenizer:
 
 
 _CACHE: dict[tuple[str, int, int], PromptTokenizer] = {}
+# `tokenizer: server` in this process: the one the scenario's validation resolved (server_tokenizer.py puts it here).
+_SERVER: list[PromptTokenizer] = []
+
+
+def use_server_tokenizer(tok: PromptTokenizer) -> None:
+    """What `load_tokenizer("server")` returns from now on in this process."""
+    _SERVER[:] = [tok]
+
+
 _LOCK = threading.Lock()
 
 
@@ -129,7 +145,13 @@ def load_tokenizer(path: str | Path) -> PromptTokenizer:
     """The tokenizer at ``path`` (a tokenizer.json, a folder holding one, or a .gguf file), loaded once per process.
 
     Raises ``TokenizerError`` with a message fit for the user: missing file, unknown format, missing packages.
+    ``"server"`` (`SERVER_TOKENIZER`) is the target's `/tokenize`, resolved when the scenario was validated
+    (traffic/server_tokenizer.py).
     """
+    if str(path) == SERVER_TOKENIZER:
+        if not _SERVER:
+            raise TokenizerError("tokenizer: server is resolved against the first variant when the scenario loads")
+        return _SERVER[0]
     p = Path(path).expanduser()
     try:
         stat = p.stat()
