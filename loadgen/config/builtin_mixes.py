@@ -4,7 +4,8 @@ Bucket bounds and weights follow DESIGN.md's reference table. The shared system 
 instruction for chat, a long one for rag (instructions plus a retrieval preamble reused across questions: what
 prefix caching feeds on), a medium one for code. Each is shorter than its mix's shortest prompt, since it counts
 toward the prompt length. Chat draws from 8 system prompts (assistants deployed with a few personas), rag and
-code have one each.
+code have one each. Code questions are source code (`text: code`: indented lines of identifiers, keywords and
+operators, traffic/code_text.py); the others are prose.
 
 rag carries retrieved documents: each request is its system prompt + 4 distinct documents of 250 tokens drawn from
 a seeded pool of 200 by Zipf(1) popularity (popular documents recur, as in real retrieval: what a prefix cache
@@ -19,14 +20,19 @@ Plain data, so the scenario model can check mix names against it without importi
 
 from __future__ import annotations
 
-__all__ = ["BUILTIN_MIX_NAMES", "BUILTIN_TABLE"]
+from typing import Literal
+
+__all__ = ["BUILTIN_MIX_NAMES", "BUILTIN_TABLE", "TextKind"]
+
+# What a mix's questions are made of (MixDef.text).
+TextKind = Literal["prose", "code"]
 
 # Documents: (pool, per request, tokens each, Zipf exponent), or None.
 DocumentsRow = tuple[int, int, int, float] | None
 # name, description, system prompt tokens, buckets (name, min, max, weight), output tokens (min, max),
-# system prompts, documents
+# system prompts, documents, text ("prose" | "code")
 BUILTIN_TABLE: tuple[
-    tuple[str, str, int, tuple[tuple[str, int, int, float], ...], tuple[int, int], int, DocumentsRow], ...
+    tuple[str, str, int, tuple[tuple[str, int, int, float], ...], tuple[int, int], int, DocumentsRow, TextKind], ...
 ] = (
     (
         "chat",
@@ -36,6 +42,7 @@ BUILTIN_TABLE: tuple[
         (50, 500),
         8,
         None,
+        "prose",
     ),
     (
         "rag",
@@ -45,6 +52,7 @@ BUILTIN_TABLE: tuple[
         (100, 800),
         1,
         (200, 4, 250, 1.0),
+        "prose",
     ),
     (
         "code",
@@ -54,6 +62,7 @@ BUILTIN_TABLE: tuple[
         (200, 2000),
         1,
         None,
+        "code",
     ),
 )
 

@@ -20,7 +20,7 @@ from pydantic import (
     model_validator,
 )
 
-from loadgen.config.builtin_mixes import BUILTIN_MIX_NAMES
+from loadgen.config.builtin_mixes import BUILTIN_MIX_NAMES, TextKind
 from loadgen.config.errors import ConfigError, SubpathIssues, describe_value
 from loadgen.config.types import NAME_PATTERN, Duration, MixName, PositiveFloat, TokenRange
 from loadgen.registry import UnknownNameError
@@ -122,6 +122,18 @@ class MixDef(BaseModel):
         default=None,
         description="RAG: each request is system prompt + documents from this shared pool + a question that "
         "fills the rest of its length. Null: no documents.",
+    )
+    text: TextKind = Field(
+        default="prose",
+        description="What the question is made of: `prose` (common words) or `code` (indented source lines of "
+        "identifiers, keywords and operators; the built-in code mix). The system prompt and documents stay prose. "
+        "Either way one word or code piece is about one token, and exactly one with a `tokenizer`.",
+    )
+    unique_prefixes: StrictBool = Field(
+        default=False,
+        description="Open each request with its unique tag (before the system prompt and documents), so no two "
+        "requests share a cacheable prefix: the baseline a prefix cache is measured against, with the same "
+        "lengths and the same shared text otherwise.",
     )
     description: str = Field(default="", description="Free text shown in reports.")
 

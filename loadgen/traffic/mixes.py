@@ -18,7 +18,7 @@ __all__ = ["BUILTIN_MIX_NAMES", "builtin_mixes", "resolve_mixes"]
 def builtin_mixes() -> Registry[MixDef]:
     """A fresh registry of the built-in mixes (fresh, so callers may register more without affecting others)."""
     registry: Registry[MixDef] = Registry("mix")
-    for name, description, system_tokens, buckets, output, system_prompts, docs in BUILTIN_TABLE:
+    for name, description, system_tokens, buckets, output, system_prompts, docs, text in BUILTIN_TABLE:
         documents = None
         if docs is not None:
             pool, per_request, tokens, zipf = docs
@@ -29,6 +29,7 @@ def builtin_mixes() -> Registry[MixDef]:
             system_prompt_tokens=system_tokens,
             system_prompts=system_prompts,
             documents=documents,
+            text=text,
             description=description,
         )
         registry.register(name, mix)

@@ -4,7 +4,10 @@ Request ``i`` of stream ``s`` depends only on (seed, s, i), so the same stream c
 variant and any request regenerated on its own. Prompts are common English words (about one token each in real
 tokenizers), so a prompt of N words is close to N tokens. Each prompt opens with a tag unique to the request, so
 unrelated requests never share a cacheable prefix; the mix's system prompt, by contrast, is identical across all
-of its requests, which is what prefix caching feeds on.
+of its requests, which is what prefix caching feeds on. A mix with ``unique_prefixes`` moves the tag to the very
+front (before its system prompt and documents): the same text and lengths, with nothing shared. A mix with
+``text: code`` cuts its questions from a block of code units instead of words (traffic/code_text.py: the same
+one-token-per-unit rule, checked for code once per tokenizer; prose when a tokenizer cannot cut code exactly).
 
 Mixes with structure: a mix with ``system_prompts: N`` > 1 has N seeded system prompts and each request draws one
 uniformly (prompt 0 is the one a single-prompt mix has). A mix with ``documents`` has a seeded pool of documents,
@@ -49,6 +52,7 @@ from typing import TYPE_CHECKING
 
 from loadgen.config.scenario import MixDef
 from loadgen.config.traffic import MIN_QUESTION_TOKENS, Sessions
+from loadgen.traffic.code_text import CodeBlock, code_block
 from loadgen.traffic.mixes import resolve_mixes
 from loadgen.traffic.words import WORDS
 
@@ -307,6 +311,12 @@ class RequestSampler:
         # of n words is one slice, or a few pieces when it wraps around the block.
         self._block = " ".join(words) + " "
         self._block_starts = [0, *accumulate(len(word) + 1 for word in words)]
+        # `text: code` mixes cut their questions from one block of code units instead (None: this tokenizer cannot
+        # cut code exactly, so they keep prose); `unique_prefixes` mixes put the request's tag first.
+        code_mixes = [n for n in names if n not in datasets and mixes[n].text == "code"]
+        code = code_block(_BLOCK_WORDS, _POOL_SEED, tokenizer) if code_mixes else None
+        self._code_blocks: dict[str, CodeBlock] = dict.fromkeys(code_mixes, code) if code is not None else {}
+        self._unique_prefixes = {n for n in names if n not in datasets and mixes[n].unique_prefixes}
         self._row_offset = self._offset(stream)
 
     def _offset(self, stream: int) -> int:
@@ -386,13 +396,29 @@ class RequestSampler:
             tag_words = 1
             tag = f"r{d_tag & 0xFFFFFF:06x}-{index}"
         body_words = user_words - tag_words
-        question = f"{tag} {self._window(_below(d_start, _BLOCK_WORDS), body_words)}" if body_words > 0 else tag
+        code = self._code_blocks.get(table.name)
+        if body_words <= 0:
+            rest, sep = "", ""
+        elif code is not None:  # each code unit opens with its own space or line break
+            rest, sep = code.window(_below(d_start, _BLOCK_WORDS), body_words), ""
+        else:
+            rest, sep = self._window(_below(d_start, _BLOCK_WORDS), body_words), " "
+        if table.name in self._unique_prefixes and (system_prompt or docs_text):
+            # The tag first, so no two requests share a cacheable prefix; the same text and lengths otherwise.
+            if system_prompt:
+                system_prompt, head = f"{tag} {system_prompt}", docs_text.rstrip(" ")
+            else:
+                head = f"{tag} {docs_text}".rstrip(" ")
+            shared = 0
+        else:
+            head = docs_text + tag
+        question = f"{head}{sep}{rest}" if head and rest else head or rest
         spec = RequestSpec(
             index,
             table.name,
             bucket,
             system_prompt,
-            docs_text + question,
+            question,
             prompt_tokens,
             max_tokens,
             shared_prefix_tokens=shared,

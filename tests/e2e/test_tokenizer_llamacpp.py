@@ -2,7 +2,8 @@
 
 - the same token ids as the server's `/tokenize` on a few hundred varied strings (digits, unicode, code,
   whitespace runs, special-token text);
-- 200 generated prompts, across every bucket of the built-in mixes, count exactly their target on `/tokenize`;
+- 200 generated prompts, across every bucket of the built-in mixes, count exactly their target on `/tokenize`, and
+  60 code prompts (the code mix is cut as code: indented lines of identifiers, keywords and operators) too;
 - the chat template overhead computed from the GGUF's template is what the server's template adds, and a chat
   request's `usage.prompt_tokens` is target + that overhead.
 """
@@ -195,3 +196,29 @@ def test_chat_template_overhead_and_usage(llama_server: str, gguf_tokenizer: Pro
         assert usage["prompt_tokens"] == spec.prompt_tokens + sampler.template_overhead(spec.mix), spec
         checked += 1
     assert checked == 6
+
+
+def test_code_prompts_are_code_and_count_exactly_their_target(
+    llama_server: str, gguf_tokenizer: PromptTokenizer
+) -> None:
+    # SmolLM2's vocabulary has the code pieces and indentation runs: the code mix is cut as code, not prose.
+    code = builtin_mixes().get("code")
+    sampler = RequestSampler({"code": code}, {"code": 1.0}, seed=23, tokenizer=gguf_tokenizer)
+    assert sampler._code_blocks, "the GGUF tokenizer should cut code exactly"
+    per_bucket: Counter[str] = Counter()
+    mismatches = []
+    system_tokens = len(_server_ids(llama_server, sampler.spec_at(0).system_prompt))
+    i = 0
+    while sum(per_bucket.values()) < 60:  # 20 from each of short, medium and long
+        spec = sampler.spec_at(i)
+        i += 1
+        if per_bucket[spec.bucket] >= 20:
+            continue
+        per_bucket[spec.bucket] += 1
+        assert spec.prompt.count("\n    ") >= 3 and " return " in spec.prompt + " " or spec.bucket == "short"
+        assert any(k in spec.prompt for k in (" def ", " for ", " if ", " = ")), spec.prompt[:200]
+        counted = system_tokens + len(_server_ids(llama_server, spec.prompt))
+        if counted != spec.prompt_tokens:
+            mismatches.append((spec.bucket, spec.index, spec.prompt_tokens, counted))
+    assert set(per_bucket) == {b.name for b in code.buckets}
+    assert mismatches == [], f"{len(mismatches)} of 60 code prompts miscounted: {mismatches[:5]}"
