@@ -47,7 +47,7 @@ def _ignore(_: float) -> None:
 class ArrivalDispatcher:
     """This worker's share of the schedule, handed to the users of each variant at its times."""
 
-    __slots__ = ("_arrivals", "_start", "_handoffs", "_on_unsent", "_on_slip", "_greenlet", "stopped")
+    __slots__ = ("_arrivals", "_start", "_handoffs", "_on_unsent", "_on_slip", "_greenlet", "_waiting", "stopped")
 
     def __init__(
         self,
@@ -69,6 +69,8 @@ class ArrivalDispatcher:
         self._on_unsent = on_unsent
         self._on_slip = on_slip or _ignore
         self._greenlet: gevent.Greenlet | None = None
+        # The arrival the dispatcher is waiting to send (its time not yet reached, or reached while it was late).
+        self._waiting: Arrival | None = None
         self.stopped = False
 
     def start(self) -> None:
@@ -81,12 +83,13 @@ class ArrivalDispatcher:
         slip = self._on_slip
         try:
             for index, t in self._arrivals:
-                at = start + t
-                timer.sleep_until(at)
+                arrival = self._waiting = Arrival(index, start + t)
+                timer.sleep_until(arrival.at)
                 if self.stopped:
                     return
-                slip(time.monotonic() - at)
-                self.dispatch(Arrival(index, at))
+                self._waiting = None
+                slip(time.monotonic() - arrival.at)
+                self.dispatch(arrival)
         finally:
             timer.close()
 
@@ -117,12 +120,23 @@ class ArrivalDispatcher:
         return arrival
 
     def stop(self) -> None:
-        """No more arrivals; what was queued and never sent is counted `unsent_at_stop`. Idempotent."""
+        """No more arrivals; what was queued, or due but not yet reached, and never sent is counted
+        `unsent_at_stop`. Idempotent."""
         if self.stopped:
             return
         self.stopped = True
         if self._greenlet is not None:
             self._greenlet.kill(block=False)
+        # Arrivals already due that a late dispatcher had not reached yet were never sent either: count them.
+        now = time.monotonic()
+        overdue: list[Arrival] = []
+        if self._waiting is not None and self._waiting.at <= now:
+            overdue.append(self._waiting)
+            for index, t in self._arrivals:
+                if self._start + t > now:
+                    break
+                overdue.append(Arrival(index, self._start + t))
+        self._waiting = None
         for variant, handoff in self._handoffs.items():
-            for arrival in handoff.close():
+            for arrival in [*handoff.close(), *overdue]:  # every variant is sent every arrival
                 self._on_unsent(variant, arrival, "unsent_at_stop")

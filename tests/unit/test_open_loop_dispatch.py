@@ -131,6 +131,22 @@ def test_an_arrival_handed_to_a_user_stopped_before_sending_is_counted() -> None
     assert len(unsent) == 2
 
 
+def test_arrivals_due_before_a_late_dispatcher_reached_them_are_counted_at_stop() -> None:
+    # A dispatcher held up (a busy loop) while arrivals fall due: the stop counts every one due by then, for every
+    # variant, and none that was not yet due.
+    unsent: list[tuple[str, Arrival, str]] = []
+    schedule = ArrivalSchedule("constant", 100.0)
+    start = time.monotonic()
+    d = ArrivalDispatcher(schedule, 0, 0, 1, start, ["v", "w"], "late", lambda *a: unsent.append(a))
+    d.start()
+    gevent.sleep(0)  # the dispatcher waits for arrival 0, due at +10 ms
+    time.sleep(0.055)  # the loop is blocked: arrivals 0-4 (+10 … +50 ms) fall due, none dispatched
+    d.stop()
+    due = [round(a.at - start, 6) for v, a, o in unsent if v == "v" and o == "unsent_at_stop"]
+    assert due == [0.01, 0.02, 0.03, 0.04, 0.05]
+    assert sorted(a.index for v, a, _ in unsent if v == "w") == [0, 1, 2, 3, 4]
+
+
 def test_each_worker_splits_its_senders_over_the_variants_by_weight() -> None:
     from itertools import islice
 
