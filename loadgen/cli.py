@@ -146,6 +146,7 @@ def _step_doc(raw: dict[str, Any], sc: Scenario, index: int, rate: float, durati
     arrival: dict[str, Any] = {"kind": "poisson", "rate": rate}
     if isinstance(load.get("arrival"), dict):  # keep the scenario's arrival process, at this step's rate
         arrival = {**load["arrival"], "rate": rate}
+        arrival.pop("stages", None)  # a step holds one rate
     load |= {"arrival": arrival, "duration": duration}
     doc["load"] = load
     doc["report_dir"] = str(out)

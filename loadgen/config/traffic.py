@@ -1,12 +1,11 @@
-"""The traffic and load parts of a scenario: mixes of prompt-length buckets, and the load (closed-loop users, or
-an open-loop arrival schedule sent by them).
+"""The traffic part of a scenario: mixes of prompt-length buckets (with shared prefixes, sessions), dataset replay.
 
-Kept apart from config.py (which imports and re-exports every name here) so that no module passes 500 lines.
+The load (users, arrivals, stages) lives in config/load.py, re-exported here and by config.scenario.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import (
     BaseModel,
@@ -22,6 +21,7 @@ from pydantic import (
 
 from loadgen.config.builtin_mixes import BUILTIN_MIX_NAMES, TextKind
 from loadgen.config.errors import ConfigError, SubpathIssues, describe_value
+from loadgen.config.load import ARRIVAL_KIND_NAMES, Arrival, Load, Overflow
 from loadgen.config.types import NAME_PATTERN, Duration, MixName, PositiveFloat, TokenRange
 from loadgen.registry import UnknownNameError
 
@@ -42,12 +42,6 @@ __all__ = [
     "Sessions",
     "Traffic",
 ]
-
-# The schedule kinds of traffic/arrivals.py (plain data here, so config imports nothing of traffic; a unit test
-# holds the two equal).
-ARRIVAL_KIND_NAMES = ("poisson", "gamma", "constant")
-ArrivalKindName = Literal["poisson", "gamma", "constant"]
-Overflow = Literal["late", "drop"]
 
 
 class Bucket(BaseModel):
@@ -375,117 +369,3 @@ class Traffic(BaseModel):
         if issues:
             raise SubpathIssues(issues)
         return self
-
-
-class Arrival(BaseModel):
-    """An open-loop arrival schedule: requests are sent at seeded times, whether or not earlier ones have finished."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    kind: ArrivalKindName = Field(
-        description="poisson: exponential gaps (independent clients; vLLM bench serve's default); gamma: gamma "
-        "gaps of shape `burstiness` (vLLM's --burstiness); constant: one request every 1/rate seconds."
-    )
-    rate: PositiveFloat = Field(
-        description="Requests per second over the whole run, all workers together. Every variant receives this "
-        "whole schedule (the same arrival times and the same requests: results pair request by request)."
-    )
-    burstiness: PositiveFloat | None = Field(
-        default=None,
-        description="gamma only (and required there): the shape of the gaps; the gap CV is 1/sqrt(burstiness), "
-        "so 1 is Poisson, < 1 burstier, > 1 more regular.",
-    )
-
-    @model_validator(mode="after")
-    def _check(self) -> Arrival:
-        if self.kind == "gamma" and self.burstiness is None:
-            raise SubpathIssues([(("burstiness",), "gamma needs burstiness, e.g. 0.5 (burstier than Poisson)")])
-        if self.kind != "gamma" and self.burstiness is not None:
-            raise SubpathIssues(
-                [(("burstiness",), f"applies to kind gamma only; {self.kind} has none (poisson is gamma with 1)")]
-            )
-        return self
-
-
-class Load(BaseModel):
-    """How hard and how long: closed-loop users, or (with `arrival`) an open-loop schedule those users send."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    users: StrictInt = Field(
-        default=16,
-        ge=1,
-        description="Concurrent simulated users, all workers together. Closed loop: each sends its next request "
-        "when its response is done. Open loop (`arrival`): the senders, split over the variants by weight on each "
-        "worker, hence the cap on requests in flight (max-in-flight): an arrival that finds all of its variant's "
-        "users busy is handled by `overflow`. Give each worker one per variant at least (variants × workers).",
-    )
-    spawn_rate: PositiveFloat = Field(default=16.0, description="Users started per second until `users` run.")
-    duration: Duration = Field(
-        default=60.0, gt=0, description="Length of the run, warm-up included (seconds, or e.g. `5m`)."
-    )
-    warmup: Duration = Field(
-        default=0.0,
-        ge=0,
-        description="Leading part of the run excluded from results, while caches fill and users spawn; "
-        "shorter than `duration`.",
-    )
-    think_time: Duration = Field(
-        default=0.0,
-        ge=0,
-        description="Pause between a user's requests (seconds, or e.g. `500ms`); closed loop only.",
-    )
-    arrival: Arrival | None = Field(
-        default=None,
-        description="Open loop: send on this seeded schedule (times counted from each worker's run start). "
-        "Null: closed loop.",
-    )
-    overflow: Overflow | None = Field(
-        default=None,
-        description="Open loop only: what an arrival that finds every user of its variant busy becomes. late "
-        "(default): sent by the next free user, its lag counted in queue_delay; drop: not sent, counted as dropped.",
-    )
-    sequential: StrictBool = Field(
-        default=False,
-        description="Run the variants one after another instead of together (variants that share one GPU): "
-        "`loadgen run` gives each variant in turn the whole load (all `users`, or the whole arrival schedule) "
-        "for `duration`, with the same seeded requests, and writes one report of all of them. Headless only: the "
-        "web UI runs variants together.",
-    )
-    sequential_pause: Duration = Field(
-        default=0.0,
-        ge=0,
-        description="With `sequential`: idle time between one variant's run and the next (e.g. `30s`, for the "
-        "previous variant's GPU work and caches to drain).",
-    )
-
-    @model_validator(mode="after")
-    def _check(self) -> Load:
-        issues: list[tuple[tuple[str | int, ...], str]] = []
-        if self.warmup >= self.duration:
-            issues.append(
-                (
-                    ("warmup",),
-                    f"warm-up ({self.warmup:g}s) must be shorter than the duration ({self.duration:g}s), "
-                    "or nothing is measured",
-                )
-            )
-        if self.arrival is None and self.overflow is not None:
-            issues.append((("overflow",), "applies to open loop only: set load.arrival, or leave overflow out"))
-        if not self.sequential and "sequential_pause" in self.model_fields_set:
-            issues.append((("sequential_pause",), "applies with sequential: true only"))
-        if self.arrival is not None and self.think_time > 0:
-            issues.append(
-                (
-                    ("think_time",),
-                    "applies to closed loop only: with load.arrival the schedule decides when requests are sent",
-                )
-            )
-        if issues:
-            raise SubpathIssues(issues)
-        return self
-
-    @property
-    def overflow_policy(self) -> Overflow:
-        """`overflow`, or its default `late`."""
-        return self.overflow or "late"

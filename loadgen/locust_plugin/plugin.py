@@ -29,6 +29,7 @@ from loadgen.config.scenario import check_environment, load_scenario, validate_s
 from loadgen.exit_codes import ExitCode
 from loadgen.locust_plugin.request_stream import senders_per_variant
 from loadgen.locust_plugin.runtime import Runtime, runtime_of
+from loadgen.locust_plugin.shape import StagesShape
 from loadgen.locust_plugin.user import LLMUser, variant_user_classes
 from loadgen.measure.collector import Collector
 from loadgen.measure.health import HealthThresholds, verdict
@@ -101,13 +102,24 @@ def _on_init(environment: Environment, **_: Any) -> None:
             sys.exit(ExitCode.USAGE)
     runner = environment.runner
     if not isinstance(runner, WorkerRunner):
-        problem = _check_users_cover_variants(scenario, getattr(opts, "num_users", None) if opts else None)
+        if scenario.load.stages is not None:
+            staged = [(f"load.stages[{i}].users", st.users) for i, st in enumerate(scenario.load.stages) if st.users]
+            problem = next(filter(None, (_check_users_cover_variants(scenario, n, f) for f, n in staged)), None)
+        else:
+            problem = _check_users_cover_variants(scenario, getattr(opts, "num_users", None) if opts else None)
         if problem:
             sys.stderr.write(f"{path}: {problem}\n")
             sys.exit(ExitCode.USAGE)
     _use_variant_classes(environment, scenario)
     rt = Runtime(environment, scenario, getattr(opts, "raw_records", "") or None)
     environment.loadgen = rt  # type: ignore[attr-defined]
+    if scenario.load.stages is not None and not isinstance(runner, WorkerRunner):
+        # Locust reads the shape after init (headless: start_shape; the web UI: shape mode), so it can be set here.
+        shape = StagesShape(scenario)
+        shape.runner = runner
+        environment.shape_class = shape
+        if environment.web_ui is not None:
+            environment.web_ui.update_template_args()
     if opts is not None and not isinstance(runner, WorkerRunner):
         if getattr(opts, "num_users", None) is None:
             opts.num_users = scenario.load.users
@@ -148,7 +160,7 @@ def _on_init(environment: Environment, **_: Any) -> None:
         _add_web_routes(environment)
 
 
-def _check_users_cover_variants(scenario: Any, users: int | None) -> str | None:
+def _check_users_cover_variants(scenario: Any, users: int | None, field: str = "load.users") -> str | None:
     """Every variant must get a user under Locust's weighted dispatch, or its SLOs fail for want of data."""
     from collections import Counter
 
@@ -165,8 +177,8 @@ def _check_users_cover_variants(scenario: Any, users: int | None) -> str | None:
     if not idle:
         return None
     return (
-        f"load.users ({n}) leaves variant(s) {', '.join(idle)} without a user under variants[].weight "
-        f"({', '.join(f'{v.name} {v.weight:g}' for v in scenario.variants)}); raise load.users to at least "
+        f"{field} ({n}) leaves variant(s) {', '.join(idle)} without a user under variants[].weight "
+        f"({', '.join(f'{v.name} {v.weight:g}' for v in scenario.variants)}); raise {field} to at least "
         f"{len(scenario.variants)} or even out the weights"
     )
 
@@ -280,7 +292,8 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
         col = rt.collector = Collector(run)
         col.started_wall = time.time()
         opts = environment.parsed_options
-        if opts is not None and opts.headless and not opts.run_time:
+        if opts is not None and opts.headless and not opts.run_time and environment.shape_class is None:
+            # (A stages shape ends the run itself: its tick returns None after the last stage.)
             gevent.spawn(_run_for_duration, environment)
 
 

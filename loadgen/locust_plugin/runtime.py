@@ -30,7 +30,7 @@ from loadgen.measure.collector import Collector
 from loadgen.measure.health import HealthStats
 from loadgen.measure.records import RequestRecord, TokenSource
 from loadgen.measure.token_counts import apply_token_ends
-from loadgen.traffic.arrivals import ArrivalSchedule
+from loadgen.traffic.arrivals import schedule_for
 from loadgen.traffic.tokenizer import SERVER_TOKENIZER, PromptTokenizer, load_tokenizer
 
 __all__ = ["Collector", "Runtime", "runtime_of"]
@@ -154,7 +154,7 @@ class Runtime:
         arrival = self.scenario.load.arrival
         if arrival is not None:
             worker, workers = self.share_from_master or (0, 1)
-            schedule = ArrivalSchedule(arrival.kind, arrival.rate, arrival.burstiness or 1.0)
+            schedule = schedule_for(arrival)
             self.dispatcher = ArrivalDispatcher(
                 schedule,
                 self.scenario.seed,

@@ -27,6 +27,7 @@ from loadgen.measure.aggregate import (
 from loadgen.measure.histogram import RELATIVE_ERROR, LatencyHistogram
 from loadgen.protocol.dialects import output_length
 from loadgen.report.markdown import render_markdown
+from loadgen.traffic.arrivals import schedule_for
 
 __all__ = ["SCHEMA", "build_report", "exit_code", "open_loop_json", "render_markdown", "write_reports"]
 
@@ -131,11 +132,15 @@ def open_loop_json(scenario: Scenario, g: GroupStats, window_s: float) -> dict[s
     if arrival is None:
         return None
     counts = {k: g.arrivals.get(k, 0) for k in ("sent", "dropped", "unsent_at_stop", "in_warmup")}
-    requested = arrival.rate
+    profile = schedule_for(arrival).profile
+    load = scenario.load
+    # Staged rates: what the stages ask for on average over the measured window (warm-up end to the end).
+    requested = arrival.mean_rate() if profile is None else round(profile.mean_rate(load.warmup, load.duration), 4)
     achieved = counts["sent"] / window_s if window_s > 0 else None
     return {
         "kind": arrival.kind,
         "burstiness": arrival.burstiness,
+        "stages": None if arrival.stages is None else [st.model_dump() for st in arrival.stages],
         "overflow": scenario.load.overflow_policy,
         "senders": scenario.load.users,
         "requested_rate_per_s": requested,

@@ -32,6 +32,9 @@ request of the open-loop stream, so arrival k is the same request at the same of
 (a Locust user), queues it when every sender is busy (``late``: the next free sender takes it, lagging) or drops
 it (``drop``), and hands back what was never sent when the run stops.
 
+Stages of rates (``ArrivalSchedule.profile``, see ``rate_profile``): the same kinds, drawn at rate 1 and stretched
+in time by the rate of the moment.
+
 Pure: the standard library and ``loadgen.registry`` only.
 """
 
@@ -45,9 +48,13 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from itertools import count, islice
-from typing import Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Generic, Literal, TypeVar
 
 from loadgen.registry import Registry, UnknownNameError
+from loadgen.traffic.rate_profile import RateProfile
+
+if TYPE_CHECKING:
+    from loadgen.config.load import Arrival as ArrivalConfig
 
 __all__ = [
     "ArrivalKind",
@@ -59,6 +66,7 @@ __all__ = [
     "poisson",
     "requested_rate",
     "schedule_arrivals",
+    "schedule_for",
     "schedule_times",
     "times_until",
 ]
@@ -182,6 +190,8 @@ class ArrivalSchedule:
     kind: str
     rate: float
     burstiness: float = 1.0
+    # Rates that change over the run (stages); `rate` is then their mean, and the schedule ends with the last stage.
+    profile: RateProfile | None = None
 
     def __post_init__(self) -> None:
         try:
@@ -202,6 +212,13 @@ class ArrivalSchedule:
         return 0.0 if self.kind == "constant" else 1.0 / math.sqrt(self.burstiness)
 
 
+def schedule_for(arrival: ArrivalConfig) -> ArrivalSchedule:
+    """The schedule of a scenario's `load.arrival` (one rate, or its stages)."""
+    stages = arrival.stages
+    profile = None if stages is None else RateProfile([(st.duration, st.rate, st.ramp) for st in stages])
+    return ArrivalSchedule(arrival.kind, arrival.mean_rate(), arrival.burstiness or 1.0, profile)
+
+
 def _check_worker(worker: int, workers: int) -> None:
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be a whole number >= 1, got {workers!r}")
@@ -217,7 +234,10 @@ def schedule_arrivals(
     splits). Over all workers the pairs are exactly those of ``workers=1``."""
     _check_worker(worker, workers)
     kind = arrival_kinds().get(schedule.kind)
-    times = enumerate(kind.times(schedule.rate, schedule.burstiness, seed))
+    if schedule.profile is None:
+        times = enumerate(kind.times(schedule.rate, schedule.burstiness, seed))
+    else:  # drawn at rate 1, stretched by the stages' rates (time rescaling)
+        times = enumerate(schedule.profile.rescale(kind.times(1.0, schedule.burstiness, seed)))
     if workers == 1:
         return times
     if kind.split == "round_robin":
