@@ -449,6 +449,9 @@ class StreamConnection:
             raise TransportError(ErrorKind.MALFORMED, f"HTTP parse error: {e}") from e
         finally:
             self.last_rx = reading.last_arrival()
+            # parser -> reading -> its callbacks -> parser is a reference cycle: left alone, every response would
+            # be freed only by the cyclic GC, whose collections of them stall the loop for milliseconds.
+            parser.reading = None
 
 
 class _StaleConnection(Exception):
