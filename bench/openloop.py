@@ -1,30 +1,35 @@
 """Open-loop precision and spawn stall: does loadgen send each arrival at its time, and do users spawn without
 holding up the loop?
 
-`python -m bench.openloop [--rates 1000,5000] [--seconds 10] [--spawn-users 1000]`
+`python -m bench.openloop [--rates 1000,5000] [--seconds 10] [--spawn-users 1000] [--target bench|sim]`
 
 - **precision** rows: one worker process (`loadgen run --workers 1`, plus its master) sends a Poisson schedule of R
-  requests/s to the simulator (one `int8` variant, 20–40-token prompts, 4–8-token outputs, 512 senders, so no
-  arrival waits for a free sender). Send lag is the report's queue delay (sent − scheduled, over the measured window);
-  schedule slip is the dispatcher's own lateness (handed out − scheduled), both as the worker measured them. The
-  target: at 1,000 req/s, send lag p99 ≤ 1 ms; at 5,000 req/s the run reports the lag honestly and, when it could
-  not keep up, marks itself untrustworthy (`run.trustworthy`, with the reason).
+  requests/s (20–40-token prompts, 4–8-token outputs, 512 senders, so no arrival waits for a free sender while the
+  target keeps up). Send lag is the report's queue delay (sent − scheduled, over the measured window); schedule
+  slip is the dispatcher's own lateness (handed out − scheduled, warm-up included), both as the worker measured
+  them. The target: at 1,000 req/s, send lag p99 ≤ 1 ms; at 5,000 req/s the run reports the lag honestly and, when
+  it could not keep up, marks itself untrustworthy (`run.trustworthy`, with the reason).
+  The default target is `bench/server.py` (fixed 10 ms TTFT and 5 ms per token, no batch limit, pinned to core 0
+  with loadgen on core 1): the simulator's own cost model admits 64 sequences per variant, about 1,100 of these
+  requests/s, so at 1,000 req/s it is the simulator that queues and senders wait for its replies (`--target sim`
+  shows it).
 - **spawn** row: 1,000 closed-loop users spawned at 500 users/s (2 s of spawning, each user building its request
-  stream, sampler fork and connection), think time 2 s, against the simulator: the loop-lag p99 / max the worker
-  measured over the run, spawn included.
+  stream, sampler fork and connection), think time 2 s: the loop-lag p99 / max the worker measured over the run,
+  spawn included.
 
-The simulator runs in its own process; on a 2-core machine it shares the cores with the worker and the master, so
-at the highest rates the simulator's own speed can be the limit: the rows give the achieved rate and the
-simulator's CPU so that is visible. Writes bench/results/openloop.json.
+Writes bench/results/openloop.json.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +37,12 @@ import orjson
 import yaml
 
 from loadgen.sim.launch import start_sim_process
+
+# With the bench server: the worker process alone on core 1, the bench server and loadgen's master on core 0
+# (the master's merging and its GC would otherwise take the worker's core from it, which is the lag measured).
+_PIN_WORKER: set[int] | None = None
+_WORKERS = "1"
+
 
 _MIX = {
     "tiny": {
@@ -47,17 +58,32 @@ def _run(scenario: dict[str, Any], directory: Path, timeout: float) -> tuple[dic
     scenario["report_dir"] = str(directory / "report")
     path.write_text(yaml.safe_dump(scenario))
     t0 = time.monotonic()
-    proc = subprocess.run(
-        [sys.executable, "-m", "loadgen.cli", "run", str(path), "--quiet", "--workers", "1"],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    cmd = [sys.executable, "-m", "loadgen.cli", "run", str(path), "--quiet", "--workers", _WORKERS]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if _PIN_WORKER is not None:
+        _pin_worker(proc.pid, _PIN_WORKER, t0 + 20)
+    out, err = proc.communicate(timeout=timeout)
     wall = time.monotonic() - t0
     report_file = directory / "report" / "report.json"
     if not report_file.exists():
-        raise RuntimeError(f"no report (exit {proc.returncode}): {proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+        raise RuntimeError(f"no report (exit {proc.returncode}): {out[-2000:]}{err[-2000:]}")
     return orjson.loads(report_file.read_bytes()), wall
+
+
+def _pin_worker(pid: int, cpus: set[int], deadline: float) -> None:
+    """Move the run's Locust worker process (a grandchild) onto `cpus`, the rest of the tree onto the others."""
+    import psutil
+
+    others = set(range(os.cpu_count() or 1)) - cpus or cpus
+    while time.monotonic() < deadline:
+        tree = psutil.Process(pid).children(recursive=True)
+        workers = [p for p in tree if "--worker" in p.cmdline()]
+        if workers:
+            for p in [psutil.Process(pid), *tree]:
+                p.cpu_affinity(sorted(cpus if p in workers else others))
+            return
+        time.sleep(0.05)
+    raise RuntimeError("the run's worker process did not start")
 
 
 def _worker_health(report: dict[str, Any]) -> dict[str, Any]:
@@ -126,6 +152,21 @@ def spawn(users: int, base_url: str, directory: Path) -> dict[str, Any]:
     }
 
 
+@contextlib.contextmanager
+def _target(kind: str, tmp: Path) -> Iterator[str]:
+    if kind == "sim":
+        with start_sim_process(["a=int8"]) as sim:
+            yield sim.base_url("a")
+        return
+    from bench.common import Cores, bench_server
+
+    global _PIN_WORKER
+    cores = Cores()
+    _PIN_WORKER = {int(cores.client)}
+    with bench_server(tmp / "server", Cores(), itl_ms=5.0, k=1, ttft_ms=10.0, truth=False) as server:
+        yield server.base_url
+
+
 def main() -> None:
     from bench.common import machine_info, write_results
 
@@ -133,11 +174,14 @@ def main() -> None:
     ap.add_argument("--rates", default="1000,5000", help="comma-separated scheduled rates (requests/s)")
     ap.add_argument("--seconds", type=float, default=10.0, help="measured window per rate")
     ap.add_argument("--spawn-users", type=int, default=1000)
+    ap.add_argument("--target", choices=("bench", "sim"), default="bench", help="bench/server.py or the simulator")
+    ap.add_argument("--workers", default="1", help="loadgen run --workers (0: master and worker in one process)")
     args = ap.parse_args()
+    global _WORKERS
+    _WORKERS = args.workers
     machine = machine_info()
     rows: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory() as tmp, start_sim_process(["a=int8"]) as sim:
-        url = sim.base_url("a")
+    with tempfile.TemporaryDirectory() as tmp, _target(args.target, Path(tmp)) as url:
         for rate in (float(r) for r in args.rates.split(",")):
             d = Path(tmp) / f"rate-{rate:g}"
             d.mkdir()
@@ -158,7 +202,8 @@ def main() -> None:
             f"spawn {spawned['users']} users at 500/s: loop lag p50 {lag['p50']} p99 {lag['p99']} max {lag['max']} "
             f"ms ({spawned['requests']} requests)"
         )
-    print(f"(results: {write_results('openloop', {'precision': rows, 'spawn': spawned}, machine)})")
+    results = {"target": args.target, "precision": rows, "spawn": spawned}
+    print(f"(results: {write_results('openloop', results, machine)})")
 
 
 if __name__ == "__main__":
