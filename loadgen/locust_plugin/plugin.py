@@ -27,6 +27,7 @@ from locust.runners import STATE_INIT, STATE_MISSING, STATE_STOPPED, LocalRunner
 from loadgen.config.errors import ConfigError
 from loadgen.config.scenario import check_environment, load_scenario, validate_scenario
 from loadgen.exit_codes import ExitCode
+from loadgen.locust_plugin.locust_fixes import cache_default_args
 from loadgen.locust_plugin.request_stream import senders_per_variant
 from loadgen.locust_plugin.runtime import Runtime, runtime_of
 from loadgen.locust_plugin.shape import StagesShape
@@ -474,6 +475,7 @@ def register() -> None:
     Idempotent through EventHook's public API alone, without marking Locust's modules: each listener is removed
     (when there) before it is added, so a second call moves loadgen's listeners to the end of their hooks, behind
     any added in between."""
+    cache_default_args()
     for hook, listener in (
         (events.init_command_line_parser, _add_arguments),
         (events.init, _on_init),
