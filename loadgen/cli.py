@@ -66,11 +66,15 @@ def _run(scenario_path: Path, args: argparse.Namespace) -> int:
         return ExitCode.UNTRUSTWORTHY
     report_dir = Path(args.report_dir or sc.report_dir)
     # A report left by an earlier run must never pass for this one's.
-    set_aside_reports(report_dir)
     workers = args.workers
     if workers is None:
         workers, why = default_workers()
         print(f"loadgen: {why}; --workers N to change", file=sys.stderr, flush=True)
+    short = _senders_short(sc, workers)
+    if short:
+        print(f"loadgen: {short}", file=sys.stderr)
+        return ExitCode.USAGE
+    set_aside_reports(report_dir)
     opts = RunOptions(
         scenario_path=scenario_path,
         workers=workers,
@@ -95,6 +99,20 @@ def _run(scenario_path: Path, args: argparse.Namespace) -> int:
         print(md.read_text(encoding="utf-8"))
         print(f"Reports: {report_dir / 'report.json'}  {md}")
     return code
+
+
+def _senders_short(sc: Scenario, workers: int) -> str | None:
+    """Open loop: each worker splits its own users over the variants, so a worker with fewer users than variants
+    has no sender for some variant's share of the schedule (every such arrival would end unsent)."""
+    processes = max(workers, 1)
+    variants = 1 if sc.load.sequential else len(sc.variants)
+    if sc.load.arrival is None or sc.load.users >= variants * processes:
+        return None
+    return (
+        f"load.users ({sc.load.users}) is below variants × workers ({variants} × {processes}): in open loop each "
+        "worker splits its users over the variants, so some worker would have no sender for a variant's share of "
+        f"the schedule; raise load.users to at least {variants * processes} or use fewer --workers"
+    )
 
 
 def _check_run_flags(args: argparse.Namespace) -> str | None:

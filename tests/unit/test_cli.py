@@ -225,3 +225,22 @@ def test_locustfile_prints_the_packaged_locustfile(capsys: pytest.CaptureFixture
     # The repo's locustfiles/llm.py is that file re-exported, not a copy of it.
     repo_file = Path(__file__).resolve().parents[2] / "locustfiles" / "llm.py"
     assert "from loadgen.locust_plugin.locustfile import StreamingLLMUser" in repo_file.read_text()
+
+
+def test_open_loop_with_fewer_users_than_variants_times_workers_exits_2_before_any_load(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    two = GOOD.replace("PORT", "9").replace(
+        "model: m}\n", 'model: m}\n  - {name: b, base_url: "http://127.0.0.1:9", model: m}\n'
+    )
+    scenario = two.replace(
+        "load: {users: 2, duration: 5s}", "load: {users: 3, duration: 5s, arrival: {kind: poisson, rate: 5}}"
+    )
+    calls = _fake_run(monkeypatch, write="# r\n")
+    assert main(["run", _write(tmp_path, scenario), "--workers", "2", "--report-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "load.users (3) is below variants × workers (2 × 2)" in err and "--workers" in err
+    assert calls == []
+    # Enough senders for every worker's share of every variant: it runs.
+    assert main(["run", _write(tmp_path, scenario), "--workers", "1", "--report-dir", str(tmp_path)]) == 0
+    assert len(calls) == 1
