@@ -140,6 +140,8 @@ def master_memory(total_requests: int = 10_000_000, distinct: int = 40) -> list[
         agg = data["loadgen"]["agg"]
         # Later intervals carry later seconds: the timeline grows with the run's length, one row per second.
         agg["timeline"] = [[s + (i // 10) * 3, *row] for s, *row in agg["timeline"]]
+        vt = agg["variant_timeline"]
+        vt["bins"] = [[v, s + (i // 10) * 3, *row] for v, s, *row in vt["bins"]]
         col.merge_report(f"worker-{i % 100}", data["loadgen"])
         if i in marks:
             gc.collect()

@@ -14,6 +14,7 @@ from typing import Any
 
 from loadgen.measure.histogram import LatencyHistogram, merge_encoded_into, record_chunk_gaps
 from loadgen.measure.records import RequestRecord
+from loadgen.measure.timeline import Timeline
 from loadgen.metric_names import METRICS
 
 __all__ = [
@@ -31,7 +32,8 @@ __all__ = [
 CONNECTION_METRICS: tuple[str, ...] = ("connect", "tls")
 # Metrics where a request that never got there is a censored sample (above everything measured).
 CENSORED_METRICS: tuple[str, ...] = ("ttft", "e2e", "e2e_from_schedule")
-WIRE_VERSION = 6
+# 7: the per-variant timeline (measure/timeline.py).
+WIRE_VERSION = 7
 # What a (variant, mix, bucket) and a (variant, mix, turn) keep: few histograms, so these levels add little to each
 # delta.
 BUCKET_METRICS: tuple[str, ...] = ("ttft", "e2e")
@@ -294,15 +296,17 @@ _SLICE_COUNTERS = ("requests", "ok", "prompt_reported", "prompt_tokens")
 
 class Aggregate:
     """Groups keyed by (variant, mix), buckets keyed by (variant, mix, bucket), session turns keyed by (variant, mix,
-    turn) (requests of no session have none), plus a per-second timeline of completions (wall-clock seconds)."""
+    turn) (requests of no session have none), plus a per-second timeline of completions (wall-clock seconds) and
+    the per-variant timeline the HTML report's charts over time are drawn from (`variant_timeline`)."""
 
-    __slots__ = ("groups", "buckets", "turns", "timeline", "window_start")
+    __slots__ = ("groups", "buckets", "turns", "timeline", "variant_timeline", "window_start")
 
     def __init__(self, window_start: float = -math.inf) -> None:
         self.groups: dict[tuple[str, str], GroupStats] = {}
         self.buckets: dict[tuple[str, str, str], BucketStats] = {}
         self.turns: dict[tuple[str, str, int], BucketStats] = {}
         self.timeline: dict[int, list[int]] = {}
+        self.variant_timeline = Timeline()
         # Start of the measured window (monotonic): where this process's warm-up ended.
         self.window_start = window_start
 
@@ -329,6 +333,7 @@ class Aggregate:
 
     def add(self, rec: RequestRecord, wall_time: float) -> None:
         self.group(rec.variant, rec.mix).add(rec, self.window_start)
+        self.variant_timeline.add(rec, wall_time, self.window_start)
         if rec.warmup or rec.cut_by_stop:
             return
         if rec.bucket:
@@ -345,7 +350,13 @@ class Aggregate:
             row[2] += rec.output_token_count
 
     def is_empty(self) -> bool:
-        return not self.groups and not self.buckets and not self.turns and not self.timeline
+        return (
+            not self.groups
+            and not self.buckets
+            and not self.turns
+            and not self.timeline
+            and self.variant_timeline.is_empty()
+        )
 
     def to_wire(self, histograms: bool = True) -> dict[str, Any]:
         return {
@@ -354,6 +365,7 @@ class Aggregate:
             "buckets": [[v, m, b, bs.to_wire(histograms)] for (v, m, b), bs in self.buckets.items()],
             "turns": [[v, m, t, ts.to_wire(histograms)] for (v, m, t), ts in self.turns.items()],
             "timeline": [[s, *row] for s, row in self.timeline.items()],
+            "variant_timeline": self.variant_timeline.to_wire(),
         }
 
     def pop_delta(self, histograms: bool = True) -> dict[str, Any]:
@@ -371,6 +383,7 @@ class Aggregate:
             for bs in (*self.buckets.values(), *self.turns.values()):
                 bs.reset_counters()
         self.timeline = {}
+        self.variant_timeline = Timeline()
         return wire
 
     def merge(self, other: Aggregate) -> None:
@@ -381,6 +394,7 @@ class Aggregate:
         for (v, m, t), ts in other.turns.items():
             self.turn(v, m, t).merge(ts)
         self._merge_timeline([[s, *row] for s, row in other.timeline.items()])
+        self.variant_timeline.merge(other.variant_timeline)
 
     def merge_wire(self, wire: dict[str, Any]) -> None:
         if wire.get("v") != WIRE_VERSION:
@@ -392,6 +406,7 @@ class Aggregate:
         for v, m, t, tw in wire.get("turns", []):
             self.turn(v, m, int(t)).merge_wire(tw)
         self._merge_timeline(wire.get("timeline", []))
+        self.variant_timeline.merge_wire(wire.get("variant_timeline", {}))
 
     def _merge_timeline(self, rows: list[list[int]]) -> None:
         for s, req, ok, tok in rows:

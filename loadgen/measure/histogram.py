@@ -152,15 +152,34 @@ class LatencyHistogram:
             out["mean"] = out["max"] = None
         return out
 
-    def cdf_ms(self, points: int = 100) -> list[tuple[float, float]]:
-        """(latency ms, cumulative fraction) pairs for plotting."""
-        n = self.count
+    def cdf_ms(self, points: int = 100, censored: int = 0) -> list[list[float]]:
+        """[latency ms, cumulative fraction] pairs for plotting: the value at `points` evenly spaced ranks, plus
+        p99.5 / p99.9 / p99.99 (the tail a CDF is read for; 100 even steps put one point past p99), each as
+        `percentile` gives it, in one pass over the counts like `summary_ms`. `censored` samples (above
+        everything recorded) count in the ranks, so a metric with failed requests ends below 1, at the recorded
+        share, where its last point is the max."""
+        h = self._h
+        n, min_value, max_value = hdr.recorded(h)
         if n == 0:
             return []
-        out = []
-        for i in range(1, points + 1):
-            p = 100.0 * i / points
-            out.append((round(self.percentile(min(p, 100.0)) * 1e3, 4), p / 100.0))
+        total_n = n + censored
+        fractions = sorted({i / points for i in range(1, points + 1)} | {0.995, 0.999, 0.9999})
+        targets = [(max(int(f * total_n + 0.5), 1), f) for f in fractions]
+        targets = [(rank, f) for rank, f in targets if rank <= n]
+        out: list[list[float]] = []
+        lo = hdr.index_for(h, min_value)
+        hi = min(hdr.index_for(h, max_value), hdr.counts_len(h) - 1)
+        value_at, _, highest_of = hdr.walkers(h)
+        total = ti = 0
+        for j, c in enumerate(hdr.counts(h)[lo : hi + 1]):
+            if not c:
+                continue
+            total += c
+            while ti < len(targets) and total >= targets[ti][0]:
+                out.append([round(highest_of(value_at(lo + j)) / 1e3, 4), targets[ti][1]])
+                ti += 1
+        if censored:
+            out.append([round(self.max() * 1e3, 4), round(n / total_n, 6)])
         return out
 
 

@@ -188,3 +188,21 @@ def test_decode_buffer_serves_every_layout_and_holds_nothing_between_merges() ->
         h.merge_encoded(part.encode())
         assert h.summary_ms() == part.summary_ms()
     assert _DECODE_BUFFER.counts is not None and not any(_DECODE_BUFFER.counts)
+
+
+def test_cdf_points_are_the_percentiles_with_the_tail_and_censoring() -> None:
+    rng = random.Random(11)
+    h = LatencyHistogram()
+    for _ in range(5000):
+        h.record(rng.lognormvariate(-3, 1))
+    cdf = h.cdf_ms(points=50)
+    fractions = [f for _, f in cdf]
+    assert fractions == sorted(fractions) and fractions[-1] == 1.0
+    assert {0.995, 0.999, 0.9999} <= set(fractions) and len(cdf) == 53
+    for ms, f in cdf:
+        assert ms == round(h.percentile(100 * f) * 1e3, 4)
+    # 500 failed requests rank above everything: the curve stops at the recorded share, at the max.
+    cens = h.cdf_ms(points=50, censored=500)
+    assert cens[-1] == [round(h.max() * 1e3, 4), round(5000 / 5500, 6)]
+    assert all(f <= round(5000 / 5500, 6) for _, f in cens)
+    assert LatencyHistogram().cdf_ms() == []

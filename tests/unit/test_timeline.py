@@ -1,0 +1,121 @@
+from __future__ import annotations
+
+import random
+
+from loadgen.measure.aggregate import Aggregate
+from loadgen.measure.records import ErrorKind, RequestRecord, TokenSource
+from loadgen.measure.timeline import MAX_BINS, Timeline
+
+T0 = 1_700_000_000  # an epoch second, a multiple of 256: bins of up to 256 s start there
+
+
+def _rec(variant: str, sent: float, times: list[float], tokens: list[int], **kw: object) -> RequestRecord:
+    rec = RequestRecord(f"{variant}-{sent}", variant, "chat", sent=sent, done=times[-1] + 0.01 if times else sent + 1)
+    rec.chunk_times, rec.chunk_tokens = list(times), list(tokens)
+    rec.output_tokens = sum(tokens)
+    rec.token_source = TokenSource.SERVER
+    for k, v in kw.items():
+        setattr(rec, k, v)
+    return rec
+
+
+def _records(n: int, seed: int = 3) -> list[tuple[RequestRecord, float]]:
+    """Requests of two variants over ~40 s, some failing, some streaming across second boundaries; with the wall
+    time each was recorded at (monotonic 0 = epoch T0)."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        sent = rng.uniform(0, 40)
+        chunks = rng.randint(1, 30)
+        times = [sent + 0.05 + 0.04 * j for j in range(chunks)]
+        tokens = [rng.randint(1, 3) for _ in range(chunks)]
+        kw: dict[str, object] = {}
+        if i % 11 == 0:
+            kw["error"] = ErrorKind.HTTP_5XX if i % 2 else ErrorKind.TIMEOUT
+            if i % 3 == 0:
+                times, tokens = [], []
+        rec = _rec(("a", "b")[i % 2], sent, times, tokens, **kw)
+        if i % 7 == 0:
+            rec.output_tokens = (rec.output_tokens or 0) + 1  # usage counts an EOS no chunk carried
+        assert rec.done is not None
+        out.append((rec, T0 + rec.done))
+    return out
+
+
+def test_a_stream_s_tokens_land_in_the_seconds_they_arrived() -> None:
+    tl = Timeline()
+    # Chunks at 0.5, 1.2, 1.9, 2.6 s after T0 (3 tokens each), done at 2.7: recorded then.
+    rec = _rec("a", 0.4, [0.5, 1.2, 1.9, 2.6], [3, 3, 3, 3])
+    tl.add(rec, T0 + 2.61 + 0.01, window_start=float("-inf"))
+    col = tl.report("a")
+    assert col["start_unix_s"] == T0 and col["bin_s"] == 1
+    assert col["output_tokens_per_s"] == [3.0, 6.0, 3.0]
+    # Completions, TTFT and E2E where the request finished.
+    assert col["ok"] == [0, 0, 1]
+    assert col["ttft_mean_ms"] == [None, None, 100.0]
+    assert col["e2e_max_ms"] == [None, None, 2210.0]
+
+
+def test_errors_by_class_and_warmup_tokens_after_the_window_start() -> None:
+    tl = Timeline()
+    tl.add(_rec("a", 0.0, [0.1], [1], error=ErrorKind.HTTP_429), T0 + 0.2, window_start=0.0)
+    tl.add(_rec("a", 0.0, [], [], error=ErrorKind.TIMEOUT), T0 + 1.5, window_start=0.0)
+    # Sent in the warm-up (which ended at 1.0): only its tokens from 1.0 on count, and it is no completion.
+    tl.add(_rec("a", 0.0, [0.5, 0.9, 1.1, 1.3], [2, 2, 2, 2], warmup=True), T0 + 1.4, window_start=1.0)
+    col = tl.report("a")
+    assert col["errors"] == {"http_429": [1, 0], "timeout": [0, 1]}
+    assert col["ok"] == [0, 0]
+    assert col["output_tokens_per_s"] == [1.0, 4.0]
+    assert col["ttft_mean_ms"] == [100.0, None]  # the 429 got a first token, the timeout none
+
+
+def test_worker_split_merges_to_one_process_s_timeline() -> None:
+    recs = _records(400)
+    whole = Aggregate(window_start=2.0)
+    master = Aggregate()
+    workers = [Aggregate(window_start=2.0) for _ in range(3)]
+    for i, (rec, wall) in enumerate(recs):
+        whole.add(rec, wall)
+        workers[i % 3].add(rec, wall)
+        if i % 37 == 36:  # deltas at different moments, counters only now and then
+            master.merge_wire(workers[i % 3].pop_delta(histograms=i % 74 == 73))
+    for w in workers:
+        master.merge_wire(w.pop_delta())
+    for v in ("a", "b"):
+        assert master.variant_timeline.report(v) == whole.variant_timeline.report(v)
+        col = whole.variant_timeline.report(v)
+        g = whole.merged_variant(v)
+        # The same tokens as the report's throughput, and every measured request in one bin.
+        assert round(sum(col["output_tokens_per_s"])) == g.output_tokens
+        assert sum(col["ok"]) == g.ok
+        assert sum(sum(c) for c in col["errors"].values()) == sum(g.errors.values())
+    assert whole.variant_timeline.report("a")["errors"]  # the data had errors to compare
+
+
+def test_a_long_run_coarsens_bins_the_same_in_any_merge_order() -> None:
+    early, late = Timeline(), Timeline()
+    for s in range(0, 300):
+        early.add(_rec("a", s, [s + 0.1], [1]), T0 + s + 0.2, float("-inf"))
+    for s in range(300, 3 * MAX_BINS):
+        late.add(_rec("a", s, [s + 0.1], [1]), T0 + s + 0.2, float("-inf"))
+    assert early.width_s == 1 and late.width_s == 4  # 1,236 seconds do not fit 512 bins of 2 s
+    one, two = Timeline(), Timeline()
+    one.merge_wire(early.to_wire())
+    one.merge_wire(late.to_wire())
+    two.merge_wire(late.to_wire())
+    two.merge_wire(early.to_wire())
+    assert one.width_s == two.width_s == 4
+    assert one.report("a") == two.report("a")
+    col = one.report("a")
+    assert len(col["ok"]) <= MAX_BINS and sum(col["ok"]) == 3 * MAX_BINS
+    assert col["ok"][:2] == [4, 4]  # 4 one-second requests per 4 s bin
+    assert col["output_tokens_per_s"][0] == 1.0  # a rate: tokens per second of the bin
+
+
+def test_variants_share_one_time_axis() -> None:
+    tl = Timeline()
+    tl.add(_rec("a", 0.0, [0.1], [1]), T0 + 0.2, float("-inf"))
+    tl.add(_rec("b", 5.0, [5.1], [1]), T0 + 5.2, float("-inf"))
+    a, b = tl.report("a"), tl.report("b")
+    assert a["start_unix_s"] == b["start_unix_s"] == T0
+    assert a["ok"] == [1, 0, 0, 0, 0, 0] and b["ok"] == [0, 0, 0, 0, 0, 1]
