@@ -22,6 +22,7 @@ from loadgen.config.scenario import (
 )
 from loadgen.config.variant_doc import single_variant_doc
 from loadgen.exit_codes import ExitCode
+from loadgen.report.report_cli import add_report_parser, cmd_report
 from loadgen.traffic.sweeps import Search, SweepPlan, parse_plan
 
 DEMO_VARIANTS = ("baseline", "int8", "spec-decode")
@@ -303,18 +304,6 @@ def _cmd_sim(args: argparse.Namespace, rest: list[str]) -> int:
     return sim_main(rest)
 
 
-def _cmd_report(args: argparse.Namespace) -> int:
-    from loadgen.report.build import render_markdown
-
-    try:
-        report = orjson.loads(Path(args.file).read_bytes())
-    except (OSError, orjson.JSONDecodeError) as e:
-        print(f"loadgen: cannot read report {args.file}: {e}", file=sys.stderr)
-        return ExitCode.USAGE
-    print(render_markdown(report))
-    return int(report.get("exit_code", 0))
-
-
 def _workers(text: str) -> int:
     try:
         n = int(text)
@@ -386,8 +375,7 @@ def _parser() -> argparse.ArgumentParser:
         "sim", help="serve the simulated OpenAI-compatible engine (see `loadgen sim --help`)", add_help=False
     )
     sub.add_parser("locustfile", help="print the path of loadgen's locustfile, for `locust -f`")
-    rp = sub.add_parser("report", help="render a report.json as Markdown")
-    rp.add_argument("file")
+    add_report_parser(sub)
     return p
 
 
@@ -401,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
         "run": _cmd_run,
         "sweep": _cmd_sweep,
         "demo": _cmd_demo,
-        "report": _cmd_report,
+        "report": cmd_report,
         "locustfile": _cmd_locustfile,
     }
     return handlers[args.cmd](args)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import datetime as _dt
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import orjson
 
@@ -27,20 +26,12 @@ from loadgen.measure.aggregate import (
 from loadgen.measure.histogram import RELATIVE_ERROR, LatencyHistogram
 from loadgen.protocol.dialects import output_length
 from loadgen.report.markdown import render_markdown
+from loadgen.report.provenance import environment, safe_url, scenario_record
 from loadgen.traffic.arrivals import schedule_for
 
 __all__ = ["SCHEMA", "build_report", "exit_code", "open_loop_json", "render_markdown", "write_reports"]
 
 SCHEMA = "loadgen.report/v1"
-
-
-def _safe_url(url: str) -> str:
-    """Drop any user:password@ from a URL before it reaches a report."""
-    u = urlsplit(url)
-    host = u.hostname or ""
-    if u.port:
-        host = f"{host}:{u.port}"
-    return urlunsplit((u.scheme, host, u.path, "", ""))
 
 
 def _group_json(g: GroupStats, window_s: float) -> dict[str, Any]:
@@ -197,7 +188,7 @@ def build_report(
             "dialect": v.dialect,
             # enforced: the server was asked for exactly max_tokens (ignore EOS); max_only: a request may stop early.
             "output_length": output_length(v.dialect, v.extra_body),
-            "base_url": _safe_url(v.base_url),
+            "base_url": safe_url(v.base_url),
             "overall": _group_json(merged, window_s),
             "mixes": mixes,
         }
@@ -224,6 +215,9 @@ def build_report(
         reasons.append("no request completed inside the measured window")
     run["untrustworthy_reasons"] = reasons
     run["trustworthy"] = not reasons
+    run.setdefault("workers", {})
+    run.setdefault("worker_count", len(run["workers"]))
+    run.setdefault("warmup_s", scenario.load.warmup)
     report: dict[str, Any] = {
         "schema": SCHEMA,
         "scenario": scenario.name,
@@ -242,6 +236,9 @@ def build_report(
             if scenario.tokenizer
             else {"exact": False, "tokenizer": None}
         ),
+        # To reproduce and trust it later: the scenario as it ran (no secrets) and what built the report.
+        "scenario_doc": scenario_record(scenario),
+        "environment": environment(),
     }
     report["exit_code"] = int(exit_code(report))
     return report

@@ -13,6 +13,8 @@ import yaml
 
 from loadgen.sim.truth import TruthRequest
 
+from ..report_schema import checked
+
 
 def write_scenario(path: Path, variants: Mapping[str, str | dict[str, Any]], **over: Any) -> Path:
     """A short, dense scenario: short prompts and outputs so a few seconds hold many requests.
@@ -70,7 +72,8 @@ def read_records(directory: Path) -> list[dict[str, Any]]:
 
 
 def read_report(report_dir: Path) -> dict[str, Any]:
-    return orjson.loads((report_dir / "report.json").read_bytes())  # type: ignore[no-any-return]
+    """The run's report.json, checked against the published schema (every integration test's report is)."""
+    return checked(orjson.loads((report_dir / "report.json").read_bytes()))
 
 
 def hdr_rank_percentile(values: list[float], p: float) -> float:

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import orjson
 
+from ..report_schema import checked
+
 
 def test_demo_prints_report_with_three_variants_and_faster_tokens(tmp_path: Path) -> None:
     proc = subprocess.run(
@@ -19,7 +21,7 @@ def test_demo_prints_report_with_three_variants_and_faster_tokens(tmp_path: Path
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     out = proc.stdout
     assert "# loadgen report — demo" in out and "## TTFT (ms)" in out and "## Speedup vs baseline" in out
-    report = orjson.loads((tmp_path / "report.json").read_bytes())
+    report = checked(orjson.loads((tmp_path / "report.json").read_bytes()))
     variants = {v["name"]: v for v in report["variants"]}
     assert set(variants) == {"baseline", "int8", "spec-decode"}
     tpot = {n: v["overall"]["metrics_ms"]["tpot"]["p50"] for n, v in variants.items()}

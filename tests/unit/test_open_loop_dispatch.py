@@ -81,9 +81,11 @@ def test_dispatcher_sends_the_schedule_at_its_times_and_never_early() -> None:
     schedule = ArrivalSchedule("constant", 100.0)
     sent, unsent, ran = _run_dispatcher(schedule, users=4, service_s=0.001, overflow="late", horizon=0.5)
     expected = times_until(schedule, ran - 0.003, 3)
-    assert unsent == []
+    # At most the arrival falling due as the stop came (the dispatcher had not woken for it yet) is unsent.
+    assert len(unsent) <= 1 and all(o == "unsent_at_stop" for _, _, o in unsent)
     assert len(sent) >= len(expected)
     start = sent[0][0].at - expected[0]
+    assert all(a.at <= start + ran for _, a, _ in unsent)
     assert [round(a.at - start, 9) for a, _ in sent[: len(expected)]] == [round(t, 9) for t in expected]
     assert [a.index for a, _ in sent] == list(range(len(sent)))
     lags = [t - a.at for a, t in sent]
@@ -108,7 +110,9 @@ def test_late_counts_the_backlog_and_drop_counts_every_refusal() -> None:
 
     sent, unsent, ran = _run_dispatcher(schedule, 1, 0.05, "drop", 0.3)
     total = len(times_until(schedule, ran, 3))
-    assert {o for _, _, o in unsent} == {"dropped"}
+    # Dropped, except at most the arrival falling due as the stop came.
+    assert [o for _, _, o in unsent].count("unsent_at_stop") <= 1
+    assert {o for _, _, o in unsent} <= {"dropped", "unsent_at_stop"}
     assert len(unsent) > 0.7 * total
     assert abs(len(sent) + len(unsent) - total) <= 1
     assert max(t - a.at for a, t in sent) < 0.01  # what is sent is sent on time

@@ -12,6 +12,8 @@ from loadgen.measure.aggregate import Aggregate
 from loadgen.measure.records import ErrorKind, RequestRecord
 from loadgen.report import build_report, render_markdown
 
+from ..report_schema import checked
+
 SCENARIO = """
 variants:
   - {name: a, base_url: "http://127.0.0.1:1", model: m}
@@ -42,7 +44,7 @@ def _report(records: list[RequestRecord], scenario_text: str = SCENARIO, window_
     agg = Aggregate(window_start=window_start)
     for r in records:
         agg.add(r, 0.0)
-    return build_report(parse_scenario(scenario_text), agg, 10.0)
+    return checked(build_report(parse_scenario(scenario_text), agg, 10.0))
 
 
 def _slo(report: dict, variant: str, metric: str) -> dict:

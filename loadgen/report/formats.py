@@ -1,0 +1,62 @@
+"""The report's formats, one registry: every writer renders the canonical report JSON (never the aggregate, never
+the records), so a report re-rendered next month says what it said on the night it ran.
+
+`csv` is the exception by nature: the report keeps no per-request rows, so it is rendered from the raw shards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from loadgen.registry import Registry
+
+__all__ = ["Format", "formats"]
+
+
+@dataclass(frozen=True, slots=True)
+class Format:
+    name: str
+    extension: str
+    description: str
+    # report JSON -> the rendered text; None for formats rendered from raw records (csv)
+    render: Callable[[dict[str, Any]], str] | None
+
+
+def _json(report: dict[str, Any]) -> str:
+    return orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE).decode()
+
+
+def _markdown(report: dict[str, Any]) -> str:
+    from loadgen.report.markdown import render_markdown
+
+    return render_markdown(report)
+
+
+def _html(report: dict[str, Any]) -> str:
+    from loadgen.report.html import render_html
+
+    return render_html(report)
+
+
+def _junit(report: dict[str, Any]) -> str:
+    from loadgen.report.junit import render_junit
+
+    return render_junit(report)
+
+
+def formats() -> Registry[Format]:
+    """A fresh registry of the formats."""
+    registry: Registry[Format] = Registry("report format")
+    for fmt in (
+        Format("json", "json", "the canonical report (versioned; loadgen/report/report.schema.json)", _json),
+        Format("md", "md", "Markdown for a CI log or a PR comment: summary per variant first", _markdown),
+        Format("html", "html", "one self-contained HTML file with charts (opens offline)", _html),
+        Format("junit", "xml", "JUnit XML: one test case per SLO and one for run trust", _junit),
+        Format("csv", "csv", "per-request records, from raw shards (--raw-records DIR)", None),
+    ):
+        registry.register(fmt.name, fmt)
+    return registry

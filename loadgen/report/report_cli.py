@@ -1,0 +1,105 @@
+"""`loadgen report PATH --format …`: re-render a report, or rebuild one from raw shards.
+
+PATH is a report.json, a report folder holding one, or a folder of raw shards (`records-*.jsonl`): csv renders
+the shards' rows; any other format from shards rebuilds the report first, which needs `--scenario`. The exit code
+is the report's own (0 SLOs met, 1 breached, 3 not trustworthy), so a pipeline can gate on a re-render;
+`--exit-zero` renders only. Bad input (not a report, no shards, a bad scenario) is exit 2, naming the file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from loadgen.exit_codes import ExitCode
+from loadgen.report.formats import formats
+
+__all__ = ["add_report_parser", "cmd_report"]
+
+
+def add_report_parser(sub: Any) -> None:
+    names = formats().names()
+    rp = sub.add_parser(
+        "report",
+        help="re-render a report (or rebuild one from raw shards) as " + "|".join(names),
+        description=__doc__.split("\n\n")[1],
+    )
+    rp.add_argument("path", help="report.json, a report folder, or a folder of raw shards (records-*.jsonl)")
+    rp.add_argument("--format", default="md", choices=names, help="output format (default md)")
+    rp.add_argument("--out", default=None, help="write here instead of standard output")
+    rp.add_argument("--scenario", default=None, help="the scenario the shards were run with (rebuilding from shards)")
+    rp.add_argument("--exit-zero", action="store_true", help="exit 0 whatever the report's verdict (render only)")
+
+
+class _Bad(Exception):
+    pass
+
+
+def _load_report(path: Path) -> dict[str, Any]:
+    try:
+        report = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError) as e:
+        raise _Bad(f"cannot read report {path}: {e}") from None
+    if not isinstance(report, dict) or not str(report.get("schema", "")).startswith("loadgen.report/"):
+        raise _Bad(f"{path}: not a loadgen report (no schema 'loadgen.report/…')")
+    return report
+
+
+def _from_shards(directory: Path, fmt: str, scenario_path: str | None) -> tuple[str | None, dict[str, Any] | None]:
+    from loadgen.report.csv_records import read_shards, render_csv
+
+    try:
+        rows = read_shards(directory)
+    except ValueError as e:
+        raise _Bad(str(e)) from None
+    if fmt == "csv":
+        return render_csv(rows), None
+    if scenario_path is None:
+        raise _Bad(f"{directory}: rebuilding a report from raw shards needs --scenario FILE (its SLOs and load)")
+    from loadgen.config.errors import ConfigError
+    from loadgen.config.scenario import load_scenario
+    from loadgen.report.from_records import report_from_records
+
+    try:
+        scenario = load_scenario(scenario_path)
+    except ConfigError as e:
+        raise _Bad(str(e)) from None
+    return None, report_from_records(scenario, rows)
+
+
+def _render(args: argparse.Namespace) -> tuple[str, dict[str, Any] | None]:
+    path = Path(args.path)
+    fmt = formats().get(args.format)
+    report: dict[str, Any] | None = None
+    if path.is_dir() and (path / "report.json").exists() and fmt.render is not None:
+        report = _load_report(path / "report.json")
+    elif path.is_dir():
+        text, report = _from_shards(path, fmt.name, args.scenario)
+        if text is not None:
+            return text, None
+    elif fmt.render is None:
+        raise _Bad(f"{path}: {fmt.name} is rendered from raw shards: give the --raw-records folder")
+    else:
+        report = _load_report(path)
+    assert report is not None and fmt.render is not None
+    return fmt.render(report), report
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    try:
+        text, report = _render(args)
+    except _Bad as e:
+        print(f"loadgen: {e}", file=sys.stderr)
+        return ExitCode.USAGE
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    if args.exit_zero or report is None:
+        return ExitCode.OK
+    return int(report.get("exit_code", ExitCode.OK))
