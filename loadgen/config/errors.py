@@ -180,7 +180,8 @@ def _message(error: Any, loc: tuple[str | int, ...], model: type[BaseModel]) -> 
         return "required field is missing"
     if kind == "extra_forbidden":
         parent = _model_at(model, loc[:-1])
-        known = f" (known: {', '.join(parent.model_fields)})" if parent is not None else ""
+        names = [f.alias or name for name, f in parent.model_fields.items()] if parent is not None else []
+        known = f" (known: {', '.join(names)})" if parent is not None else ""
         return f"unknown field {loc[-1]!r}{known}"
     if kind in ("value_error", "assertion_error") and "error" in ctx:
         return str(ctx["error"])

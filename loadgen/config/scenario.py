@@ -12,7 +12,7 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 from urllib.parse import urlsplit
 
 import orjson
@@ -28,6 +28,7 @@ from pydantic import (
     model_validator,
 )
 
+from loadgen.config.classes import PriorityClass, class_issues, header_issues
 from loadgen.config.errors import (
     ConfigError,
     ConfigIssue,
@@ -39,9 +40,10 @@ from loadgen.config.errors import (
     translate_validation_error,
 )
 from loadgen.config.output_length import ExactOutput
+from loadgen.config.slo import SLO, default_slos
 from loadgen.config.traffic import Bucket, Load, MixDef, MixRef, Traffic
 from loadgen.config.types import NAME_PATTERN, Duration, PositiveFloat
-from loadgen.metric_names import SCHEDULED_METRICS, SLOMetricName, StatName
+from loadgen.metric_names import SCHEDULED_METRICS
 from loadgen.protocol.dialects import DIALECT_NAMES
 from loadgen.registry import UnknownNameError
 from loadgen.traffic.server_tokenizer import TokenizerError, check_tokenizer
@@ -54,6 +56,7 @@ __all__ = [
     "Load",
     "MixDef",
     "MixRef",
+    "PriorityClass",
     "Scenario",
     "Traffic",
     "Variant",
@@ -66,8 +69,6 @@ __all__ = [
 ]
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-# RFC 9110 header field-name token characters.
-_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 
 QUEUE_DELAY_REFUSED = (
     "queue_delay and e2e_from_schedule need open-loop arrivals: set load.arrival (e.g. {kind: poisson, rate: 10}); "
@@ -237,82 +238,10 @@ class Variant(ExactOutput):
     @field_validator("headers")
     @classmethod
     def _check_headers(cls, value: dict[str, str]) -> dict[str, str]:
-        issues: list[tuple[tuple[str | int, ...], str]] = []
-        for key, header_value in value.items():
-            if key.lower() in ("authorization", "proxy-authorization"):
-                issues.append(
-                    (
-                        (key,),
-                        "credentials don't belong in the scenario: set api_key_env to the NAME of an "
-                        "environment variable holding the key, and the dialect sends the Authorization header",
-                    )
-                )
-            elif not _HEADER_NAME.fullmatch(key):
-                issues.append(((key,), f"{key!r} is not a valid HTTP header name"))
-            elif "\r" in header_value or "\n" in header_value:
-                issues.append(((key,), "header values may not contain line breaks"))
+        issues = header_issues(value)
         if issues:
             raise SubpathIssues(issues)
         return value
-
-
-class SLO(BaseModel):
-    """A service-level objective: a statistic of a latency metric that must stay at or under a bound, or the share
-    of requests that must succeed."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    metric: SLOMetricName = Field(
-        description="ttft: time to first token; itl: inter-token latency (per token); icl: inter-chunk latency; "
-        "tpot: time per output token (per request); e2e: whole request; queue_delay: send lag behind the open-loop "
-        "schedule; e2e_from_schedule: done − scheduled (both open loop only: they need load.arrival); "
-        "success_rate: share of the requests completed in the measured window that succeeded (with `min_percent`)."
-    )
-    stat: StatName | None = Field(
-        default=None, description="Statistic of a latency metric's distribution that is checked (not for success_rate)."
-    )
-    max_ms: PositiveFloat | None = Field(
-        default=None, description="Bound of a latency metric in milliseconds: met when the statistic is <= this."
-    )
-    min_percent: Annotated[float, Field(gt=0, le=100, allow_inf_nan=False, strict=True)] | None = Field(
-        default=None,
-        description="Bound of success_rate in percent: met when at least this share of requests succeeded.",
-    )
-    variant: str | None = Field(default=None, description="Variant this SLO applies to; null: every variant.")
-    mix: str | None = Field(default=None, description="Mix this SLO applies to; null: all traffic together.")
-
-    @model_validator(mode="after")
-    def _check_bound(self) -> SLO:
-        issues: list[tuple[tuple[str | int, ...], str]] = []
-        if self.metric == "success_rate":
-            if self.min_percent is None:
-                issues.append((("min_percent",), "success_rate needs min_percent, e.g. 99"))
-            for name in ("stat", "max_ms"):
-                if getattr(self, name) is not None:
-                    issues.append(((name,), "does not apply to success_rate (it takes min_percent)"))
-        else:
-            if self.stat is None:
-                issues.append((("stat",), f"{self.metric} needs a stat: one of p50, p90, p95, p99, p99.9, mean, max"))
-            if self.max_ms is None:
-                issues.append((("max_ms",), f"{self.metric} needs max_ms, the bound in milliseconds"))
-            if self.min_percent is not None:
-                issues.append((("min_percent",), "only applies to success_rate; latency metrics take max_ms"))
-        if issues:
-            raise SubpathIssues(issues)
-        return self
-
-    def describe(self) -> str:
-        if self.metric == "success_rate":
-            return f"success rate ≥ {self.min_percent:g} %"
-        return f"{self.metric} {self.stat} ≤ {self.max_ms:g} ms"
-
-
-def _default_slos() -> list[SLO]:
-    return [
-        SLO(metric="ttft", stat="p99", max_ms=3000.0),
-        SLO(metric="e2e", stat="p99", max_ms=10000.0),
-        SLO(metric="success_rate", min_percent=99.0),
-    ]
 
 
 class Scenario(BaseModel):
@@ -333,7 +262,7 @@ class Scenario(BaseModel):
     traffic: Traffic = Field(default_factory=Traffic, description="Request mixes.")
     load: Load = Field(default_factory=Load, description="Users, ramp, duration.")
     slos: list[SLO] = Field(
-        default_factory=_default_slos,
+        default_factory=default_slos,
         description="Objectives checked after the run; any breach exits with status 1. "
         "Default: TTFT p99 <= 3000 ms, E2E p99 <= 10000 ms and success rate >= 99 % for every variant. "
         "An empty list checks nothing.",
@@ -397,6 +326,7 @@ class Scenario(BaseModel):
                 issues.append((("slos", i, "mix"), message))
             if slo.metric in SCHEDULED_METRICS and self.load.arrival is None:
                 issues.append((("slos", i, "metric"), QUEUE_DELAY_REFUSED))
+        issues += class_issues(self.traffic.classes, self.slos, self.variants)
         if issues:
             raise SubpathIssues(issues)
         return self

@@ -20,6 +20,7 @@ from pydantic import (
 )
 
 from loadgen.config.builtin_mixes import BUILTIN_MIX_NAMES, TextKind
+from loadgen.config.classes import Classes
 from loadgen.config.errors import ConfigError, SubpathIssues, describe_value
 from loadgen.config.load import ARRIVAL_KIND_NAMES, Arrival, Load, Overflow
 from loadgen.config.types import NAME_PATTERN, Duration, MixName, PositiveFloat, TokenRange
@@ -339,6 +340,13 @@ class Traffic(BaseModel):
         default=None,
         description="Replay a dataset file as the mix `dataset.name`: the only mix when `mixes` is not given, "
         "else list it in `mixes` with its weight. Null: no dataset.",
+    )
+    classes: Classes = Field(
+        default_factory=list,
+        description="Priority classes (e.g. interactive / batch): each request belongs to one, drawn by share "
+        "apart from its other draws (so prompts and lengths stay the same), and carries the class's headers and "
+        "priority field; the report gives results per class and SLOs may name one. Empty: one implicit class, "
+        "`default`, and nothing more on the wire.",
     )
 
     @model_validator(mode="after")

@@ -34,6 +34,11 @@ different places (users do not all send row 0 at once), and the open-loop stream
 is the row's length class (``LENGTH_CLASSES``); ``prompt_tokens`` counts the row's words (with a tokenizer, its
 tokens), counted once when the sampler is built.
 
+A scenario's priority classes (``traffic.classes``) are drawn by share from one more hash of (seed, stream,
+index), apart from every other draw: the same request gets the same prompt, lengths and mix with classes or without,
+and the same class from every sampler of the scenario, so variants and worker counts stay paired. A session's turns
+keep the class of the request that opened it.
+
 Generation runs on the load generator's event loop before every request, so it is a few slices of one
 precomputed string, not a loop over words.
 """
@@ -53,14 +58,12 @@ from typing import TYPE_CHECKING
 from loadgen.config.scenario import MixDef
 from loadgen.config.traffic import MIN_QUESTION_TOKENS, Sessions
 from loadgen.traffic.code_text import CodeBlock, code_block
+from loadgen.traffic.dataset_table import LENGTH_CLASSES, DatasetTable, length_class
 from loadgen.traffic.mixes import resolve_mixes
 from loadgen.traffic.words import WORDS
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from loadgen.config.scenario import Scenario
-    from loadgen.traffic.datasets import Dataset
     from loadgen.traffic.tokenizer import PromptTokenizer
 
 __all__ = ["LENGTH_CLASSES", "WORDS", "DatasetTable", "RequestSampler", "RequestSpec", "length_class", "sampler_for"]
@@ -97,6 +100,9 @@ class RequestSpec:
     # the turns its session has (0: not in a session).
     turn: int = 0
     turns: int = 0
+    # Its priority class (`traffic.classes`; a session's turns all keep their opening request's); "": the
+    # scenario has none, so every request is of the one implicit class.
+    priority_class: str = ""
 
 
 # With a tokenizer, the request's tag is this many pool words (fewer when the prompt has fewer tokens).
@@ -185,61 +191,6 @@ def _draw_distinct(draws: list[int], n: int, k: int, weights: list[float], cum: 
     return chosen
 
 
-# A dataset row's bucket: its length class, by prompt tokens (the chat mix's bucket bounds), else "xlong".
-LENGTH_CLASSES: tuple[tuple[int, str], ...] = ((200, "short"), (1000, "medium"), (4000, "long"))
-
-
-def _words(text: str) -> int:
-    return len(text.split())
-
-
-def length_class(prompt_tokens: int) -> str:
-    """The bucket a dataset row of ``prompt_tokens`` falls in."""
-    for bound, name in LENGTH_CLASSES:
-        if prompt_tokens <= bound:
-            return name
-    return "xlong"
-
-
-class DatasetTable:
-    """A dataset's rows as ready-made request parts, in their replay order (seeded by the scenario's seed)."""
-
-    __slots__ = ("name", "rows", "overhead")
-
-    def __init__(
-        self,
-        name: str,
-        dataset: Dataset,
-        seed: int,
-        default_output_tokens: int | None,
-        sample: int | None = None,
-        replace: bool = False,
-        tokenizer: PromptTokenizer | None = None,
-    ) -> None:
-        from loadgen.traffic.datasets import sample_dataset
-
-        self.name = name
-        self.overhead: int | None = None
-        n = len(dataset.records) if sample is None else sample
-        ordered = sample_dataset(dataset, n, seed, replace=replace).records
-        count: Callable[[str], int] = tokenizer.count if tokenizer is not None else _words
-        rows: list[tuple[str, str, str, tuple[dict[str, str], ...] | None, int, int]] = []
-        for record in ordered:
-            out = record.output_tokens if record.output_tokens is not None else default_output_tokens
-            if out is None:
-                raise ValueError(f"{dataset.source}:{record.line}: no output_tokens and no default_output_tokens")
-            if record.messages is None:
-                system, prompt, messages = "", record.prompt or "", None
-            else:
-                texts = [m.content for m in record.messages]
-                system = texts[0] if record.messages[0].role == "system" and len(texts) > 1 else ""
-                prompt = "\n".join(texts[1:] if system else texts)
-                messages = tuple({"role": m.role, "content": m.content} for m in record.messages)
-            tokens = sum(count(text) for text in record.texts())
-            rows.append((length_class(tokens), system, prompt, messages, tokens, out))
-        self.rows = rows
-
-
 class RequestSampler:
     """Deterministic request stream: the same (seed, stream) always yields the same specs, in order.
 
@@ -260,9 +211,11 @@ class RequestSampler:
         tokenizer: PromptTokenizer | None = None,
         datasets: dict[str, DatasetTable] | None = None,
         sessions: dict[str, Sessions] | None = None,
+        classes: dict[str, float] | None = None,
     ) -> None:
         """``datasets``: mixes replayed from a dataset, by name (each with a weight, and no entry in ``mixes``).
-        ``sessions``: the mixes sent as multi-turn sessions, by name."""
+        ``sessions``: the mixes sent as multi-turn sessions, by name. ``classes``: priority classes by name, each
+        with its share (None or empty: no classes)."""
         datasets = datasets or {}
         if not weights:
             raise ValueError("no mixes to draw from: weights is empty")
@@ -318,6 +271,16 @@ class RequestSampler:
         self._code_blocks: dict[str, CodeBlock] = dict.fromkeys(code_mixes, code) if code is not None else {}
         self._unique_prefixes = {n for n in names if n not in datasets and mixes[n].unique_prefixes}
         self._row_offset = self._offset(stream)
+        # Sorted like the mixes, so a request's class does not depend on the order the classes were listed in.
+        # One class needs no draw; several draw from a hash of their own (see `spec_at`).
+        self._class_names = sorted(classes or {})
+        for name in self._class_names:
+            share = (classes or {})[name]
+            if not (share > 0 and math.isfinite(share)):
+                raise ValueError(f"class {name!r} has share {share!r}; shares must be finite and > 0")
+        several = len(self._class_names) > 1
+        self._class_cum = list(accumulate((classes or {})[n] for n in self._class_names)) if several else []
+        self._only_class = self._class_names[0] if len(self._class_names) == 1 else ""
 
     def _offset(self, stream: int) -> int:
         """Where stream ``stream`` starts in the dataset rows (one offset for all of them: a 64-bit draw)."""
@@ -352,6 +315,17 @@ class RequestSampler:
 
     def spec_at(self, index: int) -> RequestSpec:
         """Request ``index`` of this stream (the same as the ``index``-th ``next()``, counting from 0)."""
+        spec = self._spec_at(index)
+        if self._class_cum:
+            # A draw of its own (from (seed, stream, index) like the others, hashed apart): the request's prompt,
+            # lengths and mix are the same with classes or without, whatever the classes and their shares.
+            d_class = hashlib.blake2b(f"{self._prefix}{index}\x1fc".encode(), digest_size=8).digest()
+            spec.priority_class = self._class_names[_pick(int.from_bytes(d_class, "big"), self._class_cum)]
+        elif self._only_class:
+            spec.priority_class = self._only_class
+        return spec
+
+    def _spec_at(self, index: int) -> RequestSpec:
         digest = hashlib.blake2b(f"{self._prefix}{index}".encode(), digest_size=_DRAWS.size).digest()
         d_mix, d_bucket, d_len, d_out, d_start, d_tag = _DRAWS.unpack(digest)
         table = self._tables[_pick(d_mix, self._mix_cum)]
@@ -496,4 +470,5 @@ def sampler_for(scenario: Scenario, stream: int) -> RequestSampler:
         )
         datasets[replay.name] = table
     sessions = {ref.name: ref.sessions for ref in scenario.traffic.mixes if ref.sessions is not None}
-    return RequestSampler(mixes, weights, scenario.seed, stream, tokenizer, datasets, sessions)
+    classes = {c.name: c.share for c in scenario.traffic.classes}
+    return RequestSampler(mixes, weights, scenario.seed, stream, tokenizer, datasets, sessions, classes)

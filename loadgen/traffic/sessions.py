@@ -87,6 +87,7 @@ class Conversation:
             shared_prefix_tokens=last.prompt_tokens,
             turn=turn,
             turns=first.turns,
+            priority_class=first.priority_class,
         )
         self._last = spec
         return spec

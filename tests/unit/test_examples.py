@@ -50,7 +50,8 @@ def missing_fields(
 ) -> list[str]:
     """Field paths (``variants[].tls_verify``) no instance in the example sets and no ``# field:`` comment shows."""
     missing = []
-    for name, field in model.model_fields.items():
+    for attr, field in model.model_fields.items():
+        name = field.alias or attr  # as the scenario spells it (an SLO's `cls` is `class` there)
         here = f"{path}.{name}" if path else name
         present = [inst[name] for inst in instances if name in inst]
         if not present and name not in commented:
