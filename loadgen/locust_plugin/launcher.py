@@ -22,7 +22,7 @@ from loadgen.config.scenario import Scenario
 __all__ = ["REPORT_FILES", "RunOptions", "default_workers", "preflight", "run_scenario", "set_aside_reports"]
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
-REPORT_FILES = ("report.json", "report.md")
+REPORT_FILES = ("report.json", "report.md", "report.html")
 
 
 @dataclass
@@ -51,7 +51,7 @@ def default_workers() -> tuple[int, str]:
 
 
 def set_aside_reports(report_dir: Path) -> list[Path]:
-    """Rename report.json / report.md left by an earlier run to report.previous.*, so that whatever is there after
+    """Rename the reports (`REPORT_FILES`) left by an earlier run to report.previous.*, so that whatever is there after
     this run was written by it. Returns the new paths."""
     moved = []
     for name in REPORT_FILES:

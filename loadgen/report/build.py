@@ -25,6 +25,7 @@ from loadgen.measure.aggregate import (
 )
 from loadgen.measure.histogram import RELATIVE_ERROR, LatencyHistogram
 from loadgen.protocol.dialects import output_length
+from loadgen.report.html import render_html
 from loadgen.report.markdown import render_markdown
 from loadgen.report.provenance import environment, safe_url, scenario_record
 from loadgen.traffic.arrivals import schedule_for
@@ -32,6 +33,7 @@ from loadgen.traffic.arrivals import schedule_for
 __all__ = ["SCHEMA", "build_report", "exit_code", "open_loop_json", "render_markdown", "write_reports"]
 
 SCHEMA = "loadgen.report/v1"
+CDF_METRICS = ("ttft", "itl", "tpot", "e2e")
 
 
 def _group_json(g: GroupStats, window_s: float) -> dict[str, Any]:
@@ -156,6 +158,16 @@ def _speedup(base: float | None, value: float | None) -> float | None:
     return round(base / value, 3)
 
 
+def _cdf_json(g: GroupStats) -> dict[str, list[list[float]]]:
+    """[ms, cumulative fraction] per metric; failed requests rank above everything (`LatencyHistogram.cdf_ms`)."""
+    out = {}
+    for m in CDF_METRICS:
+        h = g.hists.get(m)
+        if h is not None and h.count:
+            out[m] = h.cdf_ms(100, g.censored.get(m, 0) if m in CENSORED_METRICS else 0)
+    return out
+
+
 def build_report(
     scenario: Scenario,
     agg: Aggregate,
@@ -192,6 +204,9 @@ def build_report(
             "overall": _group_json(merged, window_s),
             "mixes": mixes,
         }
+        # For the HTML report's charts: each latency's distribution (~100 points) and the variant's timeline.
+        entry["overall"]["cdf_ms"] = _cdf_json(merged)
+        entry["timeline"] = agg.variant_timeline.report(v.name)
         if windows:
             entry["window_s"] = round(window_s, 3)
         open_loop = open_loop_json(scenario, merged, window_s)
@@ -288,9 +303,10 @@ def exit_code(report: dict[str, Any]) -> ExitCode:
 
 
 def write_reports(report: dict[str, Any], out_dir: Path) -> tuple[Path, Path]:
-    """report.json (canonical) and report.md side by side; returns their paths."""
+    """report.json (canonical), report.md and report.html side by side; returns the first two's paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
     jpath, mpath = out_dir / "report.json", out_dir / "report.md"
     jpath.write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
     mpath.write_text(render_markdown(report), encoding="utf-8")
+    (out_dir / "report.html").write_text(render_html(report), encoding="utf-8")
     return jpath, mpath

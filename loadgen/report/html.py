@@ -1,0 +1,281 @@
+"""The HTML report: one self-contained file, rendered from the canonical report JSON (and, for a sweep, its
+sweep.json), that opens offline years later.
+
+Everything is inside the file: the data (one JSON block), the page's few lines of script and style, and the charting
+library, Chart.js 4 (MIT; loadgen/report/assets/, refetched by scripts/update-chart-assets.sh). Chosen by size and
+interactivity: ~205 KB minified, where plotly.js (vLLM's bench, AIPerf) is ~4.6 MB per report — a nightly pipeline
+keeps hundreds — while uPlot (~50 KB) plots only series that share one x array and has no bars, so per-variant CDFs
+(each its own x), floating confidence intervals and stacked error bars would be hand-drawn. Chart.js has all of
+them, plus tooltips, legends that hide a series on click, and log axes. No CDN and no request at view time: a hosted
+template is how GuideLLM's old reports went blank offline (guidellm #303); a Content-Security-Policy of
+`default-src 'none'` makes the browser refuse any fetch the page might attempt.
+
+Summary first (verdict per variant, SLOs measured vs threshold, run trust and the worker that broke it), then the
+charts (`html_charts`), then the percentile tables.
+"""
+
+from __future__ import annotations
+
+import html
+from functools import cache
+from importlib.resources import files
+from typing import Any
+
+import orjson
+
+from loadgen.report.html_charts import Chart, report_charts, sweep_charts
+
+__all__ = ["chart_library", "page", "render_html"]
+
+_CSP = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:"
+_METRICS = (("ttft", "TTFT"), ("itl", "ITL"), ("tpot", "TPOT"), ("e2e", "E2E"), ("queue_delay", "Queue delay"))
+_EXIT_MEANING = {0: "all SLOs met", 1: "an SLO was breached", 2: "bad usage", 3: "run not trustworthy"}
+
+
+@cache
+def _asset(name: str) -> str:
+    return files("loadgen.report").joinpath("assets", name).read_text(encoding="utf-8")
+
+
+def chart_library() -> tuple[str, str]:
+    """(name and version, minified script) of the inlined charting library."""
+    return f"Chart.js {_asset('chart.js.version').strip()}", _asset("chart.umd.min.js")
+
+
+def _e(v: Any) -> str:
+    return html.escape(str(v), quote=True)
+
+
+def _json_script(data: Any) -> str:
+    # In a <script> element: no "</script>" or "<!--" may appear, whatever a variant is called. \u escapes are JSON.
+    text = orjson.dumps(data).decode()
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def _figure(c: Chart) -> str:
+    note = f"<p>{_e(c['note'])}</p>" if c.get("note") else ""
+    return (
+        f'<figure class="chart"><figcaption>{_e(c["title"])}{note}</figcaption>'
+        f'<div class="box"><canvas id="{_e(c["id"])}" role="img" aria-label="{_e(c["title"])}"></canvas></div></figure>'
+    )
+
+
+def page(title: str, body: str, charts: list[Chart], after: str = "") -> str:
+    """A whole document: `body` (HTML, escaped already), a grid of `charts`, `after`; then the charts' data, the
+    library and the script that draws them."""
+    lib_name, lib = chart_library()
+    grid = f'<div class="charts">{"".join(_figure(c) for c in charts)}</div>' if charts else ""
+    return (
+        "<!DOCTYPE html>\n"
+        '<html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{_e(title)}</title><style>{_asset('report.css')}</style></head>\n<body>\n"
+        f"{body}\n{grid}\n{after}\n"
+        f"<footer>Rendered by loadgen; charts drawn by {_e(lib_name)} (MIT licence), inlined: this file needs "
+        "no network.</footer>\n"
+        f'<script type="application/json" id="loadgen-data">{_json_script({"charts": charts})}</script>\n'
+        f"<script>\n{lib}</script>\n"
+        f"<script>{_asset('report.js')}</script>\n"
+        "</body></html>\n"
+    )
+
+
+def _fmt(v: Any, nd: int = 1) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        return f"{v:,.{nd}f}"
+    return f"{v:,}" if isinstance(v, int) else _e(v)
+
+
+def _stat(group: dict[str, Any], metric: str, stat: str) -> str:
+    s = group.get("metrics_ms", {}).get(metric) or {}
+    if s.get(stat) is None and s.get("censored"):
+        return "censored"
+    return _fmt(s.get(stat))
+
+
+def _variant_verdicts(report: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    """variant -> (css class, words): untrustworthy for all when the run is; else pass / n SLOs breached."""
+    trusted = report["run"].get("trustworthy", True)
+    out = {}
+    for v in report["variants"]:
+        mine = [s for s in report.get("slos", []) if s.get("variant") == v["name"]]
+        failed = [s for s in mine if not s.get("passed")]
+        if not trusted:
+            out[v["name"]] = ("untrustworthy", "not trustworthy (see run trust)")
+        elif failed:
+            out[v["name"]] = ("fail", f"FAIL: {len(failed)} of {len(mine)} SLOs breached")
+        else:
+            out[v["name"]] = ("pass", f"pass ({len(mine)} SLOs met)" if mine else "pass (no SLO)")
+    return out
+
+
+def _summary(report: dict[str, Any]) -> str:
+    verdicts = _variant_verdicts(report)
+    head = (
+        "<tr><th class=text>variant</th><th class=text>verdict</th><th>requests</th><th>success</th><th>req/s</th>"
+        "<th>output tok/s</th><th>TTFT p50</th><th>TTFT p99</th><th>ITL p50</th><th>TPOT p50</th><th>E2E p99</th>"
+        "<th>TTFT p99 speedup</th></tr>"
+    )
+    rows = []
+    for v in report["variants"]:
+        g = v["overall"]
+        cls, words = verdicts[v["name"]]
+        rate = g.get("success_rate")
+        speed = (v.get("speedup_vs_baseline") or {}).get("ttft_p99")
+        name = _e(v["name"]) + (" <small>(baseline)</small>" if v.get("baseline") else "")
+        rows.append(
+            f'<tr class="{"fail" if cls != "pass" else ""}"><td class=text>{name}</td>'
+            f'<td class="text verdict {cls}">{_e(words)}</td><td>{_fmt(g.get("requests"))}</td>'
+            f"<td>{'–' if rate is None else f'{100 * rate:.2f} %'}</td><td>{_fmt(g.get('requests_per_s'), 2)}</td>"
+            f"<td>{_fmt(g.get('output_tokens_per_s'))}</td><td>{_stat(g, 'ttft', 'p50')}</td>"
+            f"<td>{_stat(g, 'ttft', 'p99')}</td><td>{_stat(g, 'itl', 'p50')}</td><td>{_stat(g, 'tpot', 'p50')}</td>"
+            f"<td>{_stat(g, 'e2e', 'p99')}</td><td>{'–' if speed is None else f'{speed:.2f}×'}</td></tr>"
+        )
+    return f"<h2>Summary per variant</h2><table>{head}{''.join(rows)}</table><p class=note>Latencies in ms.</p>"
+
+
+def _slo_table(report: dict[str, Any]) -> str:
+    slos = report.get("slos") or []
+    if not slos:
+        return "<h2>SLOs</h2><p>No SLO was set.</p>"
+    rows = []
+    for s in slos:
+        scope = s.get("mix") or (f"class {s['class']}" if s.get("class") else "all")
+        if s.get("metric") == "success_rate":
+            threshold = f"≥ {_fmt(s.get('min_percent'), 2)} %"
+            obs = s.get("observed_percent")
+            measured = "no data" if obs is None else f"{obs:.2f} %"
+            if not s.get("passed") and s.get("errors"):
+                measured += " (" + ", ".join(f"{_e(k)} {n}" for k, n in s["errors"].items()) + ")"
+        else:
+            threshold = f"{_e(s.get('stat'))} ≤ {_fmt(s.get('max_ms'))} ms"
+            obs = s.get("observed_ms")
+            measured = (
+                "censored (failed requests)" if s.get("censored") else ("no data" if obs is None else f"{obs:,.1f} ms")
+            )
+        ok = s.get("passed")
+        rows.append(
+            f'<tr class="{"" if ok else "fail"}"><td class=text>{_e(s.get("variant"))}</td>'
+            f"<td class=text>{_e(scope)}</td>"
+            f"<td class=text>{_e(s.get('slo', s.get('metric')))}</td><td>{measured}</td><td>{threshold}</td>"
+            f'<td class="text result {"pass" if ok else "fail"}">{"pass" if ok else "BREACHED"}</td></tr>'
+        )
+    head = (
+        "<tr><th class=text>variant</th><th class=text>scope</th><th class=text>SLO</th><th>measured</th>"
+        "<th>threshold</th><th class=text>result</th></tr>"
+    )
+    return f"<h2>SLOs</h2><table>{head}{''.join(rows)}</table>"
+
+
+def _trust(report: dict[str, Any]) -> str:
+    run = report["run"]
+    reasons = run.get("untrustworthy_reasons") or []
+    parts = ["<h2>Run trust</h2>"]
+    if run.get("trustworthy", not reasons):
+        parts.append('<div class="banner ok">The load generator kept up: its own health stayed within limits.</div>')
+    else:
+        items = "".join(f"<li>{_e(r)}</li>" for r in reasons)
+        parts.append(
+            '<div class="banner bad"><b>Not trustworthy</b> — the load generator may have been the bottleneck, so '
+            f"its latencies may be inflated:<ul>{items}</ul></div>"
+        )
+    notes = [f"lost worker {_e(w)}: its in-flight requests and anything after its last report are missing"
+             for w in run.get("lost_workers") or []]  # fmt: skip
+    notes += [_e(n) for n in run.get("recovered") or []]
+    if notes:
+        parts.append('<div class="banner warn"><ul>' + "".join(f"<li>{n}</li>" for n in notes) + "</ul></div>")
+    workers = run.get("workers") or {}
+    if workers:
+        rows = []
+        for wid, h in sorted(workers.items()):
+            lag, cpu, rd = h.get("loop_lag_ms", {}), h.get("cpu_percent", {}), h.get("read_delay", {})
+            named = any(f"worker {wid}:" in r or f"{wid}:" in r for r in reasons)
+            late = f"{100 * rd['late_share']:.2f} %" if rd.get("late_share") is not None else "–"
+            rows.append(
+                f'<tr class="{"fail" if named else ""}"><td class=text>{_e(wid)}</td><td>{_fmt(lag.get("p50"), 2)}</td>'
+                f"<td>{_fmt(lag.get('p99'), 2)}</td><td>{_fmt(lag.get('max'), 2)}</td><td>{_fmt(cpu.get('mean'))}</td>"
+                f"<td>{_fmt(cpu.get('p90'))}</td><td>{late}</td></tr>"
+            )
+        parts.append(
+            "<table><tr><th class=text>worker</th><th>loop lag p50 ms</th><th>p99 ms</th><th>max ms</th>"
+            f"<th>CPU mean %</th><th>CPU p90 %</th><th>reads &gt; 1 ms late</th></tr>{''.join(rows)}</table>"
+            "<p class=note>Loop lag: how late the worker's event loop woke from a 10 ms sleep (requests go out that "
+            "late). A worker named above is highlighted.</p>"
+        )
+    return "".join(parts)
+
+
+def _comparison_table(report: dict[str, Any]) -> str:
+    rows = report.get("comparison") or []
+    if not rows:
+        return ""
+    out = []
+    for r in rows:
+        lo, hi, sp = r.get("ci_low"), r.get("ci_high"), r.get("speedup")
+        interval = "–" if lo is None or hi is None else f"{lo:.3f} – {hi:.3f}"
+        if r.get("within_noise"):
+            words = "within noise: the interval contains 1.0, no difference shown"
+        elif isinstance(sp, int | float):
+            words = "faster than the baseline" if sp > 1 else "slower than the baseline"
+        else:
+            words = "–"
+        out.append(
+            f"<tr><td class=text>{_e(r.get('variant'))}</td>"
+            f"<td class=text>{_e(r.get('metric'))} {_e(r.get('stat', ''))}</td>"
+            f"<td>{_fmt(sp, 3)}</td><td>{interval}</td><td class=text>{words}</td></tr>"
+        )
+    head = (
+        "<tr><th class=text>variant</th><th class=text>metric</th><th>speedup</th><th>interval</th>"
+        "<th class=text>reading</th></tr>"
+    )
+    return f"<h2>Comparison with the baseline</h2><table>{head}{''.join(out)}</table>"
+
+
+def _percentiles(report: dict[str, Any]) -> str:
+    parts = ["<h2>Percentiles (ms)</h2>"]
+    for metric, title in _METRICS:
+        rows = []
+        for v in report["variants"]:
+            for mix, g in [("all", v["overall"]), *v["mixes"].items()]:
+                s = g.get("metrics_ms", {}).get(metric)
+                if s and (s.get("count") or s.get("censored")):
+                    cells = "".join(f"<td>{_stat(g, metric, k)}</td>" for k in ("p50", "p90", "p99", "p99.9", "max"))
+                    rows.append(
+                        f"<tr><td class=text>{_e(v['name'])}</td><td class=text>{_e(mix)}</td>"
+                        f"<td>{_fmt(s.get('count'))}</td><td>{_fmt(s.get('censored', 0))}</td>{cells}</tr>"
+                    )
+        if rows:
+            parts.append(
+                f"<h3>{title}</h3><table><tr><th class=text>variant</th><th class=text>mix</th><th>samples</th>"
+                "<th>censored</th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>max</th></tr>"
+                f"{''.join(rows)}</table>"
+            )
+    return "".join(parts)
+
+
+def render_html(report: dict[str, Any], sweep: dict[str, Any] | None = None) -> str:
+    """The whole page of `report` (the canonical JSON), with `sweep`'s latency–throughput curves when given."""
+    run = report["run"]
+    code = report.get("exit_code")
+    trusted = run.get("trustworthy", True)
+    banner = "ok" if code == 0 else "bad"
+    header = (
+        f"<h1>loadgen report — {_e(report['scenario'])}</h1>"
+        f"<p class=meta>Generated {_e(report.get('generated_at', '?'))} · measured window "
+        f"{_fmt(run.get('window_s'))} s "
+        f"(warm-up excluded) · seed {_e(report.get('seed'))} · baseline {_e(report.get('baseline'))} · percentiles "
+        f"from HDR histograms, ±{100 * report['histogram']['relative_error']:g} %</p>"
+        f'<div class="banner {banner}"><span class=verdict>Exit code {_e(code)}: '
+        f"{_e(_EXIT_MEANING.get(code, '?') if isinstance(code, int) else '?')}</span>"
+        f"{'' if trusted else ' — the run is not trustworthy (below).'}</div>"
+    )
+    charts = report_charts(report) + (sweep_charts(sweep) if sweep else [])
+    body = "".join(
+        [header, _summary(report), _slo_table(report), _trust(report), _comparison_table(report), "<h2>Charts</h2>"]
+    )
+    if not charts:
+        body += "<p>The report holds no data to chart.</p>"
+    return page(f"loadgen report — {report['scenario']}", body, charts, after=_percentiles(report))
