@@ -1,4 +1,4 @@
-"""`loadgen` command line: validate, run, sweep, demo, sim, report."""
+"""`loadgen` command line: validate, run, sweep, demo, sim, report, trend."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from loadgen.config.scenario import (
 from loadgen.config.variant_doc import single_variant_doc
 from loadgen.exit_codes import ExitCode
 from loadgen.report.report_cli import add_report_parser, cmd_report
+from loadgen.report.trend import add_trend_parser, cmd_trend
 from loadgen.traffic.sweeps import Search, SweepPlan, parse_plan
 
 DEMO_VARIANTS = ("baseline", "int8", "spec-decode")
@@ -335,7 +336,7 @@ def _parser() -> argparse.ArgumentParser:
             help="worker processes besides the master (0 = one local process; "
             "default: one per core, keeping one core for the master)",
         )
-        sp.add_argument("--report-dir", default=None, help="where report.json / report.md go")
+        sp.add_argument("--report-dir", default=None, help="where report.json / report.md / report.html go")
         sp.add_argument("--duration", default=None, help="override load.duration (e.g. 30s)")
         sp.add_argument("--raw-records", default=None, help="also write every raw request record as JSONL here")
         sp.add_argument("--quiet", action="store_true", help="do not print the Markdown report")
@@ -376,6 +377,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub.add_parser("locustfile", help="print the path of loadgen's locustfile, for `locust -f`")
     add_report_parser(sub)
+    add_trend_parser(sub)
     return p
 
 
@@ -390,6 +392,7 @@ def main(argv: list[str] | None = None) -> int:
         "sweep": _cmd_sweep,
         "demo": _cmd_demo,
         "report": cmd_report,
+        "trend": cmd_trend,
         "locustfile": _cmd_locustfile,
     }
     return handlers[args.cmd](args)

@@ -1,5 +1,6 @@
 """The verdict and what people and pipelines read: the canonical JSON report with SLO evaluation and exit code
-(`build`), its Markdown rendering (`markdown`), and a sweep's curves and knees (`sweep`).
+(`build`), its Markdown rendering (`markdown`), the self-contained HTML report with charts (`html`, `html_charts`),
+a sweep's curves and knees (`sweep`), and the trend of p50 / p99 across a series of reports (`trend`).
 
 Stage 6 of a request's path. Pure: imports `loadgen.config` and `loadgen.measure`.
 """

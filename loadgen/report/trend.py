@@ -1,0 +1,206 @@
+"""`loadgen trend REPORT…`: p50 and p99 of every variant's TTFT, ITL, TPOT and E2E, and its output tokens/s, across
+a series of reports (a pipeline's nightly runs), in one self-contained HTML file drawn like the report's charts.
+
+The reports are ordered by their `generated_at` (the time each run's report was built), not by the order given, so
+a shell glob of file names in any naming scheme still draws time left to right; reports built in the same second
+keep the order given. Every file must be a loadgen report of this schema version: anything else exits 2 naming the
+file, before anything is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import html
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from loadgen.exit_codes import ExitCode
+from loadgen.report.build import SCHEMA
+from loadgen.report.html import page
+from loadgen.report.html_charts import Chart, color
+
+__all__ = ["SCHEMA", "TrendInputError", "add_trend_parser", "cmd_trend", "load_reports", "render_trend"]
+
+_METRICS = (("ttft", "TTFT"), ("itl", "ITL"), ("tpot", "TPOT"), ("e2e", "E2E"))
+
+
+class TrendInputError(Exception):
+    """A file that is not a loadgen report of this schema version; the message names the file."""
+
+
+def _load(path: Path) -> dict[str, Any]:
+    try:
+        doc = orjson.loads(path.read_bytes())
+    except OSError as e:
+        raise TrendInputError(f"{path}: cannot read it ({e.strerror or e})") from None
+    except orjson.JSONDecodeError as e:
+        raise TrendInputError(f"{path}: not JSON ({e})") from None
+    if not isinstance(doc, dict) or "schema" not in doc:
+        raise TrendInputError(f"{path}: not a loadgen report (no `schema` field)")
+    if doc["schema"] != SCHEMA:
+        raise TrendInputError(f"{path}: report schema {doc['schema']!r}, this loadgen reads {SCHEMA!r}")
+    try:
+        _dt.datetime.fromisoformat(str(doc["generated_at"]))
+        if not all(
+            isinstance(v["name"], str) and isinstance(v["overall"]["metrics_ms"], dict) for v in doc["variants"]
+        ):
+            raise TypeError
+    except (KeyError, TypeError, ValueError):
+        raise TrendInputError(f"{path}: not a complete loadgen report (generated_at, variants)") from None
+    return doc
+
+
+def load_reports(paths: list[Path]) -> list[tuple[Path, dict[str, Any]]]:
+    """Every report, ordered by `generated_at` (stable: ties keep the order given)."""
+    loaded = [(p, _load(p)) for p in paths]
+    return sorted(loaded, key=lambda pr: _dt.datetime.fromisoformat(str(pr[1]["generated_at"])))
+
+
+def _variants(series: list[tuple[Path, dict[str, Any]]]) -> list[str]:
+    names: dict[str, None] = {}
+    for _, r in series:
+        for v in r["variants"]:
+            names.setdefault(v["name"], None)
+    return list(names)
+
+
+def _value(report: dict[str, Any], variant: str, metric: str, stat: str | None) -> float | None:
+    v = next((x for x in report["variants"] if x["name"] == variant), None)
+    if v is None:
+        return None
+    overall = v["overall"]
+    value = overall.get(metric) if stat is None else (overall["metrics_ms"].get(metric) or {}).get(stat)
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _labels(series: list[tuple[Path, dict[str, Any]]]) -> list[str]:
+    out: list[str] = []
+    for _, r in series:
+        at = _dt.datetime.fromisoformat(str(r["generated_at"]))
+        label = at.strftime("%Y-%m-%d %H:%M")
+        n = sum(1 for x in out if x == label or x.startswith(label + " #"))
+        out.append(label if not n else f"{label} #{n + 1}")
+    return out
+
+
+def _chart(key: str, title: str, y_title: str, labels: list[str], datasets: list[dict[str, Any]], note: str) -> Chart:
+    config = {
+        "type": "line",
+        "data": {"labels": labels, "datasets": datasets},
+        "options": {
+            "scales": {"y": {"min": 0, "title": {"display": True, "text": y_title}}},
+            "plugins": {"legend": {"position": "bottom", "labels": {"usePointStyle": True}}},
+        },
+    }
+    return {"id": key, "title": title, "note": note, "config": config}
+
+
+def _series(label: str, values: list[float | None], colour: str, names: list[str], dashed: bool) -> dict[str, Any]:
+    return {
+        "label": label,
+        "data": values,
+        "borderColor": colour,
+        "backgroundColor": colour,
+        "borderDash": [6, 4] if dashed else [],
+        "pointStyle": "triangle" if dashed else "circle",
+        "pointRadius": 3,
+        "spanGaps": False,
+        "pointLabels": names,
+    }
+
+
+def trend_charts(series: list[tuple[Path, dict[str, Any]]]) -> list[Chart]:
+    """One chart per metric (a line per variant and statistic), and one of output tokens/s (a line per variant)."""
+    labels = _labels(series)
+    names = [p.name for p, _ in series]
+    variants = _variants(series)
+    gap = "A gap: the variant is not in that report, or its percentile fell among failed requests (censored)."
+    out = []
+    for metric, title in _METRICS:
+        datasets = [
+            _series(f"{v} {stat}", [_value(r, v, metric, stat) for _, r in series], color(i), names, stat == "p99")
+            for i, v in enumerate(variants)
+            for stat in ("p50", "p99")
+        ]
+        note = f"p50 (solid) and p99 (dashed) of each variant's {title}, all mixes together. {gap}"
+        out.append(_chart(f"trend-{metric}", f"{title} across runs", f"{title} (ms)", labels, datasets, note))
+    tokens = [
+        _series(v, [_value(r, v, "output_tokens_per_s", None) for _, r in series], color(i), names, False)
+        for i, v in enumerate(variants)
+    ]
+    out.append(
+        _chart("trend-throughput", "Output tokens/s across runs", "output tokens/s", labels, tokens,
+               "Each variant's output tokens per second over its measured window.")
+    )  # fmt: skip
+    return out
+
+
+def _e(v: Any) -> str:
+    return html.escape(str(v), quote=True)
+
+
+def _table(series: list[tuple[Path, dict[str, Any]]], labels: list[str]) -> str:
+    rows = []
+    for (path, r), label in zip(series, labels, strict=True):
+        breached = [
+            f"{s.get('variant')}: {s.get('slo', s.get('metric'))}" for s in r.get("slos", []) if not s.get("passed")
+        ]
+        trusted = r.get("run", {}).get("trustworthy", True)
+        bad = breached or not trusted
+        rows.append(
+            f'<tr class="{"fail" if bad else ""}"><td class=text>{_e(label)}</td><td class=text>{_e(path.name)}</td>'
+            f"<td class=text>{_e(r.get('scenario'))}</td><td>{_e(r.get('exit_code'))}</td>"
+            f"<td class=text>{'yes' if trusted else 'NO'}</td><td class=text>{_e('; '.join(breached)) or '–'}</td></tr>"
+        )
+    head = (
+        "<tr><th class=text>run (generated at, UTC)</th><th class=text>file</th><th class=text>scenario</th>"
+        "<th>exit code</th><th class=text>trustworthy</th><th class=text>breached SLOs</th></tr>"
+    )
+    return f"<h2>Reports</h2><table>{head}{''.join(rows)}</table>"
+
+
+def render_trend(series: list[tuple[Path, dict[str, Any]]]) -> str:
+    """The page of `series` (as `load_reports` gives it)."""
+    scenarios = sorted({str(r.get("scenario")) for _, r in series})
+    body = (
+        f"<h1>loadgen trend — {_e(', '.join(scenarios))}</h1>"
+        f"<p class=meta>{len(series)} reports, ordered by the time each was generated (UTC), from "
+        f"{_e(series[0][1]['generated_at'])} to {_e(series[-1][1]['generated_at'])}. Latencies are of every mix "
+        "together (each report's overall numbers).</p>"
+    )
+    after = _table(series, _labels(series))
+    return page(f"loadgen trend — {', '.join(scenarios)}", body, trend_charts(series), after=after)
+
+
+def add_trend_parser(sub: Any) -> None:
+    """Register `loadgen trend` on the CLI's subparsers."""
+    t = sub.add_parser(
+        "trend",
+        help="p50/p99 per variant and metric across a series of report.json files (nightly runs), in one HTML file",
+        description="Draws p50 and p99 of TTFT, ITL, TPOT and E2E, and output tokens/s, per variant across the "
+        "reports, ordered by each report's generated_at (ties keep the order given), into one self-contained HTML "
+        "file. Exit 0 once written (the reports' own verdicts are in the page); 2 when a file is not a loadgen "
+        "report of this schema version.",
+    )
+    t.add_argument("reports", nargs="+", metavar="REPORT", help="report.json files")
+    t.add_argument("--out", default="trend.html", help="the HTML file to write (default: trend.html)")
+
+
+def cmd_trend(args: argparse.Namespace) -> int:
+    try:
+        series = load_reports([Path(p) for p in args.reports])
+    except TrendInputError as e:
+        print(f"loadgen trend: {e}", file=sys.stderr)
+        return ExitCode.USAGE
+    scenarios = {r.get("scenario") for _, r in series}
+    if len(scenarios) > 1:
+        print(f"loadgen trend: warning: reports of different scenarios: {sorted(map(str, scenarios))}", file=sys.stderr)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(render_trend(series), encoding="utf-8")
+    print(f"Trend: {out} ({len(series)} reports, variants {', '.join(_variants(series))})")
+    return ExitCode.OK
