@@ -9,7 +9,8 @@ report has no per-class section (its numbers would be the variant's).
 The priority field is vLLM's and SGLang's `priority` (an integer in the OpenAI request body). vLLM honours it only
 with `--scheduling-policy priority` (lower values first) and rejects a non-zero one (400) otherwise; SGLang honours
 it with `--enable-priority-scheduling`, higher values first unless `--schedule-low-priority-values-first`, and
-ignores it otherwise.
+ignores it otherwise. The dialects that carry it are the openai-* ones (`Dialect.priority_in_body`); hosts that
+reject unknown fields (api.openai.com, Azure OpenAI) get the headers only.
 """
 
 from __future__ import annotations
@@ -17,12 +18,15 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Protocol
+from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, field_validator
 
 from loadgen.config.errors import SubpathIssues
+from loadgen.config.output_length import STRICT_HOSTS
 from loadgen.config.slo import SLO
 from loadgen.config.types import NAME_PATTERN, PositiveFloat
+from loadgen.protocol.dialects import get_dialect
 
 __all__ = [
     "DEFAULT_CLASS",
@@ -30,6 +34,7 @@ __all__ = [
     "PriorityClass",
     "class_issues",
     "header_issues",
+    "sends_priority",
 ]
 
 # The one class of a scenario without `traffic.classes` (its name for SLOs and docs; records carry "" for it).
@@ -121,6 +126,13 @@ def _distinct(classes: list[PriorityClass]) -> list[PriorityClass]:
 
 
 Classes = Annotated[list[PriorityClass], AfterValidator(_distinct)]
+
+
+def sends_priority(dialect: str, base_url: str) -> bool:
+    """Whether requests of a variant of ``dialect`` at ``base_url`` carry their class's ``priority`` field."""
+    host = urlsplit(base_url).hostname or ""
+    strict = any(host == h or (h.startswith(".") and host.endswith(h)) for h in STRICT_HOSTS)
+    return get_dialect(dialect).priority_in_body and not strict
 
 
 class _VariantLike(Protocol):

@@ -13,12 +13,14 @@ import os
 import ssl
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import gevent
 
 from loadgen.client.connection import Endpoint, StreamConnection, TransportError
 from loadgen.client.dial import Dialer
 from loadgen.client.reactor import Reactor
+from loadgen.config.classes import sends_priority
 from loadgen.config.scenario import Scenario, Variant
 from loadgen.measure.records import ErrorKind, RequestRecord
 from loadgen.measure.token_counts import needs_text
@@ -26,7 +28,15 @@ from loadgen.protocol.accumulator import StreamAccumulator
 from loadgen.protocol.dialects import get_dialect
 from loadgen.traffic.sampler import RequestSampler, RequestSpec, sampler_for
 
-__all__ = ["OPEN_LOOP_STREAM", "CutByStop", "RequestStream", "StreamAssigner", "senders_per_variant", "weighted_turns"]
+__all__ = [
+    "OPEN_LOOP_STREAM",
+    "CutByStop",
+    "RequestStream",
+    "StreamAssigner",
+    "class_wire",
+    "senders_per_variant",
+    "weighted_turns",
+]
 
 # The request stream an open-loop run draws from: request i is the schedule's arrival i (all workers together).
 OPEN_LOOP_STREAM = 0
@@ -55,6 +65,24 @@ def senders_per_variant(scenario: Scenario, users: list[int]) -> dict[str, int]:
         turns = weighted_turns(weights)
         for _ in range(n):
             out[next(turns)] += 1
+    return out
+
+
+def class_wire(scenario: Scenario, variant: Variant) -> dict[str, tuple[bytes, dict[str, Any] | None]]:
+    """Per priority class (by name; "" when the scenario has none): the header lines its requests to `variant` add,
+    and the extra body its dialect merges into theirs (the variant's `extra_body`, plus the class's `priority` where
+    the variant's dialect and host take one). Built once per stream, so a request pays one dict lookup for its
+    class."""
+    extra = variant.extra_body or None
+    classes = scenario.traffic.classes
+    if not classes:
+        return {"": (b"", extra)}
+    in_body = sends_priority(variant.dialect, variant.base_url)
+    out: dict[str, tuple[bytes, dict[str, Any] | None]] = {}
+    for c in classes:
+        head = "".join(f"{k}: {v}\r\n" for k, v in c.headers.items()).encode("ascii")
+        body = {**(extra or {}), "priority": c.priority} if in_body and c.priority is not None else extra
+        out[c.name] = (head, body)
     return out
 
 
@@ -87,7 +115,7 @@ class RequestStream:
         "_request_timeout",
         "_continuous",
         "_model",
-        "_extra_body",
+        "_classes",
         "_secret",
         "keep_text",
     )
@@ -138,7 +166,7 @@ class RequestStream:
         self._request_timeout = variant.request_timeout
         self._continuous = variant.continuous_usage_stats
         self._model = variant.model
-        self._extra_body = variant.extra_body or None
+        self._classes = class_wire(scenario, variant)
         self.keep_text = keep_text
 
     def close(self) -> None:
@@ -177,10 +205,12 @@ class RequestStream:
             shared_prefix_tokens=spec.shared_prefix_tokens,
             turn=spec.turn,
             max_tokens=spec.max_tokens,
+            priority_class=spec.priority_class,
         )
         acc = StreamAccumulator(rec, self._dialect, self.keep_text)
-        body = self._dialect.build_body(spec, self._model, self._continuous, self._extra_body)
-        extra = b"X-Request-Id: " + rid.encode() + b"\r\n"
+        class_head, extra_body = self._classes[spec.priority_class]
+        body = self._dialect.build_body(spec, self._model, self._continuous, extra_body)
+        extra = b"X-Request-Id: " + rid.encode() + b"\r\n" + class_head
         timeout = gevent.Timeout(self._request_timeout, _Deadline)
         timeout.start()
         try:

@@ -99,6 +99,8 @@ class RequestRecord:
     shared_prefix_tokens: int = 0
     # Its turn in a multi-turn session (1 opens it; traffic/sessions.py); 0: a request of no session.
     turn: int = 0
+    # Its priority class (`traffic.classes`); "": the scenario has none (one implicit class, kept per variant only).
+    priority_class: str = ""
     max_tokens: int = 0
     warmup: bool = False
     partial_bytes: bytes = b""
@@ -205,6 +207,7 @@ class RequestRecord:
             prompt_tokens_target=int(row.get("prompt_tokens_target") or 0),
             shared_prefix_tokens=int(row.get("shared_prefix_tokens") or 0),
             turn=int(row.get("turn") or 0),
+            priority_class=str(row.get("class") or ""),
             max_tokens=int(row.get("max_tokens") or 0),
             warmup=bool(row.get("warmup")),
             finish_reason=row.get("finish_reason"),
@@ -236,6 +239,7 @@ class RequestRecord:
             "prompt_tokens_target": self.prompt_tokens_target,
             "shared_prefix_tokens": self.shared_prefix_tokens,
             "turn": self.turn,
+            "class": self.priority_class,
             "max_tokens": self.max_tokens,
             "warmup": self.warmup,
             "ttft": self.ttft,

@@ -22,6 +22,9 @@ Messages API and hosted OpenAI-compatible APIs (TLS, key from `api_key_env`).
 Output length (`output_length`): `enforced` when the dialect can ask its server for exactly max_tokens and the
 variant does (`ignore_eos: true` in its extra body: openai-*, llamacpp, triton), else `max_only`: max_tokens is a
 cap and a request may stop early at EOS (tgi and ollama-* have no such option).
+
+Priority classes (`priority_in_body`): openai-* put a class's `priority` in the body (vLLM, SGLang); the others
+have no such field, and their requests carry the class's headers only.
 """
 
 from __future__ import annotations

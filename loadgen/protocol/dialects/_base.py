@@ -105,6 +105,9 @@ class Dialect(Protocol):
     # The server family can be told to generate exactly max_tokens (ignore EOS): `build_body` does so when `extra`
     # holds `ignore_eos: true` (the variant's `exact_output` puts it there). False: max_tokens is only a cap.
     enforces_length: bool
+    # The server family takes a request's scheduling priority as `priority` in the body (vLLM, SGLang): a priority
+    # class's value goes there (in `extra`, built once per class). False: a class is marked by its headers only.
+    priority_in_body: bool
 
     def path_for(self, model: str) -> str: ...
 
@@ -124,6 +127,7 @@ class DialectBase:
     accept = "text/event-stream"
     ends_at_eof = False
     enforces_length = False
+    priority_in_body = False
 
     def path_for(self, model: str) -> str:
         if "{model}" in self.path:

@@ -18,6 +18,10 @@ Output length: `max_tokens` caps it; with `ignore_eos: true` in the variant's ex
 body also carries `min_tokens` = max_tokens, so vLLM, SGLang and TensorRT-LLM generate exactly max_tokens even
 past a stop token of the model's generation config (llama.cpp's OAI server honours `ignore_eos` and ignores
 `min_tokens`). Hosted OpenAI rejects both fields: its variants keep `exact_output` off.
+
+Priority classes: a class's `priority` goes in the body (vLLM: lower first, with `--scheduling-policy priority`,
+else a non-zero value is refused with 400; SGLang: with `--enable-priority-scheduling`, higher first unless
+`--schedule-low-priority-values-first`), merged like `extra_body` (config/classes.py).
 """
 
 from __future__ import annotations
@@ -48,6 +52,8 @@ _DONE = Chunk(done=True)
 
 class _OpenAIBase(DialectBase):
     enforces_length = True
+    # vLLM's and SGLang's OpenAI servers read `priority` (an int) from chat and completions bodies alike.
+    priority_in_body = True
 
     def _stream_options(self, continuous_usage: bool) -> dict[str, Any]:
         opts: dict[str, Any] = {"include_usage": True}
