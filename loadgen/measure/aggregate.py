@@ -1,4 +1,5 @@
-"""Per-process aggregate of request records: histograms and counters per (variant, mix), mergeable.
+"""Per-process aggregate of request records: histograms and counters per (variant, mix), mergeable; the same per
+(variant, priority class) when the scenario has classes.
 
 A worker adds each finished `RequestRecord`, and every report interval ships `pop_delta()`: what accumulated since
 the last report, then starts afresh. The master adds deltas with `merge_wire`. Deltas make the merge idempotent with
@@ -32,8 +33,8 @@ __all__ = [
 CONNECTION_METRICS: tuple[str, ...] = ("connect", "tls")
 # Metrics where a request that never got there is a censored sample (above everything measured).
 CENSORED_METRICS: tuple[str, ...] = ("ttft", "e2e", "e2e_from_schedule")
-# 7: the per-variant timeline (measure/timeline.py).
-WIRE_VERSION = 7
+# 7: the per-variant timeline (measure/timeline.py). 8: per (variant, priority class) groups ("classes").
+WIRE_VERSION = 8
 # What a (variant, mix, bucket) and a (variant, mix, turn) keep: few histograms, so these levels add little to each
 # delta.
 BUCKET_METRICS: tuple[str, ...] = ("ttft", "e2e")
@@ -297,14 +298,21 @@ _SLICE_COUNTERS = ("requests", "ok", "prompt_reported", "prompt_tokens")
 class Aggregate:
     """Groups keyed by (variant, mix), buckets keyed by (variant, mix, bucket), session turns keyed by (variant, mix,
     turn) (requests of no session have none), plus a per-second timeline of completions (wall-clock seconds) and
-    the per-variant timeline the HTML report's charts over time are drawn from (`variant_timeline`)."""
+    the per-variant timeline the HTML report's charts over time are drawn from (`variant_timeline`).
 
-    __slots__ = ("groups", "buckets", "turns", "timeline", "variant_timeline", "window_start")
+    `classes`: what a group keeps, keyed by (variant, priority class), for scenarios with `traffic.classes` (a
+    record of the implicit class, `priority_class == ""`, adds to none: its numbers are the variant's). Every metric,
+    censoring and token count as for a group, so an SLO can name a class; not per mix as well (each request would
+    then be added three times). Open-loop arrival counts stay with the groups.
+    """
+
+    __slots__ = ("groups", "buckets", "turns", "classes", "timeline", "variant_timeline", "window_start")
 
     def __init__(self, window_start: float = -math.inf) -> None:
         self.groups: dict[tuple[str, str], GroupStats] = {}
         self.buckets: dict[tuple[str, str, str], BucketStats] = {}
         self.turns: dict[tuple[str, str, int], BucketStats] = {}
+        self.classes: dict[tuple[str, str], GroupStats] = {}
         self.timeline: dict[int, list[int]] = {}
         self.variant_timeline = Timeline()
         # Start of the measured window (monotonic): where this process's warm-up ended.
@@ -331,8 +339,17 @@ class Aggregate:
             t = self.turns[key] = BucketStats()
         return t
 
+    def priority_class(self, variant: str, cls: str) -> GroupStats:
+        key = (variant, cls)
+        c = self.classes.get(key)
+        if c is None:
+            c = self.classes[key] = GroupStats()
+        return c
+
     def add(self, rec: RequestRecord, wall_time: float) -> None:
         self.group(rec.variant, rec.mix).add(rec, self.window_start)
+        if rec.priority_class:  # warm-up and cut-by-stop requests too: a group counts them as such
+            self.priority_class(rec.variant, rec.priority_class).add(rec, self.window_start)
         self.variant_timeline.add(rec, wall_time, self.window_start)
         if rec.warmup or rec.cut_by_stop:
             return
@@ -354,6 +371,7 @@ class Aggregate:
             not self.groups
             and not self.buckets
             and not self.turns
+            and not self.classes
             and not self.timeline
             and self.variant_timeline.is_empty()
         )
@@ -364,6 +382,7 @@ class Aggregate:
             "groups": [[v, m, g.to_wire(histograms)] for (v, m), g in self.groups.items()],
             "buckets": [[v, m, b, bs.to_wire(histograms)] for (v, m, b), bs in self.buckets.items()],
             "turns": [[v, m, t, ts.to_wire(histograms)] for (v, m, t), ts in self.turns.items()],
+            "classes": [[v, c, cs.to_wire(histograms)] for (v, c), cs in self.classes.items()],
             "timeline": [[s, *row] for s, row in self.timeline.items()],
             "variant_timeline": self.variant_timeline.to_wire(),
         }
@@ -377,8 +396,9 @@ class Aggregate:
             self.groups = {}
             self.buckets = {}
             self.turns = {}
+            self.classes = {}
         else:
-            for g in self.groups.values():
+            for g in (*self.groups.values(), *self.classes.values()):
                 g.reset_counters()
             for bs in (*self.buckets.values(), *self.turns.values()):
                 bs.reset_counters()
@@ -393,6 +413,8 @@ class Aggregate:
             self.bucket(v, m, b).merge(bs)
         for (v, m, t), ts in other.turns.items():
             self.turn(v, m, t).merge(ts)
+        for (v, c), cs in other.classes.items():
+            self.priority_class(v, c).merge(cs)
         self._merge_timeline([[s, *row] for s, row in other.timeline.items()])
         self.variant_timeline.merge(other.variant_timeline)
 
@@ -405,6 +427,8 @@ class Aggregate:
             self.bucket(v, m, b).merge_wire(bw)
         for v, m, t, tw in wire.get("turns", []):
             self.turn(v, m, int(t)).merge_wire(tw)
+        for v, c, cw in wire.get("classes", []):
+            self.priority_class(v, c).merge_wire(cw)
         self._merge_timeline(wire.get("timeline", []))
         self.variant_timeline.merge_wire(wire.get("variant_timeline", {}))
 

@@ -12,7 +12,8 @@ from typing import Any
 
 import orjson
 
-from loadgen.config.scenario import Scenario
+from loadgen.config.classes import sends_priority
+from loadgen.config.scenario import Scenario, Variant
 from loadgen.exit_codes import ExitCode
 from loadgen.measure.aggregate import (
     BUCKET_METRICS,
@@ -113,6 +114,32 @@ def _turns_json(agg: Aggregate, variant: str, mix: str) -> dict[str, Any]:
     return out
 
 
+def _classes_json(
+    scenario: Scenario, agg: Aggregate, v: Variant, merged: GroupStats, window_s: float
+) -> dict[str, Any] | None:
+    """Each priority class of the scenario, in its order, as a group of its own (every metric, censored alike)
+    plus its share of the variant's requests in the window beside the share asked for, the priority it carried and
+    its headers' names (values may be private). None without `traffic.classes`: one class, the variant itself."""
+    classes = scenario.traffic.classes
+    if not classes:
+        return None
+    asked = sum(c.share for c in classes)
+    in_body = sends_priority(v.dialect, v.base_url)
+    out: dict[str, Any] = {}
+    for c in classes:
+        g = agg.classes.get((v.name, c.name)) or GroupStats()
+        out[c.name] = {
+            **_group_json(g, window_s),
+            "share": round(g.requests / merged.requests, 4) if merged.requests else None,
+            "configured_share": round(c.share / asked, 4),
+            "priority": c.priority,
+            # False where the dialect has no priority field or the host rejects unknown fields: headers only.
+            "priority_sent": in_body and c.priority is not None,
+            "headers": sorted(c.headers),
+        }
+    return out
+
+
 def open_loop_json(scenario: Scenario, g: GroupStats, window_s: float) -> dict[str, Any] | None:
     """Requested vs achieved rate of one variant in an open-loop run (None in closed loop).
 
@@ -207,6 +234,9 @@ def build_report(
         # For the HTML report's charts: each latency's distribution (~100 points) and the variant's timeline.
         entry["overall"]["cdf_ms"] = _cdf_json(merged)
         entry["timeline"] = agg.variant_timeline.report(v.name)
+        classes = _classes_json(scenario, agg, v, merged, window_s)
+        if classes is not None:
+            entry["classes"] = classes
         if windows:
             entry["window_s"] = round(window_s, 3)
         open_loop = open_loop_json(scenario, merged, window_s)
@@ -265,7 +295,12 @@ def _evaluate_slos(scenario: Scenario, variants: list[dict[str, Any]]) -> list[d
         for v in variants:
             if slo.variant is not None and slo.variant != v["name"]:
                 continue
-            group = v["overall"] if slo.mix is None else v["mixes"].get(slo.mix)
+            if slo.mix is not None:
+                group = v["mixes"].get(slo.mix)
+            elif slo.cls is not None:
+                group = v.get("classes", {}).get(slo.cls)
+            else:
+                group = v["overall"]
             entry: dict[str, Any] = {
                 "metric": slo.metric,
                 "stat": slo.stat,
@@ -273,6 +308,7 @@ def _evaluate_slos(scenario: Scenario, variants: list[dict[str, Any]]) -> list[d
                 "min_percent": slo.min_percent,
                 "variant": v["name"],
                 "mix": slo.mix,
+                "class": slo.cls,
                 "slo": slo.describe(),
             }
             if slo.metric == "success_rate":

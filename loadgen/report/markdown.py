@@ -129,6 +129,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         lines += rows
     lines += _bucket_lines(report)
     lines += _turn_lines(report)
+    lines += _class_lines(report)
     lines += ["", f"## Speedup vs baseline `{report['baseline']}` (baseline ÷ variant; > 1 is faster)", ""]
     lines.append("| variant | TTFT p99 | E2E p99 | TPOT p50 | ITL p50 |")
     lines.append("|---|---:|---:|---:|---:|")
@@ -139,9 +140,10 @@ def render_markdown(report: dict[str, Any]) -> str:
         )
         lines.append(f"| {v['name']} | {cells} |")
     if report["slos"]:
+        by_class = any(s.get("class") for s in report["slos"])
         lines += ["", "## SLOs", ""]
-        lines.append("| variant | mix | SLO | observed | result |")
-        lines.append("|---|---|---|---:|---|")
+        lines.append("| variant | mix | " + ("class | " if by_class else "") + "SLO | observed | result |")
+        lines.append("|---|---|" + ("---|" if by_class else "") + "---|---:|---|")
         for s in report["slos"]:
             res = "pass" if s["passed"] else "**FAIL**"
             if s["metric"] == "success_rate":
@@ -152,7 +154,8 @@ def render_markdown(report: dict[str, Any]) -> str:
                 obs = "censored (failed requests)"
             else:
                 obs = "no data" if s.get("observed_ms") is None else _fmt(s["observed_ms"], 1)
-            lines.append(f"| {s['variant']} | {s['mix'] or 'all'} | {s.get('slo', s['metric'])} | {obs} | {res} |")
+            cls = f"{s.get('class') or 'all'} | " if by_class else ""
+            lines.append(f"| {s['variant']} | {s['mix'] or 'all'} | {cls}{s.get('slo', s['metric'])} | {obs} | {res} |")
     workers = run.get("workers") or {}
     if workers:
         lines += ["", "## Load generator health", ""]
@@ -268,6 +271,47 @@ def _turn_lines(report: dict[str, Any]) -> list[str]:
         "new message, so its prompt grows with k. A failed turn ends its session (ended by failure); mean prompt "
         "tokens is the server's count over the successful turns.",
     ]
+    return lines
+
+
+def _class_lines(report: dict[str, Any]) -> list[str]:
+    """Results per priority class, where a variant's traffic had more than one."""
+    rows, headers_only = [], []
+    for v in report["variants"]:
+        classes = v.get("classes") or {}
+        if len(classes) < 2:
+            continue
+        if any(c["priority"] is not None and not c["priority_sent"] for c in classes.values()):
+            headers_only.append(f"`{v['name']}` ({v['dialect']})")
+        for name, c in classes.items():
+            m = c["metrics_ms"]
+            t, p, e = m.get("ttft") or {}, m.get("tpot") or {}, m.get("e2e") or {}
+            share = "–" if c["share"] is None else f"{100 * c['share']:.1f} %"
+            rate = "–" if c["success_rate"] is None else f"{100 * c['success_rate']:.2f} %"
+            prio = "–" if c["priority"] is None else str(c["priority"]) + ("" if c["priority_sent"] else " (not sent)")
+            rows.append(
+                f"| {v['name']} | {name} | {prio} | {c['requests']:,} | {share} ({100 * c['configured_share']:.0f} %) "
+                f"| {c['ok']:,} | {rate} | {_cell(t, 'p50')} | {_cell(t, 'p99')} | {_cell(p, 'p50')} "
+                f"| {_cell(p, 'p99')} | {_cell(e, 'p50')} | {_cell(e, 'p99')} |"
+            )
+    if not rows:
+        return []
+    lines = ["", "## Priority classes (ms)", ""]
+    lines.append(
+        "| variant | class | priority | requests | share (asked) | ok | success | TTFT p50 | TTFT p99 | TPOT p50 "
+        "| TPOT p99 | E2E p50 | E2E p99 |"
+    )
+    lines.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    lines += rows
+    lines += [
+        "",
+        "Each request's class is drawn by share apart from its prompt and lengths, so the classes see the same "
+        "traffic; a server that schedules by priority shows it in their TTFT. The priority goes in the body as "
+        "`priority` (vLLM with `--scheduling-policy priority`: lower first; SGLang with "
+        "`--enable-priority-scheduling`: higher first unless `--schedule-low-priority-values-first`).",
+    ]
+    if headers_only:
+        lines.append(f"- no priority field for {', '.join(headers_only)}: its classes differ by their headers only")
     return lines
 
 
