@@ -16,8 +16,8 @@ from pathlib import Path
 
 from loadgen.registry import UnknownNameError
 from loadgen.sim.faults import fault_knobs, parse_fault_arg
-from loadgen.sim.profiles import profile_registry
-from loadgen.sim.server import SimCluster, VariantSpec, parse_variant, with_faults
+from loadgen.sim.profiles import parse_set_arg, profile_registry
+from loadgen.sim.server import SimCluster, VariantSpec, parse_variant, with_faults, with_profile_changes
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -42,6 +42,15 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="VARIANT:KNOB=VALUE",
         help=f"inject faults into a variant (repeatable), e.g. baseline:rate_429=0.2. Knobs: {knobs}",
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="VARIANT:FIELD=VALUE",
+        help="change a field of a variant's profile (repeatable), e.g. a:max_num_seqs=4 or "
+        "a:scheduling_policy=priority (the body's `priority` orders the queue, lower first, as vLLM's "
+        "--scheduling-policy priority)",
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the speculative-decoding and fault draws")
     p.add_argument("--log-level", default="WARNING", help="Python logging level for the simulator's own logs")
@@ -77,6 +86,11 @@ def main(argv: list[str] | None = None) -> int:
             variant, knob, value = parse_fault_arg(text)
             faults.setdefault(variant, {})[knob] = value  # a repeated knob: the last one wins, as usual for flags
         specs = with_faults(specs, faults)
+        changes: dict[str, dict[str, str]] = {}
+        for text in args.set:
+            name, key, setting = parse_set_arg(text)
+            changes.setdefault(name, {})[key] = setting
+        specs = with_profile_changes(specs, changes)
     except (UnknownNameError, ValueError) as e:
         print(f"loadgen sim: {e}", file=sys.stderr)
         return 2

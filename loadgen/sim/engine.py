@@ -1,22 +1,28 @@
 """Continuous-batching engine simulation: one asyncio task per variant runs a loop of steps.
 
-Each step: admit waiting sequences (FCFS, within the batch size and the per-step prefill budget), compute the
+Each step: admit waiting sequences (FCFS, or with the profile's ``scheduling_policy: priority`` the lowest
+``priority`` value first and FCFS among equals, as vLLM's ``--scheduling-policy priority`` orders its waiting queue;
+within the batch size and the per-step prefill budget), compute the
 step duration from the profile's cost model, sleep until the step's end, then emit tokens to every sequence of the
 step through its sink. The planning and emitting halves are plain methods (``plan_step`` / ``complete_step``) so
 tests can drive thousands of steps without sleeping.
 
 KV accounting: a sequence reserves ``prompt + max_tokens`` tokens when admitted and keeps them until it finishes or
 is aborted. Every request generates exactly ``max_tokens`` tokens (benchmark mode, like vLLM's ``ignore_eos``), so
-the reservation is exact and preemption can never be needed; a full cache shows up as queueing instead.
+the reservation is exact and preemption can never be needed; a full cache shows up as queueing instead. For the
+same reason priority scheduling only orders the queue: a running sequence is never preempted for a more urgent one
+(vLLM's priority scheduler may preempt when its cache runs out).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
+import itertools
 import logging
 import random
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -47,6 +53,8 @@ class SimSequence:
     sink: TokenSink
     #: Chained hashes of the prompt's whole 16-token blocks (empty unless the profile caches prefixes).
     block_hashes: tuple[int, ...] = ()
+    #: The request's ``priority`` (vLLM's: lower is more urgent); orders the queue under priority scheduling only.
+    priority: int = 0
     generated: int = 0
     cached_tokens: int = 0
     #: Number of engine steps that emitted tokens for this sequence.
@@ -106,7 +114,10 @@ class Engine:
         self.profile = profile
         self.stats = EngineStats()
         self._rng = random.Random(seed)
-        self._waiting: deque[SimSequence] = deque()
+        # A heap of (priority, arrival number, sequence): FCFS when every key's priority is 0 (`fcfs` gives all 0).
+        self._waiting: list[tuple[int, int, SimSequence]] = []
+        self._arrivals = itertools.count()
+        self._by_priority = profile.scheduling_policy == "priority"
         self._num_waiting = 0
         self._running: list[SimSequence] = []
         self._kv_reserved = 0
@@ -137,8 +148,11 @@ class Engine:
         return self._kv_reserved
 
     # ---- requests ----
-    def submit(self, rid: str, prompt_words: Sequence[str], max_tokens: int, sink: TokenSink) -> SimSequence:
-        """Queue a request; its tokens arrive through ``sink.on_tokens`` from the engine task."""
+    def submit(
+        self, rid: str, prompt_words: Sequence[str], max_tokens: int, sink: TokenSink, priority: int = 0
+    ) -> SimSequence:
+        """Queue a request; its tokens arrive through ``sink.on_tokens`` from the engine task. ``priority`` (lower
+        first) matters only under the profile's priority scheduling, as vLLM's does."""
         if max_tokens < 1:
             raise ValueError("max_tokens must be >= 1")
         prompt_tokens = len(prompt_words)
@@ -149,8 +163,8 @@ class Engine:
                 f"{max_tokens} in the completion)."
             )
         hashes = block_hashes(prompt_words) if self.profile.prefix_caching else ()
-        seq = SimSequence(rid, prompt_tokens, max_tokens, sink, hashes)
-        self._waiting.append(seq)
+        seq = SimSequence(rid, prompt_tokens, max_tokens, sink, hashes, priority)
+        heapq.heappush(self._waiting, (priority if self._by_priority else 0, next(self._arrivals), seq))
         self._num_waiting += 1
         if self._wake is not None:
             self._wake.set()
@@ -169,7 +183,7 @@ class Engine:
             if self._wake is not None:
                 self._wake.set()  # a waiting request may fit now
         else:
-            # Waiting: removed lazily when it reaches the queue head (deque.remove is O(n) on long queues).
+            # Waiting: removed lazily when it reaches the queue head (removing from the middle is O(n)).
             self._num_waiting -= 1
 
     # ---- the step loop ----
@@ -180,16 +194,16 @@ class Engine:
         uncached = 0
         waiting = self._waiting
         while waiting and len(self._running) + len(admitted) < profile.max_num_seqs:
-            seq = waiting[0]
+            seq = waiting[0][2]
             if seq.aborted:
-                waiting.popleft()
+                heapq.heappop(waiting)
                 continue
             if self._kv_reserved + seq.reserved > profile.kv_cache_tokens:
-                break  # FCFS: the head blocks the queue, as in vLLM's default scheduler
+                break  # the head blocks the queue, as in vLLM's scheduler
             cached = self._cached_prefix(seq) if profile.prefix_caching else 0
             if admitted and uncached + seq.prompt_tokens - cached > profile.max_prefill_tokens_per_step:
                 break  # prefill budget of this step spent; the rest start next step
-            waiting.popleft()
+            heapq.heappop(waiting)
             self._num_waiting -= 1
             self._kv_reserved += seq.reserved
             seq.running = True

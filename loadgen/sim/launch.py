@@ -19,7 +19,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Self, TypeVar
 
-from loadgen.sim.server import SimCluster, parse_variant, with_faults
+from loadgen.sim.server import SimCluster, parse_variant, with_faults, with_profile_changes
 from loadgen.sim.truth import TruthLog
 
 T = TypeVar("T")
@@ -96,19 +96,23 @@ def start_sim_process(
     seed: int = 0,
     timeout: float = 15.0,
     faults: Mapping[str, Mapping[str, float]] | None = None,
+    profile_changes: Mapping[str, Mapping[str, str]] | None = None,
 ) -> SimProcess:
     """Spawn ``python -m loadgen.sim`` with ``variants`` (``NAME[=PROFILE][:PORT]``) and wait until it listens.
 
-    ``faults`` is ``{variant: {knob: value}}`` (knobs of ``loadgen.sim.faults.FaultSpec``); it is validated here
-    first, so a typo raises ``ValueError`` in the caller instead of a child exiting with status 2.
+    ``faults`` is ``{variant: {knob: value}}`` (knobs of ``loadgen.sim.faults.FaultSpec``), ``profile_changes``
+    ``{variant: {profile field: value}}`` (``--set``); both are validated here first, so a typo raises
+    ``ValueError`` in the caller instead of a child exiting with status 2.
     """
-    with_faults([parse_variant(v) for v in variants], faults)
+    with_profile_changes(with_faults([parse_variant(v) for v in variants], faults), profile_changes)
     cmd = [sys.executable, "-m", "loadgen.sim", "--host", host, "--seed", str(seed)]
     for v in variants:
         cmd += ["--variant", v]
     for name, knobs in (faults or {}).items():
         for knob, value in knobs.items():
             cmd += ["--fault", f"{name}:{knob}={float(value)!r}"]
+    for name, fields in (profile_changes or {}).items():
+        cmd += [arg for key, value in fields.items() for arg in ("--set", f"{name}:{key}={value}")]
     if truth_log is not None:
         cmd += ["--truth-log", str(truth_log)]
     env = dict(os.environ)
@@ -141,10 +145,11 @@ class SimServerThread(_Endpoints):
         seed: int = 0,
         timeout: float = 15.0,
         faults: Mapping[str, Mapping[str, float]] | None = None,
+        profile_changes: Mapping[str, Mapping[str, str]] | None = None,
     ) -> None:
         self.host = host
         self.ports = {}
-        specs = with_faults([parse_variant(v) for v in variants], faults)
+        specs = with_profile_changes(with_faults([parse_variant(v) for v in variants], faults), profile_changes)
         self.cluster = SimCluster(specs, host, seed, truth_log)
         self._loop = asyncio.new_event_loop()
         self._ready: Future[dict[str, int]] = Future()

@@ -8,7 +8,8 @@ load test sees look plausible, not to predict any real deployment.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from loadgen.registry import Registry
@@ -44,6 +45,9 @@ class SimProfile:
     spec_acceptance: float = 0.0
     #: Reuse the KV of prompt blocks (16 tokens) that earlier requests already computed.
     prefix_caching: bool = False
+    #: Order of the waiting queue, as vLLM's ``--scheduling-policy``: ``fcfs``, or ``priority`` (the request body's
+    #: ``priority``, lower first, FCFS among equals). Under ``fcfs`` a request's priority is accepted and ignored.
+    scheduling_policy: str = "fcfs"
     description: str = ""
 
     def __post_init__(self) -> None:
@@ -57,6 +61,8 @@ class SimProfile:
             raise ValueError(f"profile {self.name!r}: spec_k must be >= 1")
         if not 0.0 <= self.spec_acceptance <= 1.0:
             raise ValueError(f"profile {self.name!r}: spec_acceptance must be within [0, 1]")
+        if self.scheduling_policy not in ("fcfs", "priority"):
+            raise ValueError(f"profile {self.name!r}: scheduling_policy must be fcfs or priority")
         costs = (self.prefill_ms_per_1k_tokens, self.decode_base_ms, self.decode_ms_per_seq, self.decode_ms_per_1k_ctx)
         if min(costs) < 0:
             raise ValueError(f"profile {self.name!r}: costs must be >= 0")
@@ -86,6 +92,36 @@ class SimProfile:
             description=description,
             **changes,
         )
+
+    def with_changes(self, changes: Mapping[str, str]) -> SimProfile:
+        """A copy with the fields ``changes`` names set from their text (``--set`` flags): ``max_num_seqs=4``,
+        ``scheduling_policy=priority``, ``prefix_caching=true``. Unknown fields and bad values raise ValueError."""
+        known = {f.name: f for f in fields(self) if f.name not in ("name", "description")}
+        values: dict[str, Any] = {}
+        for key, text in changes.items():
+            if key not in known:
+                raise ValueError(f"profile {self.name!r} has no field {key!r}; fields: {', '.join(sorted(known))}")
+            kind = type(getattr(self, key))
+            if kind is bool:
+                if text.lower() not in ("true", "false"):
+                    raise ValueError(f"{key}: expected true or false, got {text!r}")
+                values[key] = text.lower() == "true"
+            else:
+                try:
+                    values[key] = kind(text)
+                except ValueError:
+                    expected = {int: "a whole number", float: "a number"}.get(kind, kind.__name__)
+                    raise ValueError(f"{key}: expected {expected}, got {text!r}") from None
+        return replace(self, **values)
+
+
+def parse_set_arg(text: str) -> tuple[str, str, str]:
+    """``VARIANT:FIELD=VALUE`` -> (variant, field, value text)."""
+    variant, sep, rest = text.partition(":")
+    key, eq, value = rest.partition("=")
+    if not sep or not eq or not variant or not key:
+        raise ValueError(f"--set {text!r}: expected VARIANT:FIELD=VALUE, e.g. a:max_num_seqs=4")
+    return variant, key.strip(), value.strip()
 
 
 def _builtin_profiles() -> list[SimProfile]:

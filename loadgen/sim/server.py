@@ -45,7 +45,15 @@ from loadgen.sim.metrics import E2E_BUCKETS, TTFT_BUCKETS, EngineCollector, Faul
 from loadgen.sim.profiles import SimProfile, profile_registry
 from loadgen.sim.truth import TruthLog
 
-__all__ = ["DEFAULT_MAX_TOKENS", "SimCluster", "VariantServer", "VariantSpec", "parse_variant", "with_faults"]
+__all__ = [
+    "DEFAULT_MAX_TOKENS",
+    "SimCluster",
+    "VariantServer",
+    "VariantSpec",
+    "parse_variant",
+    "with_faults",
+    "with_profile_changes",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -69,6 +77,19 @@ def with_faults(specs: list[VariantSpec], faults: Mapping[str, Mapping[str, floa
     if unknown:
         raise ValueError(f"faults given for unknown variant(s) {unknown}; variants: {sorted(names)}")
     return [replace(s, faults=FaultSpec.from_dict(faults[s.name])) if s.name in faults else s for s in specs]
+
+
+def with_profile_changes(
+    specs: list[VariantSpec], changes: Mapping[str, Mapping[str, str]] | None
+) -> list[VariantSpec]:
+    """``specs`` with profile fields changed, ``{variant: {field: value text}}`` (``--set``); unknown variants or
+    fields, and bad values, raise ValueError."""
+    if not changes:
+        return list(specs)
+    unknown = sorted(set(changes) - {s.name for s in specs})
+    if unknown:
+        raise ValueError(f"--set for unknown variant(s) {unknown}; variants: {sorted(s.name for s in specs)}")
+    return [replace(s, profile=s.profile.with_changes(changes[s.name])) if s.name in changes else s for s in specs]
 
 
 def parse_variant(text: str, profiles: Registry[SimProfile] | None = None) -> VariantSpec:
@@ -389,7 +410,7 @@ class VariantServer:
         s = _Stream(self, response, framing, req, rid, request.arrival, self._requests, plan)
         self._requests += 1
         try:
-            s.seq = self.engine.submit(rid, req.words, req.max_tokens, s)
+            s.seq = self.engine.submit(rid, req.words, req.max_tokens, s, req.priority)
         except RequestTooLargeError as e:
             raise ApiError(framing.invalid_status, str(e)) from None
         if self.truth is not None:

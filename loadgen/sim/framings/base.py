@@ -69,6 +69,8 @@ class SimRequest:
     continuous: bool = False
     #: TGI ``parameters.details``: ``details`` in the last event / the body.
     details: bool = False
+    #: vLLM's ``priority`` (OpenAI routes; lower is more urgent): orders the engine's queue under priority scheduling.
+    priority: int = 0
 
 
 class StreamState(Protocol):

@@ -39,6 +39,9 @@ class _OpenAI(Framing):
             raise ApiError(400, "the simulator supports n=1 only")
         stream = _bool(body, "stream", False, 400)
         opts = _object(body, "stream_options", 400)
+        priority = body.get("priority", 0)
+        if not _int(priority):
+            raise ApiError(400, "'priority' must be an integer")
         return SimRequest(
             words,
             max_tokens,
@@ -47,6 +50,9 @@ class _OpenAI(Framing):
             include_usage=bool(opts.get("include_usage")),
             # vLLM only honours continuous_usage_stats together with include_usage; accepting it alone is lenient.
             continuous=bool(opts.get("continuous_usage_stats")),
+            # Accepted whatever the profile's scheduling (SGLang ignores it too; vLLM without priority scheduling
+            # would refuse a non-zero one with 400).
+            priority=priority,
         )
 
     def _prompt_words(self, body: dict[str, Any]) -> list[str]:
