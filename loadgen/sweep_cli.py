@@ -1,6 +1,7 @@
 """`loadgen sweep`: each variant alone, one step after another, at increasing open-loop rates (``--rates``,
-``--linear``, ``--geometric``, ``--search``); every step is a scenario of its own run as `loadgen run` runs one, and
-the curves and knees go to sweep.json / sweep.md (report/sweep.py)."""
+``--linear``, ``--geometric``, ``--search``) or closed-loop concurrencies (``--concurrency``, ``--concurrency-linear``,
+``--concurrency-geometric``, ``--concurrency-search``); every step is a scenario of its own run as `loadgen run`
+runs one, and the curves and knees go to sweep.json / sweep.md (report/sweep.py)."""
 
 from __future__ import annotations
 
@@ -19,34 +20,53 @@ from loadgen.config.errors import ConfigError
 from loadgen.config.scenario import Scenario, check_environment, load_scenario, validate_scenario
 from loadgen.config.variant_doc import single_variant_doc
 from loadgen.exit_codes import ExitCode
-from loadgen.traffic.sweeps import Search, SweepPlan, parse_plan
+from loadgen.metric_names import SCHEDULED_METRICS
+from loadgen.traffic.sweeps import Search, SweepBy, SweepPlan, parse_plan
 
 __all__ = ["add_sweep_parser", "cmd_sweep"]
 
+# Flag (argparse dest) -> what it sweeps and the plan kind parse_plan reads.
+_PLAN_FLAGS: dict[str, tuple[SweepBy, str]] = {
+    "rates": ("rate", "list"),
+    "linear": ("rate", "linear"),
+    "geometric": ("rate", "geometric"),
+    "search": ("rate", "search"),
+    "concurrency": ("concurrency", "list"),
+    "concurrency_linear": ("concurrency", "linear"),
+    "concurrency_geometric": ("concurrency", "geometric"),
+    "concurrency_search": ("concurrency", "search"),
+}
+
+
+def _flag(dest: str) -> str:
+    return "--" + dest.replace("_", "-")
+
 
 def _sweep_plan(args: argparse.Namespace) -> tuple[SweepPlan, dict[str, Any]] | str:
-    """The plan the flags ask for, or the usage error naming the flag."""
-    if args.max_steps is not None and args.search is None:
-        return "--max-steps: applies to --search only (a ladder's steps are its rates)"
+    """The plan the flags ask for (and its description for sweep.json), or the usage error naming the flag."""
+    chosen = next(((dest, getattr(args, dest)) for dest in _PLAN_FLAGS if getattr(args, dest) is not None), None)
+    if chosen is None:
+        return "one of " + ", ".join(_flag(d) for d in _PLAN_FLAGS) + " is required"
+    dest, text = chosen
+    by, kind = _PLAN_FLAGS[dest]
+    if args.max_steps is not None and kind != "search":
+        return "--max-steps: applies to --search and --concurrency-search only (a ladder's steps are its levels)"
     max_steps = 8 if args.max_steps is None else args.max_steps
     if max_steps < 2:
         return f"--max-steps: a search needs at least 2 steps, got {max_steps}"
-    for kind in ("rates", "linear", "geometric", "search"):
-        text = getattr(args, kind)
-        if text is not None:
-            try:
-                plan = parse_plan(kind, text, max_steps=max_steps)
-            except ValueError as e:
-                return f"--{kind}: {e}"
-            spec: dict[str, Any] = {"kind": kind, "spec": text}
-            if isinstance(plan, Search):
-                spec |= {"max_steps": plan.max_steps, "rel_tol": plan.rel_tol}
-            return plan, spec
-    return "one of --rates, --linear, --geometric, --search is required"
+    try:
+        plan = parse_plan(kind, text, by=by, max_steps=max_steps)
+    except ValueError as e:
+        return f"{_flag(dest)}: {e}"
+    # The flag's own name is the plan's kind: `rates`, `linear`, … as before, `concurrency-linear`, … for users.
+    spec: dict[str, Any] = {"by": by, "kind": _flag(dest)[2:], "spec": text}
+    if isinstance(plan, Search):
+        spec |= {"max_steps": plan.max_steps, "rel_tol": plan.rel_tol}
+    return plan, spec
 
 
 def _step_doc(raw: dict[str, Any], sc: Scenario, index: int, rate: float, duration: str, out: Path) -> dict[str, Any]:
-    """The scenario of one step: only variant ``index`` (with the SLOs that apply to it), open loop at ``rate``."""
+    """The scenario of one rate step: only variant ``index`` (with the SLOs that apply to it), open loop at ``rate``."""
     doc = single_variant_doc(raw, sc, index)
     load = dict(doc.get("load") or {})
     load.pop("think_time", None)  # closed loop only
@@ -60,6 +80,21 @@ def _step_doc(raw: dict[str, Any], sc: Scenario, index: int, rate: float, durati
     return doc
 
 
+def _closed_step_doc(
+    raw: dict[str, Any], sc: Scenario, index: int, users: int, duration: str, out: Path
+) -> dict[str, Any]:
+    """The scenario of one concurrency step: only variant ``index`` (with its SLOs), closed loop with ``users``
+    users and the scenario's think time."""
+    doc = single_variant_doc(raw, sc, index)
+    load = dict(doc.get("load") or {})
+    for key in ("arrival", "overflow", "stages"):  # open loop's, and a step holds one concurrency
+        load.pop(key, None)
+    load |= {"users": users, "duration": duration}
+    doc["load"] = load
+    doc["report_dir"] = str(out)
+    return doc
+
+
 def _write_step(doc: dict[str, Any], out: Path) -> tuple[Path, Scenario]:
     out.mkdir(parents=True, exist_ok=True)
     path = out / "scenario.yaml"
@@ -68,8 +103,8 @@ def _write_step(doc: dict[str, Any], out: Path) -> tuple[Path, Scenario]:
 
 
 def _sweep_scenario(path: Path) -> tuple[Scenario, dict[str, Any]]:
-    """The scenario and its raw document. A sweep sets load.arrival itself, so a file without it may already hold
-    open-loop SLOs (queue_delay, e2e_from_schedule): it is validated as if it had one."""
+    """The scenario and its raw document. A rate sweep sets load.arrival itself, so a file without it may already
+    hold open-loop SLOs (queue_delay, e2e_from_schedule): it is validated as if it had one."""
     try:
         sc = load_scenario(path)
     except ConfigError as first:
@@ -87,9 +122,30 @@ def _sweep_scenario(path: Path) -> tuple[Scenario, dict[str, Any]]:
     return sc, yaml.safe_load(path.read_text(encoding="utf-8"))
 
 
+def _closed_loop_problem(sc: Scenario, plan: SweepPlan) -> str | None:
+    """Why this scenario cannot be swept by concurrency, said before any load; None if it can."""
+    for i, slo in enumerate(sc.slos):
+        # Refused rather than dropped: a sweep that quietly skipped one of the user's SLOs would report knees that
+        # SLO never judged, and exit 0 as if it had.
+        if slo.metric in SCHEDULED_METRICS:
+            return (
+                f"slos[{i}] ({slo.describe()}): {slo.metric} needs an open-loop schedule, and a concurrency sweep "
+                "runs closed loop (users send when they are free); remove the SLO, or sweep rates (--rates, …)"
+            )
+    top = int(plan.highest)
+    spawn_s = top / sc.load.spawn_rate
+    if spawn_s > sc.load.warmup:
+        # Users still starting inside the window would measure a lower concurrency than the step's.
+        return (
+            f"load.warmup ({sc.load.warmup:g}s) is shorter than the {spawn_s:g}s load.spawn_rate "
+            f"({sc.load.spawn_rate:g}/s) takes to start the sweep's {top} users: raise load.spawn_rate or load.warmup"
+        )
+    return None
+
+
 def cmd_sweep(args: argparse.Namespace) -> int:
     from loadgen.locust_plugin.launcher import RunOptions, default_workers, preflight, run_scenario, set_aside_reports
-    from loadgen.report.sweep import render_sweep_markdown, step_outcome, step_row, sweep_json
+    from loadgen.report.sweep import concurrency_step_row, render_sweep_markdown, step_outcome, step_row, sweep_json
 
     path = Path(args.file)
     try:
@@ -103,6 +159,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         print(f"loadgen: {chosen}", file=sys.stderr)
         return ExitCode.USAGE
     plan, plan_json = chosen
+    by_users = plan_json["by"] == "concurrency"
     duration = args.step_duration or f"{sc.load.duration:g}s"
     try:
         step_s = parse_duration(duration)
@@ -116,12 +173,22 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return ExitCode.USAGE
+    problem = _closed_loop_problem(sc, plan) if by_users else None
+    if problem:
+        print(f"loadgen: {problem}", file=sys.stderr)
+        return ExitCode.USAGE
+
+    def step_doc(i: int, level: float, out: Path) -> dict[str, Any]:
+        if by_users:
+            return _closed_step_doc(raw, sc, i, int(level), duration, out)
+        return _step_doc(raw, sc, i, level, duration, out)
+
     report_dir = Path(args.report_dir or sc.report_dir)
-    first = plan.next_rate([])
+    first = plan.next_level([])
     assert first is not None
     for i, v in enumerate(sc.variants):  # every step scenario is valid before any load
         try:
-            _write_step(_step_doc(raw, sc, i, first, duration, report_dir / v.name), report_dir / v.name / "check")
+            _write_step(step_doc(i, first, report_dir / v.name), report_dir / v.name / "check")
         except ConfigError as e:
             print(f"loadgen: the step scenario of variant {v.name!r} is invalid:\n{e}", file=sys.stderr)
             return ExitCode.USAGE
@@ -139,22 +206,30 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if workers is None:
         workers, why = default_workers()
         print(f"loadgen: {why}; --workers N to change", file=sys.stderr, flush=True)
-    plan_json["arrival"] = ((raw.get("load") or {}).get("arrival") or {}).get("kind", "poisson")
+    if by_users:
+        plan_json["think_time_s"] = sc.load.think_time
+    else:
+        plan_json["arrival"] = ((raw.get("load") or {}).get("arrival") or {}).get("kind", "poisson")
     curves: dict[str, list[dict[str, Any]]] = {}
     for i, v in enumerate(sc.variants):  # one after another: variants never share the machine's cores
         steps = curves[v.name] = []
-        while (rate := plan.next_rate([step_outcome(s) for s in steps])) is not None:
-            out = report_dir / v.name / f"step-{len(steps) + 1:02d}-{rate:g}rps"
-            step_path, step_sc = _write_step(_step_doc(raw, sc, i, rate, duration, out), out)
+        while (level := plan.next_level([step_outcome(s) for s in steps])) is not None:
+            what = f"{int(level)} users" if by_users else f"{level:g} req/s"
+            tag = f"{int(level)}users" if by_users else f"{level:g}rps"
+            out = report_dir / v.name / f"step-{len(steps) + 1:02d}-{tag}"
+            step_path, step_sc = _write_step(step_doc(i, level, out), out)
             set_aside_reports(out)
-            print(f"loadgen sweep: {v.name} at {rate:g} req/s for {duration} …", file=sys.stderr, flush=True)
+            print(f"loadgen sweep: {v.name} at {what} for {duration} …", file=sys.stderr, flush=True)
             code = run_scenario(step_sc, RunOptions(scenario_path=step_path, workers=workers, report_dir=out))
             report_path = out / "report.json"
             report = orjson.loads(report_path.read_bytes()) if report_path.exists() else None
-            row = step_row(rate, report, str(report_path), code)
+            if by_users:
+                row = concurrency_step_row(int(level), report, str(report_path), code, steps)
+            else:
+                row = step_row(level, report, str(report_path), code)
             steps.append(row)
-            verdict = "passed" if row["passed"] else "failed"
-            print(f"loadgen sweep: {v.name} at {rate:g} req/s {verdict} (exit {code})", file=sys.stderr, flush=True)
+            verdict = "saturated" if row.get("saturated") else "passed" if row["passed"] else "failed"
+            print(f"loadgen sweep: {v.name} at {what} {verdict} (exit {code})", file=sys.stderr, flush=True)
     doc = sweep_json(sc.name, plan_json, step_s, curves)
     report_dir.mkdir(parents=True, exist_ok=True)
     (report_dir / "sweep.json").write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2))
@@ -169,7 +244,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 def add_sweep_parser(sub: Any, whole_number: Callable[[str], int]) -> None:
     """The `sweep` subcommand's flags on ``sub`` (argparse's subparsers); ``whole_number`` parses counts."""
     sw = sub.add_parser(
-        "sweep", help="load each variant at increasing open-loop rates; curves and knee in sweep.{json,md}"
+        "sweep",
+        help="load each variant at increasing open-loop rates or closed-loop concurrencies; curves and knee in "
+        "sweep.{json,md}",
     )
     sw.add_argument("file")
     plan = sw.add_mutually_exclusive_group(required=True)
@@ -177,11 +254,23 @@ def add_sweep_parser(sub: Any, whole_number: Callable[[str], int]) -> None:
     plan.add_argument("--linear", default=None, help="START:STOP:STEP in req/s, e.g. 2:20:2")
     plan.add_argument("--geometric", default=None, help="START:STOP:FACTOR in req/s, e.g. 1:64:2")
     plan.add_argument("--search", default=None, help="MIN:MAX in req/s: bisect for the highest rate meeting every SLO")
+    plan.add_argument("--concurrency", default=None, help="closed loop: comma-separated numbers of users, e.g. 1,2,4,8")
+    plan.add_argument("--concurrency-linear", default=None, help="closed loop: START:STOP:STEP users, e.g. 4:32:4")
+    plan.add_argument(
+        "--concurrency-geometric",
+        default=None,
+        help="closed loop: START:STOP:FACTOR users, e.g. 1:64:2 (rounded to whole users)",
+    )
+    plan.add_argument(
+        "--concurrency-search",
+        default=None,
+        help="closed loop: MIN:MAX users: bisect (whole numbers) for the highest concurrency meeting every SLO",
+    )
     sw.add_argument(
         "--max-steps",
         type=whole_number,
         default=None,
-        help="--search: steps per variant at most (default 8, MIN and MAX included)",
+        help="--search / --concurrency-search: steps per variant at most (default 8, MIN and MAX included)",
     )
     sw.add_argument(
         "--step-duration", default=None, help="each step's length, warm-up included (default: load.duration)"

@@ -1,5 +1,8 @@
 """A sweep's result: per variant, one row per step (read from that step's report.json) and the knee; as JSON
-(``sweep.json``) and as a Markdown table (``sweep.md``)."""
+(``sweep.json``) and as a Markdown table (``sweep.md``).
+
+A rate sweep's step is keyed by ``requested_rate_per_s`` and its knee is ``knee_rate_per_s``; a concurrency sweep's
+step by ``concurrency`` (users) and its knee is ``knee_concurrency``. ``plan.by`` says which."""
 
 from __future__ import annotations
 
@@ -8,9 +11,17 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from loadgen.exit_codes import ExitCode
-from loadgen.traffic.sweeps import StepOutcome, knee, saturated
+from loadgen.traffic.sweeps import StepOutcome, knee, saturated, throughput_stalled
 
-__all__ = ["SCHEMA", "render_sweep_markdown", "step_outcome", "step_row", "sweep_exit_code", "sweep_json"]
+__all__ = [
+    "SCHEMA",
+    "concurrency_step_row",
+    "render_sweep_markdown",
+    "step_outcome",
+    "step_row",
+    "sweep_exit_code",
+    "sweep_json",
+]
 
 SCHEMA = "loadgen.sweep/1"
 _METRICS = ("ttft", "itl", "e2e")
@@ -24,16 +35,10 @@ def _stat(overall: dict[str, Any], metric: str, stat: str) -> float | str | None
     return v
 
 
-def step_row(rate: float, report: dict[str, Any] | None, report_path: str, exit_code: int) -> dict[str, Any]:
-    """One step of a sweep from its run's report (None: the run wrote none, so the step is untrustworthy)."""
-    row: dict[str, Any] = {"requested_rate_per_s": rate, "report": report_path, "exit_code": exit_code}
-    if report is None:
-        return row | {"achieved_rate_per_s": None, "trustworthy": False, "slos_passed": False, "passed": False}
-    v = report["variants"][0]
-    overall, open_loop = v["overall"], v.get("open_loop") or {}
-    achieved = open_loop.get("achieved_rate_per_s")
+def _common(row: dict[str, Any], report: dict[str, Any]) -> dict[str, Any]:
+    """What every step shows from its report: throughput, latencies, success, trust and SLO verdicts."""
+    overall = report["variants"][0]["overall"]
     row |= {
-        "achieved_rate_per_s": achieved,
         "requests": overall.get("requests"),
         "success_rate": overall.get("success_rate"),
         "output_tokens_per_s": overall.get("output_tokens_per_s"),
@@ -46,6 +51,17 @@ def step_row(rate: float, report: dict[str, Any] | None, report_path: str, exit_
     row["untrustworthy_reasons"] = list(report["run"].get("untrustworthy_reasons", []))
     row["slos_passed"] = bool(report["slos_passed"])
     row["failed_slos"] = [s["slo"] for s in report.get("slos", []) if not s.get("passed")]
+    return row
+
+
+def step_row(rate: float, report: dict[str, Any] | None, report_path: str, exit_code: int) -> dict[str, Any]:
+    """One step of a rate sweep from its run's report (None: the run wrote none, so the step is untrustworthy)."""
+    row: dict[str, Any] = {"requested_rate_per_s": rate, "report": report_path, "exit_code": exit_code}
+    if report is None:
+        return row | {"achieved_rate_per_s": None, "trustworthy": False, "slos_passed": False, "passed": False}
+    open_loop = report["variants"][0].get("open_loop") or {}
+    row["achieved_rate_per_s"] = open_loop.get("achieved_rate_per_s")
+    row = _common(row, report)
     sent = int(open_loop.get("sent", 0))
     scheduled = sent + int(open_loop.get("dropped", 0)) + int(open_loop.get("unsent_at_stop", 0))
     row["scheduled_in_window"] = scheduled
@@ -55,26 +71,73 @@ def step_row(rate: float, report: dict[str, Any] | None, report_path: str, exit_
     return row
 
 
+def _e2e_p50(row: dict[str, Any]) -> float | None:
+    v = row.get("e2e_p50_ms")
+    return float(v) if isinstance(v, int | float) else None
+
+
+def concurrency_step_row(
+    users: int, report: dict[str, Any] | None, report_path: str, exit_code: int, earlier: Sequence[dict[str, Any]]
+) -> dict[str, Any]:
+    """One step of a concurrency sweep (closed loop, ``users`` users) from its run's report (None: the run wrote
+    none: untrustworthy). ``earlier``: the variant's steps so far; the nearest lower concurrency among the
+    trustworthy ones is what ``throughput_stalled`` compares this step with (the step before, in a ladder)."""
+    row: dict[str, Any] = {"concurrency": users, "report": report_path, "exit_code": exit_code}
+    if report is None:
+        return row | {"requests_per_s": None, "trustworthy": False, "slos_passed": False, "passed": False}
+    row = _common(row, report)
+    lower = [
+        r
+        for r in earlier
+        if r["concurrency"] < users and r.get("trustworthy") and isinstance(r.get("requests_per_s"), int | float)
+    ]
+    below = max(lower, key=lambda r: int(r["concurrency"]), default=None)
+    rps = row.get("requests_per_s")
+    row["compared_with_concurrency"] = None if below is None else below["concurrency"]
+    row["requests_per_s_gain"] = None
+    stalled = False
+    if below is not None and isinstance(rps, int | float) and below["requests_per_s"] > 0:
+        row["requests_per_s_gain"] = round(rps / below["requests_per_s"] - 1, 4)
+        lower_step = (int(below["concurrency"]), float(below["requests_per_s"]), _e2e_p50(below))
+        stalled = throughput_stalled(users, float(rps), _e2e_p50(row), lower_step)
+    row["saturated"] = stalled
+    row["passed"] = step_outcome(row).passed
+    return row
+
+
+def _level(row: dict[str, Any]) -> float:
+    return float(row["concurrency"] if "concurrency" in row else row["requested_rate_per_s"])
+
+
 def step_outcome(row: dict[str, Any]) -> StepOutcome:
     return StepOutcome(
-        rate=float(row["requested_rate_per_s"]),
+        level=_level(row),
         slos_passed=bool(row["slos_passed"]),
         saturated=bool(row.get("saturated", False)),
         untrustworthy=not row["trustworthy"],
     )
 
 
+def _knee_key(plan: Mapping[str, Any]) -> str:
+    return "knee_concurrency" if plan.get("by") == "concurrency" else "knee_rate_per_s"
+
+
 def sweep_json(
     scenario: str, plan: dict[str, Any], step_duration_s: float, variants: Mapping[str, Sequence[dict[str, Any]]]
 ) -> dict[str, Any]:
+    plan = {"by": "rate", **plan}
+    key = _knee_key(plan)
     out = []
     for name, steps in variants.items():
         outcomes = [step_outcome(s) for s in steps]
+        found = knee(outcomes)
+        if found is not None and plan["by"] == "concurrency":
+            found = int(found)
         out.append(
             {
                 "name": name,
                 "steps": list(steps),
-                "knee_rate_per_s": knee(outcomes),
+                key: found,
                 "untrustworthy_steps": sum(1 for o in outcomes if o.untrustworthy),
             }
         )
@@ -94,7 +157,8 @@ def sweep_exit_code(doc: dict[str, Any]) -> ExitCode:
     """3 if a step was untrustworthy, else 1 if a variant never passed, else 0."""
     if any(v["untrustworthy_steps"] for v in doc["variants"]):
         return ExitCode.UNTRUSTWORTHY
-    if any(v["knee_rate_per_s"] is None for v in doc["variants"]):
+    key = _knee_key(doc["plan"])
+    if any(v[key] is None for v in doc["variants"]):
         return ExitCode.SLO_BREACHED
     return ExitCode.OK
 
@@ -115,38 +179,59 @@ def _verdict(step: dict[str, Any]) -> str:
     return "pass" if step["passed"] else "fail"
 
 
-def render_sweep_markdown(doc: dict[str, Any]) -> str:
+def _intro(doc: dict[str, Any]) -> list[str]:
     plan = doc["plan"]
-    lines = [
-        f"# Sweep: {doc['scenario']}",
-        "",
-        f"Plan: {plan['kind']} {plan['spec']}; {doc['step_duration_s']:g} s per step, open loop "
-        f"({plan.get('arrival', 'poisson')} arrivals). A step passes when it meets every SLO and sends at least "
-        "90 % of the arrivals its schedule put in the window (else: saturated); the knee is the highest passing rate.",
+    head = f"Plan: {plan['kind']} {plan['spec']}; {doc['step_duration_s']:g} s per step, "
+    if plan.get("by") == "concurrency":
+        think = plan.get("think_time_s") or 0
+        return [
+            head + f"closed loop (think time {think:g} s; achieved req/s counts the successful requests). A step "
+            "passes when it meets every SLO and its users still bought throughput (else: saturated — its req/s grew "
+            "by less than 5 % over the nearest lower concurrency, and by less than a quarter of the users' growth, "
+            "while its E2E p50 rose); the knee is the highest passing concurrency.",
+            "",
+            "| variant | knee (users) |",
+            "|---|---:|",
+        ]
+    return [
+        head + f"open loop ({plan.get('arrival', 'poisson')} arrivals). A step passes when it meets every SLO and "
+        "sends at least 90 % of the arrivals its schedule put in the window (else: saturated); the knee is the "
+        "highest passing rate.",
         "",
         "| variant | knee (req/s) |",
         "|---|---:|",
     ]
-    lines += [f"| {v['name']} | {_fmt(v['knee_rate_per_s'])} |" for v in doc["variants"]]
-    head = (
-        "| requested req/s | achieved req/s | output tok/s | TTFT p50 | TTFT p99 | ITL p50 | ITL p99 | E2E p50 "
-        "| E2E p99 | success | verdict |"
+
+
+def render_sweep_markdown(doc: dict[str, Any]) -> str:
+    by_users = doc["plan"].get("by") == "concurrency"
+    key = _knee_key(doc["plan"])
+    lines = [f"# Sweep: {doc['scenario']}", "", *_intro(doc)]
+    lines += [f"| {v['name']} | {_fmt(v[key])} |" for v in doc["variants"]]
+    lead = "| users | achieved req/s" if by_users else "| requested req/s | achieved req/s"
+    head = lead + (
+        " | output tok/s | TTFT p50 | TTFT p99 | ITL p50 | ITL p99 | E2E p50 | E2E p99 | success | verdict |"
     )
     for v in doc["variants"]:
         lines += ["", f"## {v['name']}", "", "Latencies in ms.", "", head, "|" + "---:|" * 10 + "---|"]
         for s in v["steps"]:
             success = s.get("success_rate")
+            level = s["concurrency"] if by_users else s["requested_rate_per_s"]
             cells = [
-                s["requested_rate_per_s"],
-                s.get("achieved_rate_per_s"),
+                level,
+                s.get("requests_per_s") if by_users else s.get("achieved_rate_per_s"),
                 s.get("output_tokens_per_s"),
                 *(s.get(f"{m}_{p}_ms") for m in ("ttft", "itl", "e2e") for p in ("p50", "p99")),
                 None if success is None else f"{100 * success:.1f} %",
                 _verdict(s),
             ]
             lines.append("| " + " | ".join(_fmt(c) for c in cells) + " |")
-        failed = [f"{_fmt(s['requested_rate_per_s'])} req/s: {', '.join(s['failed_slos'])}" for s in v["steps"]]
-        failed = [f for s, f in zip(v["steps"], failed, strict=True) if s.get("failed_slos")]
+        unit = "users" if by_users else "req/s"
+        failed = [
+            f"{_fmt(s['concurrency'] if by_users else s['requested_rate_per_s'])} {unit}: {', '.join(s['failed_slos'])}"
+            for s in v["steps"]
+            if s.get("failed_slos")
+        ]
         if failed:
             lines += ["", "Breached: " + "; ".join(failed)]
     return "\n".join(lines) + "\n"

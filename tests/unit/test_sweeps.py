@@ -25,8 +25,8 @@ from loadgen.traffic.sweeps import (
 
 def _drive(plan: SweepPlan, verdict: Callable[[float], StepOutcome]) -> list[StepOutcome]:
     history: list[StepOutcome] = []
-    while (rate := plan.next_rate(history)) is not None:
-        history.append(verdict(rate))
+    while (level := plan.next_level(history)) is not None:
+        history.append(verdict(level))
         assert len(history) < 100
     return history
 
@@ -68,49 +68,49 @@ def test_bad_plans_are_refused(kind: str, text: str) -> None:
 def test_a_ladder_climbs_until_two_fails_in_a_row() -> None:
     plan = Ladder((1, 2, 4, 8, 16, 32))
     history = _drive(plan, _capacity(5))
-    assert [h.rate for h in history] == [1, 2, 4, 8, 16]
+    assert [h.level for h in history] == [1, 2, 4, 8, 16]
     assert knee(history) == 4
 
 
 def test_one_fail_then_a_pass_keeps_climbing_and_the_knee_is_the_highest_pass() -> None:
     flaky = {2.0}
     history = _drive(Ladder((1, 2, 4, 8, 16)), lambda r: StepOutcome(r, slos_passed=r not in flaky and r <= 4))
-    assert [h.rate for h in history] == [1, 2, 4, 8, 16]
+    assert [h.level for h in history] == [1, 2, 4, 8, 16]
     assert knee(history) == 4
 
 
 def test_a_saturated_or_untrustworthy_step_stops_the_climb_at_once() -> None:
     history = _drive(Ladder((1, 2, 4, 8)), lambda r: StepOutcome(r, slos_passed=True, saturated=r >= 2))
-    assert [h.rate for h in history] == [1, 2]
+    assert [h.level for h in history] == [1, 2]
     assert knee(history) == 1  # a saturated step does not pass, whatever its SLOs say
     history = _drive(Ladder((1, 2, 4, 8)), lambda r: StepOutcome(r, slos_passed=True, untrustworthy=r >= 4))
-    assert [h.rate for h in history] == [1, 2, 4] and knee(history) == 2
+    assert [h.level for h in history] == [1, 2, 4] and knee(history) == 2
 
 
 def test_a_ladder_that_never_passes_has_no_knee() -> None:
     history = _drive(Ladder((1, 2, 4)), _capacity(0.5))
-    assert [h.rate for h in history] == [1, 2] and knee(history) is None
+    assert [h.level for h in history] == [1, 2] and knee(history) is None
 
 
 @pytest.mark.parametrize("limit", [1.0, 3.3, 7.77, 12.5, 63.9])
 def test_search_bisects_to_within_its_tolerance(limit: float) -> None:
     plan = Search(1, 64, max_steps=20, rel_tol=0.05)
     history = _drive(plan, _capacity(limit))
-    assert history[0].rate == 1 and history[1].rate == 64
+    assert history[0].level == 1 and history[1].level == 64
     found = knee(history)
     assert found is not None and found <= limit
-    fails = [h.rate for h in history if not h.passed]
+    fails = [h.level for h in history if not h.passed]
     assert min(fails) - found <= 0.05 * found  # the first failing rate above the knee is within 5 %
 
 
 def test_search_ends_early_when_min_fails_or_max_passes_and_stays_within_max_steps() -> None:
-    assert [h.rate for h in _drive(Search(2, 32), _capacity(1))] == [2]
-    assert [h.rate for h in _drive(Search(2, 32), _capacity(100))] == [2, 32]
+    assert [h.level for h in _drive(Search(2, 32), _capacity(1))] == [2]
+    assert [h.level for h in _drive(Search(2, 32), _capacity(100))] == [2, 32]
     history = _drive(Search(1, 1000, max_steps=4, rel_tol=0.001), _capacity(300))
-    assert [h.rate for h in history] == [1, 1000, 500.5, 250.75]
+    assert [h.level for h in history] == [1, 1000, 500.5, 250.75]
     assert knee(history) == 250.75
     untrusted = _drive(Search(1, 64), lambda r: StepOutcome(r, slos_passed=True, untrustworthy=r > 1))
-    assert [h.rate for h in untrusted] == [1, 64]
+    assert [h.level for h in untrusted] == [1, 64]
 
 
 def test_saturation_counts_against_the_steps_own_schedule() -> None:
