@@ -145,13 +145,13 @@ def _slo_table(report: dict[str, Any]) -> str:
     for s in slos:
         scope = s.get("mix") or (f"class {s['class']}" if s.get("class") else "all")
         if s.get("metric") == "success_rate":
-            threshold = f"≥ {_fmt(s.get('min_percent'), 2)} %"
+            threshold = f"≥ {s.get('min_percent'):,g} %" if s.get("min_percent") is not None else "–"
             obs = s.get("observed_percent")
             measured = "no data" if obs is None else f"{obs:.2f} %"
             if not s.get("passed") and s.get("errors"):
                 measured += " (" + ", ".join(f"{_e(k)} {n}" for k, n in s["errors"].items()) + ")"
         else:
-            threshold = f"{_e(s.get('stat'))} ≤ {_fmt(s.get('max_ms'))} ms"
+            threshold = f"{_e(s.get('stat'))} ≤ {s['max_ms']:,g} ms" if s.get("max_ms") is not None else "–"
             obs = s.get("observed_ms")
             measured = (
                 "censored (failed requests)" if s.get("censored") else ("no data" if obs is None else f"{obs:,.1f} ms")
@@ -208,30 +208,48 @@ def _trust(report: dict[str, Any]) -> str:
     return "".join(parts)
 
 
+def _comparison_words(r: dict[str, Any]) -> str:
+    sp = r.get("speedup")
+    if r.get("censored"):
+        return "not compared: the percentile falls among failed requests (censored)"
+    if not isinstance(sp, int | float):
+        return "not compared (too few requests)"
+    if r.get("within_noise"):
+        return "within noise: the interval contains 1.0, no difference shown"
+    if r.get("ci_low") is None:
+        return "no interval"
+    return "faster than the baseline" if sp > 1 else "slower than the baseline" if sp < 1 else "the same"
+
+
 def _comparison_table(report: dict[str, Any]) -> str:
     rows = report.get("comparison") or []
     if not rows:
         return ""
     out = []
     for r in rows:
-        lo, hi, sp = r.get("ci_low"), r.get("ci_high"), r.get("speedup")
+        lo, hi = r.get("ci_low"), r.get("ci_high")
         interval = "–" if lo is None or hi is None else f"{lo:.3f} – {hi:.3f}"
-        if r.get("within_noise"):
-            words = "within noise: the interval contains 1.0, no difference shown"
-        elif isinstance(sp, int | float):
-            words = "faster than the baseline" if sp > 1 else "slower than the baseline"
-        else:
-            words = "–"
+        paired = {True: "paired", False: "unpaired"}.get(r.get("paired"), "–")
         out.append(
             f"<tr><td class=text>{_e(r.get('variant'))}</td>"
             f"<td class=text>{_e(r.get('metric'))} {_e(r.get('stat', ''))}</td>"
-            f"<td>{_fmt(sp, 3)}</td><td>{interval}</td><td class=text>{words}</td></tr>"
+            f"<td>{_fmt(r.get('speedup'), 3)}</td><td>{interval}</td><td class=text>{paired}</td>"
+            f"<td class=text>{_e(_comparison_words(r))}</td></tr>"
         )
     head = (
         "<tr><th class=text>variant</th><th class=text>metric</th><th>speedup</th><th>interval</th>"
-        "<th class=text>reading</th></tr>"
+        "<th class=text>pairing</th><th class=text>reading</th></tr>"
     )
-    return f"<h2>Comparison with the baseline</h2><table>{head}{''.join(out)}</table>"
+    method = report.get("comparison_method") or {}
+    note = ""
+    if isinstance(method.get("resamples"), int) and isinstance(method.get("confidence"), int | float):
+        note = (
+            f"<p class=note>Speedup = baseline ÷ variant (&gt; 1 is faster); {100 * method['confidence']:g} % "
+            f"{_e(method.get('interval', ''))} intervals from {method['resamples']:,} bootstrap resamples"
+            + (f", seeded by {_e(method['seed_rule'])}" if method.get("seed_rule") else "")
+            + ".</p>"
+        )
+    return f"<h2>Comparison with the baseline</h2><table>{head}{''.join(out)}</table>{note}"
 
 
 def _percentiles(report: dict[str, Any]) -> str:

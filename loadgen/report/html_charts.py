@@ -149,7 +149,7 @@ def _over_time(report: dict[str, Any]) -> list[Chart]:
     if not series:
         return []
     bin_s = series[0][1]["bin_s"]
-    x_title = f"seconds into the run (bins of {bin_s} s)"
+    x_title = f"seconds into the measured window (bins of {bin_s} s)"
 
     def xs(tl: dict[str, Any]) -> list[int]:
         return [i * tl["bin_s"] for i in range(len(tl["ok"]))]
@@ -198,7 +198,10 @@ def _errors_over_time(report: dict[str, Any], series: list[tuple[str, dict[str, 
             "scales": {
                 "x": {
                     "stacked": True,
-                    "title": {"display": True, "text": f"seconds into the run (bins of {series[0][1]['bin_s']} s)"},
+                    "title": {
+                        "display": True,
+                        "text": f"seconds into the measured window (bins of {series[0][1]['bin_s']} s)",
+                    },
                 },
                 "y": {"stacked": True, "title": {"display": True, "text": "failed requests per bin"}},
             },
@@ -276,21 +279,39 @@ def comparison_charts(rows: Iterable[dict[str, Any]]) -> list[Chart]:
     return [{"id": "comparison", "title": "Speedup vs baseline, with intervals", "note": note, "config": config}]
 
 
+def _step_point(step: dict[str, Any]) -> tuple[float | None, str]:
+    """x of a sweep step (the rate it achieved: arrivals sent per second in open loop, successful requests per
+    second in closed loop, where a step is a concurrency) and its label."""
+    if "concurrency" in step:
+        return _num(step.get("requests_per_s")), f"{step['concurrency']} users"
+    return _num(step.get("achieved_rate_per_s")), f"requested {step['requested_rate_per_s']:g} req/s"
+
+
+def _knee(v: dict[str, Any]) -> str:
+    if v.get("knee_concurrency") is not None:
+        return f"{v['name']} {v['knee_concurrency']} users"
+    if v.get("knee_rate_per_s") is not None:
+        return f"{v['name']} {v['knee_rate_per_s']:g} req/s"
+    return f"{v['name']} none"
+
+
 def sweep_charts(sweep: dict[str, Any]) -> list[Chart]:
     """A sweep's latency–throughput curves: per metric, p50 (solid) and p99 (dashed) per variant against the rate
-    each step achieved."""
+    each step achieved (a rate sweep's or a concurrency sweep's)."""
     out = []
     variants = sweep.get("variants") or []
+    closed = any("concurrency" in s for v in variants for s in v.get("steps", []))
+    x_title = "successful requests/s" if closed else "achieved rate (req/s)"
     for metric, title in _SWEEP_METRICS:
         datasets = []
         for i, v in enumerate(variants):
             for stat, dashed in (("p50", False), ("p99", True)):
                 pts = []
                 for s in v.get("steps", []):
-                    x = _num(s.get("achieved_rate_per_s"))
+                    x, label = _step_point(s)
                     y = _num(s.get(f"{metric}_{stat}_ms"))  # "censored" (a string) is not drawn
                     if x is not None and y is not None:
-                        pts.append((x, y, f"requested {s['requested_rate_per_s']:g} req/s"))
+                        pts.append((x, y, label))
                 pts.sort()
                 if pts:
                     datasets.append(
@@ -303,19 +324,13 @@ def sweep_charts(sweep: dict[str, Any]) -> list[Chart]:
                         )
                     )
         if datasets:
-            knees = ", ".join(
-                f"{v['name']} {v['knee_rate_per_s']:g} req/s"
-                if v.get("knee_rate_per_s") is not None
-                else f"{v['name']} none"
-                for v in variants
-            )
             out.append(
                 {
                     "id": f"sweep-{metric}",
-                    "title": f"Sweep: {title} vs achieved rate",
-                    "note": f"One point per step; a censored percentile (among failed requests) is not drawn. "
-                    f"Knee (highest passing rate): {knees}.",
-                    "config": xy_config(datasets, "achieved rate (req/s)", f"{title} (ms)", y_min=0),
+                    "title": f"Sweep: {title} vs {x_title.split(' (')[0]}",
+                    "note": "One point per step; a censored percentile (among failed requests) is not drawn. "
+                    f"Knee (highest passing step): {', '.join(_knee(v) for v in variants)}.",
+                    "config": xy_config(datasets, x_title, f"{title} (ms)", y_min=0),
                 }
             )
     return out

@@ -73,6 +73,7 @@ def test_the_page_is_self_contained() -> None:
 
 def test_every_chart_holds_the_report_s_data() -> None:
     report = _report()
+    report.pop("comparison", None)  # drawn when present (next test), left out when absent
     page = render_html(report)
     charts = {c["id"]: c for c in _data(page)["charts"]}
     for c in charts.values():
@@ -116,8 +117,21 @@ def test_comparison_and_sweep_are_drawn_when_given() -> None:
     assert comp["labels"] == ["fast · ttft p50", "fast · e2e p99"]
     assert comp["datasets"][0]["data"] == [1.9, 1.01] and comp["datasets"][1]["data"] == [[1.8, 2.0], [0.97, 1.05]]
     assert "within noise" in page and "faster than the baseline" in page
+    # A row without a speedup (a censored percentile) is in the table, in words, and not in the chart.
+    report["comparison"].append({"variant": "fast", "metric": "ttft", "stat": "p99", "speedup": None, "censored": True})
+    page = render_html(report)
+    assert "falls among failed requests (censored)" in page
+    assert len(_data(page)["charts"][-1]["config"]["data"]["labels"]) == 2
     ttft = {ds["label"]: ds["data"] for ds in charts["sweep-ttft"]["config"]["data"]["datasets"]}
     assert ttft == {"base p50": [[1.98, 40.0], [3.9, 80.0]], "base p99": [[3.9, 300.0]]}  # censored: not drawn
+    assert "Knee (highest passing step): base 2 req/s" in charts["sweep-ttft"]["note"]
+    # A concurrency sweep: steps are users, drawn against the successful requests/s they achieved.
+    users = [{"concurrency": n, "requests_per_s": 10.0 * n, "e2e_p50_ms": 100.0 + n} for n in (1, 2, 4)]
+    page = render_html(report, {"variants": [{"name": "base", "knee_concurrency": 2, "steps": users}]})
+    e2e = next(c for c in _data(page)["charts"] if c["id"] == "sweep-e2e")
+    assert e2e["config"]["data"]["datasets"][0]["data"] == [[10.0, 101.0], [20.0, 102.0], [40.0, 104.0]]
+    assert e2e["config"]["data"]["datasets"][0]["pointLabels"] == ["1 users", "2 users", "4 users"]
+    assert "base 2 users" in e2e["note"]
 
 
 def test_names_and_messages_are_escaped() -> None:
@@ -151,9 +165,9 @@ def test_breached_slos_and_an_untrustworthy_worker_are_highlighted() -> None:
     row = r'<tr class="fail"><td class=text>(\w+)</td><td class=text>all</td><td class=text>(\w+)'
     breached = re.findall(row, page)
     assert breached == [("base", "ttft"), ("base", "e2e"), ("fast", "e2e")]
-    assert "censored (failed requests)</td><td>p99 ≤ 10,000.0 ms</td>" in page
+    assert "censored (failed requests)</td><td>p99 ≤ 10,000 ms</td>" in page
     e2e = next(s for s in report["slos"] if s["variant"] == "fast" and s["metric"] == "e2e")
-    assert f"{e2e['observed_ms']:,.1f} ms</td><td>p50 ≤ 1.0 ms</td>" in page
+    assert f"{e2e['observed_ms']:,.1f} ms</td><td>p50 ≤ 1 ms</td>" in page
 
 
 def test_a_run_writes_report_html_beside_the_json(tmp_path: Path) -> None:
