@@ -1,0 +1,147 @@
+"""The demo's HTML report in a real browser with the network off: every chart drawn, none empty, no request made.
+
+`loadgen demo` (the simulator, a Locust master and a worker) writes report.html; headless Chromium opens it from
+disk with every request sent to a dead proxy. Each chart must exist as a Chart.js chart with data elements laid out
+and pixels of its series' colours painted, the page must have asked for nothing and logged no error. The same
+browser then draws the charts the demo has no data for (comparison intervals, a sweep's curves, errors over time,
+rendered from the demo's own report.json with those sections added) and a `loadgen trend` page of five reports.
+A page that does make a request is seen to (so the check is not blind).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from selenium import webdriver
+
+from loadgen.report.html import render_html
+
+from .browser import chart_state, chromium, network_events, severe_console
+
+pytestmark = pytest.mark.e2e
+
+# What the demo's report always holds data for: 4 CDFs, TTFT vs prompt length, 4 charts over time.
+DEMO_CHARTS = {
+    "cdf-ttft", "cdf-itl", "cdf-tpot", "cdf-e2e", "ttft-vs-prompt",
+    "time-tokens", "time-requests", "time-ttft", "time-e2e",
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def demo_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("demo")
+    proc = subprocess.run(
+        [sys.executable, "-m", "loadgen.cli", "demo", "--duration", "20s", "--report-dir", str(out), "--quiet"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert (out / "report.html").exists(), proc.stdout[-2000:] + proc.stderr[-3000:]
+    return out
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[webdriver.Chrome]:
+    with chromium() as drv:
+        yield drv
+
+
+def _embedded_ids(page: str) -> list[str]:
+    block = re.search(r'<script type="application/json" id="loadgen-data">(.*?)</script>', page, re.S)
+    assert block is not None
+    return [c["id"] for c in json.loads(block.group(1))["charts"]]
+
+
+def _open(drv: webdriver.Chrome, path: Path) -> dict[str, dict[str, Any]]:
+    network_events(drv)  # drop what an earlier page logged
+    drv.get(path.as_uri())
+    assert drv.execute_script("return document.readyState") == "complete"
+    errors = drv.execute_script("return window.loadgenChartErrors")
+    assert errors == [], errors
+    events = network_events(drv)
+    # The only request: the page's own file.
+    assert [e for e in events if e.get("url") != path.as_uri()] == [], events
+    assert severe_console(drv) == []
+    return chart_state(drv)
+
+
+def _assert_drawn(state: dict[str, dict[str, Any]], expected: list[str]) -> None:
+    assert sorted(state) == sorted(expected)
+    for cid, c in state.items():
+        assert c["chart"], f"{cid}: no chart object"
+        assert c["width"] > 100 and c["height"] > 100, c
+        assert c["elements"] > 0, f"{cid}: no data element laid out: {c}"
+        assert c["painted"] > 50, f"{cid}: its series' colours are not on the canvas: {c}"
+
+
+def test_the_demo_report_draws_every_chart_offline(demo_dir: Path, browser: webdriver.Chrome) -> None:
+    page = demo_dir / "report.html"
+    ids = _embedded_ids(page.read_text(encoding="utf-8"))
+    assert set(ids) >= DEMO_CHARTS, ids
+    state = _open(browser, page)
+    _assert_drawn(state, ids)
+    # Three variants: one series per variant in each CDF.
+    assert all(state[f"cdf-{m}"]["datasets"] == 3 for m in ("ttft", "itl", "tpot", "e2e"))
+    assert browser.find_element("css selector", "body").get_attribute("data-charts-drawn") == str(len(ids))
+
+
+def test_comparison_sweep_and_errors_draw_too(demo_dir: Path, browser: webdriver.Chrome, tmp_path: Path) -> None:
+    report = json.loads((demo_dir / "report.json").read_text(encoding="utf-8"))
+    report["comparison"] = [
+        {"variant": "int8", "metric": "tpot", "stat": "p50", "speedup": 1.6, "ci_low": 1.5, "ci_high": 1.7,
+         "within_noise": False},
+        {"variant": "spec-decode", "metric": "ttft", "stat": "p99", "speedup": 0.98, "ci_low": 0.9,
+         "ci_high": 1.05, "within_noise": True},
+    ]  # fmt: skip
+    timeline = report["variants"][0]["timeline"]
+    timeline["errors"] = {"http_5xx": [i % 3 for i in range(len(timeline["ok"]))]}
+    steps = [
+        {"requested_rate_per_s": r, "achieved_rate_per_s": r * 0.98, "ttft_p50_ms": 20 * r, "ttft_p99_ms": 45 * r,
+         "itl_p50_ms": 10 + r, "itl_p99_ms": 14 + r, "e2e_p50_ms": 900 + 50 * r, "e2e_p99_ms": 1500 + 90 * r}
+        for r in (1.0, 2.0, 4.0)
+    ]  # fmt: skip
+    sweep = {"variants": [{"name": "baseline", "knee_rate_per_s": 2.0, "steps": steps}]}
+    page = tmp_path / "all.html"
+    page.write_text(render_html(report, sweep), encoding="utf-8")
+    ids = _embedded_ids(page.read_text(encoding="utf-8"))
+    assert {"comparison", "time-errors", "sweep-ttft", "sweep-itl", "sweep-e2e"} <= set(ids)
+    _assert_drawn(_open(browser, page), ids)
+
+
+def test_a_trend_of_five_reports_draws_offline(demo_dir: Path, browser: webdriver.Chrome, tmp_path: Path) -> None:
+    report = json.loads((demo_dir / "report.json").read_text(encoding="utf-8"))
+    files = []
+    for night in range(5):
+        report["generated_at"] = f"2026-11-{night + 1:02d}T02:00:00+00:00"
+        files.append(tmp_path / f"night-{night}.json")
+        files[-1].write_text(json.dumps(report), encoding="utf-8")
+    out = tmp_path / "trend.html"
+    proc = subprocess.run(
+        [sys.executable, "-m", "loadgen.cli", "trend", *map(str, files), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    ids = _embedded_ids(out.read_text(encoding="utf-8"))
+    state = _open(browser, out)
+    _assert_drawn(state, ids)
+    # A line per variant and statistic: 3 variants × p50 / p99, 5 points each.
+    assert state["trend-ttft"]["datasets"] == 6 and state["trend-ttft"]["elements"] == 30
+
+
+def test_a_page_that_makes_a_request_is_caught(browser: webdriver.Chrome, tmp_path: Path) -> None:
+    page = tmp_path / "fetches.html"
+    page.write_text('<!DOCTYPE html><img src="http://example.com/pixel.png"><p>hi</p>', encoding="utf-8")
+    network_events(browser)
+    browser.get(page.as_uri())
+    events = network_events(browser)
+    assert any(e.get("url") == "http://example.com/pixel.png" for e in events), events
+    assert any(e["method"] == "Network.loadingFailed" for e in events), events  # and the network is off
