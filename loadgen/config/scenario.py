@@ -43,6 +43,7 @@ from loadgen.config.output_length import ExactOutput
 from loadgen.config.slo import SLO, default_slos
 from loadgen.config.traffic import Bucket, Load, MixDef, MixRef, Traffic
 from loadgen.config.types import NAME_PATTERN, Duration, PositiveFloat
+from loadgen.config.verdict_options import ColdStarts, Goodput, RunTrust
 from loadgen.metric_names import SCHEDULED_METRICS
 from loadgen.protocol.dialects import DIALECT_NAMES
 from loadgen.registry import UnknownNameError
@@ -276,6 +277,21 @@ class Scenario(BaseModel):
         "`.gguf` file (byte-level BPE), loaded with the scenario (`pip install 'llm-loadgen[tokenizer]'`); `server`: "
         "the first variant's `POST /tokenize` (llama.cpp, vLLM; all variants one model). Null: common words (~1 token "
         "each, lengths approximate).",
+    )
+    goodput: Goodput | None = Field(
+        default=None,
+        description="Per-request SLOs, e.g. {ttft_ms: 2000, tpot_ms: 50}: a successful request that meets all of "
+        "them counts toward goodput (requests/s reported beside throughput, with the requests that missed each "
+        "bound). Null: no goodput.",
+    )
+    run_trust: RunTrust = Field(
+        default_factory=RunTrust,
+        description="When the load generator's own measurements make the run untrustworthy (exit 3).",
+    )
+    cold_starts: ColdStarts = Field(
+        default_factory=ColdStarts,
+        description="What makes a request cold (first of its worker for the variant, on a new connection, or after "
+        "an idle gap): cold requests are reported apart from the warm steady state.",
     )
 
     @field_validator("tokenizer")

@@ -396,7 +396,7 @@ def current_report(environment: Environment) -> dict[str, Any]:
     lost = col.lost_workers(missing)
     recovered = col.recover_lost(lost, label) if col.flushed else []
     workers = {label[wid]: h.summary() for wid, h in sorted(col_view.health.items())}
-    reasons = verdict(workers, HealthThresholds())
+    reasons = verdict(workers, HealthThresholds(**scenario.run_trust.model_dump()))
     run = {
         "duration_s": round(stopped - started, 3),
         "warmup_s": scenario.load.warmup,

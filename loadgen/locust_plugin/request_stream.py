@@ -117,6 +117,8 @@ class RequestStream:
         "_model",
         "_classes",
         "_secret",
+        "_idle_gap",
+        "_last_done",
         "keep_text",
     )
 
@@ -167,6 +169,8 @@ class RequestStream:
         self._continuous = variant.continuous_usage_stats
         self._model = variant.model
         self._classes = class_wire(scenario, variant)
+        self._idle_gap = scenario.cold_starts.idle_gap
+        self._last_done: float | None = None  # when this stream's previous request ended (None: none yet)
         self.keep_text = keep_text
 
     def close(self) -> None:
@@ -250,7 +254,18 @@ class RequestStream:
             rec.error_detail = rec.error_detail[:499] + "…"
         # The window holds what completed inside it: a request sent during the warm-up that ends after it counts.
         rec.warmup = (rec.done if rec.done is not None else rec.sent) < warmup_end
+        rec.cold = self._cold(rec)
+        self._last_done = rec.done
         return rec
+
+    def _cold(self, rec: RequestRecord) -> str:
+        """Why `rec` is a cold request ("" when warm): the stream's first, the first after an idle gap (a
+        scale-to-zero target may have slept), or one that had to open a new connection."""
+        if self._last_done is None:
+            return "first"
+        if rec.sent - self._last_done > self._idle_gap:
+            return "idle"
+        return "new_connection" if rec.connect_s is not None else ""
 
 
 class StreamAssigner:

@@ -27,6 +27,7 @@ from loadgen.locust_plugin.open_loop import Arrival, ArrivalDispatcher
 from loadgen.locust_plugin.request_stream import StreamAssigner
 from loadgen.measure.aggregate import Aggregate
 from loadgen.measure.collector import Collector
+from loadgen.measure.goodput import goodput_misses
 from loadgen.measure.health import HealthStats
 from loadgen.measure.records import RequestRecord, TokenSource
 from loadgen.measure.token_counts import apply_token_ends
@@ -118,6 +119,7 @@ class Runtime:
         # The scenario's tokenizer, to count the chunks of replies whose server streamed no counts (the streams
         # keep their text for it: request_stream.StreamAssigner). Loaded when the scenario was validated (once per
         # process), so this is a cache hit.
+        self._goodput = scenario.goodput.bounds() if scenario.goodput is not None else {}
         self._tokenizer: PromptTokenizer | None = None
         if scenario.tokenizer is not None and scenario.tokenizer != SERVER_TOKENIZER:
             self._tokenizer = load_tokenizer(scenario.tokenizer)
@@ -197,6 +199,8 @@ class Runtime:
             self.raw.flush()
 
     def record(self, rec: RequestRecord) -> None:
+        if self._goodput:
+            rec.goodput_misses = goodput_misses(rec, self._goodput)
         tok = self._tokenizer
         if tok is not None and rec.chunk_text_ends is not None and rec.token_source != TokenSource.SERVER:
             # Here, not as chunks arrive: tokenizing a reply takes ~0.1-1 ms, which the recorder spends at idle

@@ -51,8 +51,10 @@ _COUNTERS = (
     "warmup_excluded",
     "cut_by_stop",
     "ok_without_tokens",
+    "goodput_judged",
+    "goodput_ok",
 )
-_COUNTS = ("errors", "token_sources", "censored", "finish_reasons", "arrivals")
+_COUNTS = ("errors", "token_sources", "censored", "finish_reasons", "arrivals", "goodput_misses")
 
 
 def _add_counts(into: dict[str, int], other: dict[str, int]) -> None:
@@ -103,6 +105,11 @@ class GroupStats:
     # drop) inside the window, `in_warmup` (sent or dropped before it), `unsent_at_stop` (queued or handed to a
     # user, never written, when the run stopped). Filled by the Locust runtime, which knows the schedule.
     arrivals: dict[str, int] = field(default_factory=dict)
+    # Per-request SLOs (`goodput:`): successful requests judged, those that met every bound, and per bound the
+    # requests that missed it.
+    goodput_judged: int = 0
+    goodput_ok: int = 0
+    goodput_misses: dict[str, int] = field(default_factory=dict)
 
     def _hist(self, metric: str) -> LatencyHistogram:
         h = self.hists.get(metric)
@@ -149,6 +156,13 @@ class GroupStats:
                 record_chunk_gaps(self._hist("itl"), self._hist("icl"), t, rec.chunk_tokens)
             return
         self.ok += 1
+        misses = rec.goodput_misses
+        if misses is not None:
+            self.goodput_judged += 1
+            if misses:
+                _add_counts(self.goodput_misses, dict.fromkeys(misses, 1))
+            else:
+                self.goodput_ok += 1
         # The server's usage may count a token that never came as a chunk (EOS with an empty delta).
         usage_extra = rec.output_token_count - rec.tokens_received
         self.output_tokens += tokens + max(usage_extra, 0)
@@ -306,13 +320,14 @@ class Aggregate:
     then be added three times). Open-loop arrival counts stay with the groups.
     """
 
-    __slots__ = ("groups", "buckets", "turns", "classes", "timeline", "variant_timeline", "window_start")
+    __slots__ = ("groups", "buckets", "turns", "classes", "starts", "timeline", "variant_timeline", "window_start")
 
     def __init__(self, window_start: float = -math.inf) -> None:
         self.groups: dict[tuple[str, str], GroupStats] = {}
         self.buckets: dict[tuple[str, str, str], BucketStats] = {}
         self.turns: dict[tuple[str, str, int], BucketStats] = {}
         self.classes: dict[tuple[str, str], GroupStats] = {}
+        self.starts: dict[tuple[str, str], BucketStats] = {}  # (variant, "warm" or `RequestRecord.cold`)
         self.timeline: dict[int, list[int]] = {}
         self.variant_timeline = Timeline()
         # Start of the measured window (monotonic): where this process's warm-up ended.
@@ -346,6 +361,9 @@ class Aggregate:
             c = self.classes[key] = GroupStats()
         return c
 
+    def start(self, variant: str, state: str) -> BucketStats:
+        return self.starts.get((variant, state)) or self.starts.setdefault((variant, state), BucketStats())
+
     def add(self, rec: RequestRecord, wall_time: float) -> None:
         self.group(rec.variant, rec.mix).add(rec, self.window_start)
         if rec.priority_class:  # warm-up and cut-by-stop requests too: a group counts them as such
@@ -353,6 +371,7 @@ class Aggregate:
         self.variant_timeline.add(rec, wall_time, self.window_start)
         if rec.warmup or rec.cut_by_stop:
             return
+        self.start(rec.variant, rec.cold or "warm").add(rec)
         if rec.bucket:
             self.bucket(rec.variant, rec.mix, rec.bucket).add(rec)
         if rec.turn:
@@ -372,6 +391,7 @@ class Aggregate:
             and not self.buckets
             and not self.turns
             and not self.classes
+            and not self.starts
             and not self.timeline
             and self.variant_timeline.is_empty()
         )
@@ -383,6 +403,7 @@ class Aggregate:
             "buckets": [[v, m, b, bs.to_wire(histograms)] for (v, m, b), bs in self.buckets.items()],
             "turns": [[v, m, t, ts.to_wire(histograms)] for (v, m, t), ts in self.turns.items()],
             "classes": [[v, c, cs.to_wire(histograms)] for (v, c), cs in self.classes.items()],
+            "starts": [[v, st, ss.to_wire(histograms)] for (v, st), ss in self.starts.items()],
             "timeline": [[s, *row] for s, row in self.timeline.items()],
             "variant_timeline": self.variant_timeline.to_wire(),
         }
@@ -397,10 +418,11 @@ class Aggregate:
             self.buckets = {}
             self.turns = {}
             self.classes = {}
+            self.starts = {}
         else:
             for g in (*self.groups.values(), *self.classes.values()):
                 g.reset_counters()
-            for bs in (*self.buckets.values(), *self.turns.values()):
+            for bs in (*self.buckets.values(), *self.turns.values(), *self.starts.values()):
                 bs.reset_counters()
         self.timeline = {}
         self.variant_timeline = Timeline()
@@ -415,6 +437,8 @@ class Aggregate:
             self.turn(v, m, t).merge(ts)
         for (v, c), cs in other.classes.items():
             self.priority_class(v, c).merge(cs)
+        for (v, st), ss in other.starts.items():
+            self.start(v, st).merge(ss)
         self._merge_timeline([[s, *row] for s, row in other.timeline.items()])
         self.variant_timeline.merge(other.variant_timeline)
 
@@ -429,6 +453,8 @@ class Aggregate:
             self.turn(v, m, int(t)).merge_wire(tw)
         for v, c, cw in wire.get("classes", []):
             self.priority_class(v, c).merge_wire(cw)
+        for v, st, sw in wire.get("starts", []):
+            self.start(v, st).merge_wire(sw)
         self._merge_timeline(wire.get("timeline", []))
         self.variant_timeline.merge_wire(wire.get("variant_timeline", {}))
 

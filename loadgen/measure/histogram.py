@@ -152,6 +152,19 @@ class LatencyHistogram:
             out["mean"] = out["max"] = None
         return out
 
+    def count_above(self, seconds: float) -> int:
+        """Samples recorded above `seconds`, each valued as `percentile` reports it (its bucket's highest value, within
+        0.1 %), so the count agrees with an SLO checked on a percentile of the same histogram."""
+        h = self._h
+        n, min_value, max_value = hdr.recorded(h)
+        if n == 0:
+            return 0
+        bound_us = seconds * 1e6
+        lo = hdr.index_for(h, min_value)
+        hi = min(hdr.index_for(h, max_value), hdr.counts_len(h) - 1)
+        value_at, _, highest_of = hdr.walkers(h)
+        return sum(c for j, c in enumerate(hdr.counts(h)[lo : hi + 1]) if c and highest_of(value_at(lo + j)) > bound_us)
+
     def cdf_ms(self, points: int = 100, censored: int = 0) -> list[list[float]]:
         """[latency ms, cumulative fraction] pairs for plotting: the value at `points` evenly spaced ranks, plus
         p99.5 / p99.9 / p99.99 (the tail a CDF is read for; 100 even steps put one point past p99), each as

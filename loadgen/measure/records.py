@@ -124,6 +124,12 @@ class RequestRecord:
     # `output_text` up to the end of that chunk's text (a chunk's text is output_text[ends[i-1]:ends[i]]); text of
     # chunks that carried no token belongs to the next token chunk. None when the text was not kept.
     chunk_text_ends: array[int] | None = None
+    # The per-request SLOs (`goodput:`) it missed, judged by the recorder: () met them all, None not judged (it
+    # failed, or the scenario sets none). Not in raw rows: a rebuild judges again from the timings.
+    goodput_misses: tuple[str, ...] | None = None
+    # Why it was a cold request, "" when warm (the stream's "first", the first after an "idle" gap, or on a
+    # "new_connection"): reported apart from the warm steady state (`Aggregate.starts`).
+    cold: str = ""
 
     # ---- derived metrics (seconds) -------------------------------------------------------------------------
     @property
@@ -214,6 +220,7 @@ class RequestRecord:
             connect_s=row.get("connect_s"),
             tls_s=row.get("tls_s"),
             cut_by_stop=bool(row.get("cut_by_stop")),
+            cold=str(row.get("cold") or ""),
         )
         return rec
 
@@ -250,6 +257,7 @@ class RequestRecord:
             "connect_s": self.connect_s,
             "tls_s": self.tls_s,
             "cut_by_stop": self.cut_by_stop,
+            "cold": self.cold,
             # The first bytes of a failed response (redacted of the API key by the lane), for the post-mortem.
             "first_bytes": self.partial_bytes[:2048].decode("utf-8", "replace") if self.error else "",
         }

@@ -37,7 +37,20 @@ SCHEMA = "loadgen.report/v1"
 CDF_METRICS = ("ttft", "itl", "tpot", "e2e")
 
 
-def _group_json(g: GroupStats, window_s: float) -> dict[str, Any]:
+def _goodput_json(g: GroupStats, window_s: float) -> dict[str, Any]:
+    """Requests that met every per-request SLO (`goodput:`), per second of the window beside throughput, their share
+    of all requests (failures are never good), and per bound the successful requests that missed it."""
+    return {
+        "requests": g.goodput_ok,
+        "per_s": round(g.goodput_ok / window_s, 4) if window_s > 0 else None,
+        "share": round(g.goodput_ok / g.requests, 4) if g.requests else None,
+        "judged": g.goodput_judged,
+        "missed": dict(sorted(g.goodput_misses.items())),
+    }
+
+
+def _group_json(g: GroupStats, window_s: float, goodput: bool = False) -> dict[str, Any]:
+    """`goodput`: the scenario sets per-request SLOs (then every group says how many met them, 0 included)."""
     w = window_s if window_s > 0 else float("nan")
     metrics: dict[str, Any] = {}
     for m in (*METRICS, *CONNECTION_METRICS):
@@ -84,6 +97,8 @@ def _group_json(g: GroupStats, window_s: float) -> dict[str, Any]:
         "stopped_at_max_tokens": round(g.finish_reasons.get("length", 0) / completed, 4) if completed else None,
         "metrics_ms": metrics,
     }
+    if goodput:
+        out["goodput"] = _goodput_json(g, window_s)
     if g.arrivals:
         out["arrivals"] = dict(sorted(g.arrivals.items()))
     return out
@@ -129,7 +144,7 @@ def _classes_json(
     for c in classes:
         g = agg.classes.get((v.name, c.name)) or GroupStats()
         out[c.name] = {
-            **_group_json(g, window_s),
+            **_group_json(g, window_s, scenario.goodput is not None),
             "share": round(g.requests / merged.requests, 4) if merged.requests else None,
             "configured_share": round(c.share / asked, 4),
             "priority": c.priority,
@@ -212,7 +227,7 @@ def build_report(
         window_s = windows.get(v.name, whole_window) if windows else whole_window
         mixes = {
             m: {
-                **_group_json(g, window_s),
+                **_group_json(g, window_s, scenario.goodput is not None),
                 "buckets": _buckets_json(agg, v.name, m),
                 "turns": _turns_json(agg, v.name, m),
             }
@@ -228,7 +243,9 @@ def build_report(
             # enforced: the server was asked for exactly max_tokens (ignore EOS); max_only: a request may stop early.
             "output_length": output_length(v.dialect, v.extra_body),
             "base_url": safe_url(v.base_url),
-            "overall": _group_json(merged, window_s),
+            "overall": _group_json(merged, window_s, scenario.goodput is not None),
+            # Cold requests (first of their stream, after an idle gap, on a new connection) apart from the warm.
+            "starts": {st: _bucket_json(bs) for (vn, st), bs in sorted(agg.starts.items()) if vn == v.name},
             "mixes": mixes,
         }
         # For the HTML report's charts: each latency's distribution (~100 points) and the variant's timeline.
@@ -250,7 +267,14 @@ def build_report(
             f"{m}_{s}": _speedup(_stat(base["overall"], m, s), _stat(x["overall"], m, s))
             for m, s in (("ttft", "p99"), ("e2e", "p99"), ("tpot", "p50"), ("itl", "p50"))
         }
-    slos = _evaluate_slos(scenario, variants)
+    stats: dict[tuple[str, str | None, str | None], GroupStats] = {}
+    for (vn, m), g in agg.groups.items():
+        stats[(vn, m, None)] = g
+    for (vn, c), g in agg.classes.items():
+        stats[(vn, None, c)] = g
+    for v in scenario.variants:
+        stats[(v.name, None, None)] = agg.merged_variant(v.name)
+    slos = _evaluate_slos(scenario, variants, stats)
     reasons = list(run.get("untrustworthy_reasons", []))
     total_ok = sum(x["overall"]["ok"] for x in variants)
     total_req = sum(x["overall"]["requests"] for x in variants)
@@ -289,7 +313,20 @@ def build_report(
     return report
 
 
-def _evaluate_slos(scenario: Scenario, variants: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _breaching(g: GroupStats | None, metric: str, max_ms: float) -> int | None:
+    """Requests over an SLO's bound: samples above it, plus failed requests censored in the metric (above all)."""
+    if g is None:
+        return None
+    h = g.hists.get(metric)
+    return (h.count_above(max_ms / 1e3) if h is not None else 0) + g.censored.get(metric, 0)
+
+
+def _evaluate_slos(
+    scenario: Scenario,
+    variants: list[dict[str, Any]],
+    stats: dict[tuple[str, str | None, str | None], GroupStats] | None = None,
+) -> list[dict[str, Any]]:
+    """`stats`: each group's GroupStats by (variant, mix, class), to count the requests over a latency SLO."""
     out = []
     for slo in scenario.slos:
         for v in variants:
@@ -328,6 +365,10 @@ def _evaluate_slos(scenario: Scenario, variants: list[dict[str, Any]]) -> list[d
                 # The statistic falls among requests that failed before reaching it: it is above anything measured.
                 entry["censored"] = censored
                 entry["passed"] = observed_ms is not None and observed_ms <= slo.max_ms
+                if stats is not None:
+                    entry["breaching_requests"] = _breaching(
+                        stats.get((v["name"], slo.mix, slo.cls)), slo.metric, slo.max_ms
+                    )
             out.append(entry)
     return out
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from loadgen.config.scenario import Scenario
 from loadgen.measure.aggregate import Aggregate
+from loadgen.measure.goodput import goodput_misses
 from loadgen.measure.records import RequestRecord
 from loadgen.report.build import build_report
 
@@ -25,7 +26,10 @@ def report_from_records(scenario: Scenario, rows: list[dict[str, Any]]) -> dict[
     start = min((r.sent for r in measured), default=0.0)
     end = max((r.done or r.sent for r in measured), default=start)
     agg = Aggregate(window_start=start)
+    bounds = scenario.goodput.bounds() if scenario.goodput is not None else {}
     for rec in records:
+        if bounds:
+            rec.goodput_misses = goodput_misses(rec, bounds)
         # Monotonic seconds stand in for the wall clock of the timeline: the rows carry no other.
         agg.add(rec, rec.done or rec.sent)
         if rec.scheduled is not None and not rec.cut_by_stop:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from loadgen.report.markdown_summary import cold_lines, goodput_lines, summary_lines
+
 __all__ = ["render_markdown"]
 
 _METRIC_LABEL = {
@@ -77,6 +79,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         lines.append(f"- ⚠ lost worker {w}: its in-flight requests and anything after its last report are missing")
     for note in run.get("recovered", []):
         lines.append(f"- {note}")
+    lines += summary_lines(report)
     lines += ["", "## Throughput and errors", ""]
     lines.append(
         "| variant | mix | requests | ok | success | errors | cut by stop | req/s | output tok/s | input tok/s "
@@ -111,6 +114,8 @@ def render_markdown(report: dict[str, Any]) -> str:
         lines.append(f"- token counts `{src}`: {_TOKEN_SOURCE_NOTE.get(src, src)}")
     if no_tokens:
         lines.append(f"- ⚠ successful requests that streamed no token (no TTFT): {', '.join(no_tokens)}")
+    lines += goodput_lines(report)
+    lines += cold_lines(report)
     lines += _open_loop_lines(report)
     lines += _cache_lines(report)
     for metric in _METRIC_LABEL:

@@ -1,0 +1,43 @@
+"""Per-request SLOs: which bounds a finished request missed, so groups can count goodput (requests that met all).
+
+Judged once per successful request, off the hot path (the runtime's recorder, or a rebuild from raw rows), from
+the record's own timings; failed requests are never good and are judged by the success-rate SLO instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from loadgen.measure.records import RequestRecord
+
+__all__ = ["GOODPUT_METRICS", "goodput_misses"]
+
+
+def _itl_max(rec: RequestRecord) -> float | None:
+    t = rec.chunk_times
+    if len(t) < 2:
+        return None
+    return max(b - a for a, b in zip(t, t[1:], strict=False))
+
+
+# Metric name -> the record's value in seconds (None: not measured for this request, e.g. one-token replies
+# have no TPOT, closed-loop requests no queue delay; a bound on it is then met vacuously).
+GOODPUT_METRICS: dict[str, Callable[[RequestRecord], float | None]] = {
+    "ttft": lambda r: r.ttft,
+    "tpot": lambda r: r.tpot,
+    "e2e": lambda r: r.e2e,
+    "itl_max": _itl_max,
+    "queue_delay": lambda r: r.queue_delay,
+}
+
+
+def goodput_misses(rec: RequestRecord, bounds_ms: Mapping[str, float]) -> tuple[str, ...] | None:
+    """The bounds `rec` missed (empty: it counts toward goodput); None when it is not judged (it failed)."""
+    if rec.error is not None:
+        return None
+    missed = []
+    for metric, bound in bounds_ms.items():
+        value = GOODPUT_METRICS[metric](rec)
+        if value is not None and value * 1e3 > bound:
+            missed.append(metric)
+    return tuple(missed)
