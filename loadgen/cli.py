@@ -129,7 +129,27 @@ def _check_run_flags(args: argparse.Namespace) -> str | None:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    return _run(Path(args.file), args)
+    code = _run(Path(args.file), args)
+    if args.serve_reports is None:
+        return code
+    from loadgen.report.serve import serve_reports
+
+    try:
+        report_dir = Path(args.report_dir or load_scenario(args.file).report_dir)
+    except ConfigError:
+        report_dir = Path(args.report_dir or "loadgen-report")
+    report_dir.mkdir(parents=True, exist_ok=True)
+    return serve_reports(report_dir, code, args.serve_reports, port=args.serve_reports_port)
+
+
+def _serve_seconds(text: str) -> float:
+    try:
+        seconds = parse_duration(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"must be greater than 0, got {text!r}")
+    return seconds
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -197,6 +217,15 @@ def _parser() -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="run a scenario headless: Locust master + N workers on loopback")
     r.add_argument("file")
     run_flags(r)
+    r.add_argument(
+        "--serve-reports",
+        type=_serve_seconds,
+        default=None,
+        metavar="DURATION",
+        help="after the run, serve the report dir read-only over HTTP for up to DURATION (or until GET /done), "
+        "then exit with the run's code: how a Kubernetes Job's reports are fetched",
+    )
+    r.add_argument("--serve-reports-port", type=int, default=8089, help="port for --serve-reports (default 8089)")
     add_sweep_parser(sub, _workers)
     d = sub.add_parser("demo", help="simulator with 3 variants + ~60 s of mixed load; prints the report")
     run_flags(d)

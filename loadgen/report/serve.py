@@ -1,0 +1,114 @@
+"""Serve a finished run's report directory read-only over HTTP for a bounded time (`loadgen run --serve-reports`).
+
+On Kubernetes a headless run's master is a Job: when its process exits, the pod ends and its emptyDir with the
+reports is gone. With ``--serve-reports SECONDS`` the master keeps answering ``GET /<file>`` for that long after the
+run (or until ``GET /done``), then exits with the run's code, so ``kubectl port-forward job/NAME 8089`` (or a client
+through the Service) can fetch report.json / .md / .html. No sidecar, nothing restarted: the Job completes with the
+run's exit code either way. Only regular files directly in the directory are served; no listings beyond ``/``.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ReportServer", "serve_reports"]
+
+_TYPES = {
+    ".json": "application/json",
+    ".md": "text/markdown; charset=utf-8",
+    ".html": "text/html; charset=utf-8",
+    ".xml": "application/xml",
+    ".csv": "text/csv; charset=utf-8",
+    ".log": "text/plain; charset=utf-8",
+    ".yaml": "text/plain; charset=utf-8",
+}
+
+
+class ReportServer:
+    """A stdlib HTTP server over one directory. ``GET /`` lists the files and the run's exit code as JSON,
+    ``GET /<name>`` returns one file, ``GET /done`` ends the wait. Anything else is 404; other methods 405."""
+
+    def __init__(self, directory: Path, exit_code: int, host: str = "0.0.0.0", port: int = 8089) -> None:
+        self.directory = directory.resolve()
+        self.exit_code = exit_code
+        self.done = threading.Event()
+        self._httpd = ThreadingHTTPServer((host, port), self._handler())
+        self._httpd.daemon_threads = True
+
+    @property
+    def port(self) -> int:
+        return int(self._httpd.server_address[1])
+
+    def files(self) -> list[str]:
+        return sorted(p.name for p in self.directory.iterdir() if p.is_file())
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's signature
+                pass
+
+            def _send(self, status: int, body: bytes, ctype: str) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(body)
+
+            def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+                name = self.path.split("?", 1)[0].lstrip("/")
+                if name == "":
+                    doc = {"exit_code": server.exit_code, "files": server.files()}
+                    self._send(HTTPStatus.OK, json.dumps(doc).encode(), "application/json")
+                    return
+                if name == "done":
+                    self._send(HTTPStatus.OK, b"bye\n", "text/plain; charset=utf-8")
+                    server.done.set()
+                    return
+                # One path segment naming a regular file of the directory: no traversal, no subfolders.
+                if "/" in name or "\\" in name or name.startswith(".") or name not in server.files():
+                    self._send(HTTPStatus.NOT_FOUND, b"not found\n", "text/plain; charset=utf-8")
+                    return
+                path = server.directory / name
+                ctype = _TYPES.get(path.suffix, "application/octet-stream")
+                self._send(HTTPStatus.OK, path.read_bytes(), ctype)
+
+            do_HEAD = do_GET  # noqa: N815
+
+            def _refuse(self) -> None:
+                self._send(HTTPStatus.METHOD_NOT_ALLOWED, b"read-only\n", "text/plain; charset=utf-8")
+
+            do_POST = do_PUT = do_DELETE = do_PATCH = _refuse  # noqa: N815
+
+        return Handler
+
+    def serve(self, seconds: float) -> bool:
+        """Answer requests until ``/done`` or ``seconds`` passed; True when ``/done`` ended it."""
+        thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
+        thread.start()
+        try:
+            return self.done.wait(seconds)
+        finally:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            thread.join(timeout=5)
+
+
+def serve_reports(directory: Path, exit_code: int, seconds: float, port: int = 8089, host: str = "0.0.0.0") -> int:
+    """Serve ``directory`` for up to ``seconds`` (or until ``GET /done``), then return ``exit_code``."""
+    server = ReportServer(directory, exit_code, host=host, port=port)
+    print(
+        f"loadgen: serving {directory} on http://{host}:{server.port}/ for up to {seconds:g}s "
+        f"(GET /done to finish now); the run's exit code is {exit_code}",
+        flush=True,
+    )
+    ended_by_client = server.serve(seconds)
+    print(f"loadgen: report server closed ({'GET /done' if ended_by_client else 'time up'})", flush=True)
+    return exit_code
