@@ -5,18 +5,26 @@ reports is gone. With ``--serve-reports SECONDS`` the master keeps answering ``G
 run (or until ``GET /done``), then exits with the run's code, so ``kubectl port-forward job/NAME 8089`` (or a client
 through the Service) can fetch report.json / .md / .html. No sidecar, nothing restarted: the Job completes with the
 run's exit code either way. Only regular files directly in the directory are served; no listings beyond ``/``.
+
+``python -m loadgen.report.serve --dir D --for 10m -- COMMAND ...`` does the same after any command (the Helm chart's
+headless master runs ``locust --master`` this way, its workers being other pods): it runs COMMAND, forwards SIGTERM
+and SIGINT to it, serves D, and exits with COMMAND's code.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import signal
+import subprocess
+import sys
 import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ReportServer", "serve_reports"]
+__all__ = ["ReportServer", "main", "serve_reports"]
 
 _TYPES = {
     ".json": "application/json",
@@ -112,3 +120,46 @@ def serve_reports(directory: Path, exit_code: int, seconds: float, port: int = 8
     ended_by_client = server.serve(seconds)
     print(f"loadgen: report server closed ({'GET /done' if ended_by_client else 'time up'})", flush=True)
     return exit_code
+
+
+def _seconds(text: str) -> float:
+    from loadgen.config.durations import parse_duration
+
+    try:
+        seconds = parse_duration(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"must be greater than 0, got {text!r}")
+    return seconds
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m loadgen.report.serve",
+        description="run COMMAND, then serve DIR read-only for up to --for (or until GET /done); exit with its code",
+    )
+    p.add_argument("--dir", required=True, type=Path, help="the report directory to serve")
+    p.add_argument("--for", dest="seconds", required=True, type=_seconds, help="longest wait, e.g. 10m")
+    p.add_argument("--port", type=int, default=8089, help="HTTP port (default 8089)")
+    p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARG ...]")
+    args = p.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        p.error("a COMMAND after -- is required")
+    child = subprocess.Popen(command)
+
+    def forward(signum: int, _frame: object) -> None:
+        child.send_signal(signum)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, forward)
+    code = child.wait()
+    # A child killed by a signal reports -N; the shell convention 128 + N keeps it apart from the verdict codes.
+    code = 128 - code if code < 0 else code
+    args.dir.mkdir(parents=True, exist_ok=True)
+    return serve_reports(args.dir, code, args.seconds, port=args.port)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

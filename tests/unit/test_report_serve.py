@@ -114,3 +114,30 @@ def test_cli_refuses_a_bad_duration(tmp_path: Path) -> None:
     )
     assert r.returncode == 2
     assert "--serve-reports" in r.stderr
+
+
+def test_wrapper_runs_the_command_then_serves_its_code(tmp_path: Path) -> None:
+    """The chart's headless master: `python -m loadgen.report.serve --dir D --for T -- COMMAND` exits with COMMAND's
+    code after serving what COMMAND wrote."""
+    port = _free_port()
+    write = "import pathlib, sys; pathlib.Path(sys.argv[1], 'report.md').write_text('# breached'); sys.exit(1)"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "loadgen.report.serve", "--dir", str(tmp_path), "--for", "60s", "--port", str(port)]
+        + ["--", sys.executable, "-c", write, str(tmp_path)],
+        stdout=subprocess.PIPE,
+    )
+    try:
+        doc = None
+        for _ in range(200):
+            try:
+                doc = json.loads(_get(f"http://127.0.0.1:{port}/")[1])
+                break
+            except OSError:
+                time.sleep(0.05)
+        assert doc == {"exit_code": 1, "files": ["report.md"]}
+        assert _get(f"http://127.0.0.1:{port}/report.md")[1] == b"# breached"
+        _get(f"http://127.0.0.1:{port}/done")
+        assert proc.wait(20) == 1
+    finally:
+        proc.kill()
+        proc.wait()
