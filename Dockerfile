@@ -1,0 +1,43 @@
+# syntax=docker/dockerfile:1
+# loadgen image: Locust master / worker with loadgen's plugin and the compiled wire reader (loadgen.protocol._wire).
+#   docker build -t REGISTRY/loadgen:0.1.0 . && docker push REGISTRY/loadgen:0.1.0
+# Portable: the C half is built with the flags pyproject.toml gives (-O2 -Wall), never -march=native, so the image
+# runs on any x86-64 (or arm64, built there) node whatever the CPU of the build host.
+
+ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+
+FROM ${PYTHON_IMAGE} AS build
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends gcc libc6-dev \
+    && rm -rf /var/lib/apt/lists/*
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 CFLAGS="-O2"
+RUN python -m venv /opt/venv
+ENV PATH=/opt/venv/bin:$PATH
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY loadgen ./loadgen
+# Non-editable install into the venv (bytecode compiled now: the root filesystem is read-only at run time); the
+# extension is optional in pyproject.toml, so prove it was built (-I: the venv's copy, not ./loadgen).
+RUN pip install "./[k8s]" \
+    && python -I -c "import loadgen.protocol._wire"
+
+FROM ${PYTHON_IMAGE} AS runtime
+LABEL org.opencontainers.image.title="loadgen" \
+      org.opencontainers.image.description="Distributed Locust-based load generation for LLM inference deployments" \
+      org.opencontainers.image.licenses="Apache-2.0"
+RUN groupadd --system --gid 10001 loadgen \
+    && useradd --system --uid 10001 --gid loadgen --home-dir /reports --no-create-home --shell /usr/sbin/nologin loadgen
+COPY --from=build /opt/venv /opt/venv
+# LOCUST_LOCUSTFILE: a bare `locust --master` / `--worker` in this image runs loadgen's locustfile.
+ENV PATH=/opt/venv/bin:$PATH \
+    PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    HOME=/tmp \
+    LOCUST_LOCUSTFILE=/opt/venv/lib/python3.11/site-packages/loadgen/locust_plugin/locustfile.py
+WORKDIR /reports
+USER 10001:10001
+# 8089 web UI / --serve-reports, 5557 Locust master ZMQ, 9646 Prometheus metrics.
+EXPOSE 8089 5557 9646
+ENTRYPOINT ["loadgen"]
+CMD ["--help"]
