@@ -90,3 +90,51 @@ def test_headless_master_and_worker_run_serve_and_exit_with_the_verdict(tmp_path
                     if p.poll() is None:
                         p.kill()
                         p.wait()
+
+
+def test_ui_master_serves_the_web_ui_and_a_worker_joins(tmp_path: Path) -> None:
+    """ui mode's containers: the master answers on its web port (what the helm test GETs) and counts the worker."""
+    values = {"scenario": {"variants": [{"name": "a", "base_url": "http://127.0.0.1:9", "model": "m"}]}}
+    code, doc, err = helm_render(values, tmp_path)
+    assert code == 0, err
+    objs = doc["created"]
+    (cm,) = [o for o in objs if o["kind"] == "ConfigMap"]
+    scenario = tmp_path / "scenario.yaml"
+    scenario.write_text(cm["data"]["scenario.yaml"], encoding="utf-8")
+    zmq, web = _free_port(), _free_port()
+    swap = {
+        "/opt/venv/lib/python3.11/site-packages/loadgen/locust_plugin/locustfile.py": str(LOCUSTFILE),
+        "/etc/loadgen/scenario.yaml": str(scenario),
+        "/reports": str(tmp_path / "reports"),
+        "5557": str(zmq),
+        "8089": str(web),
+        "rel-loadgen-master": "127.0.0.1",
+    }
+    deps = {o["metadata"]["name"]: o for o in objs if o["kind"] == "Deployment"}
+    procs = []
+    try:
+        for name in ("rel-loadgen-master", "rel-loadgen-worker"):
+            c = deps[name]["spec"]["template"]["spec"]["containers"][0]
+            argv = [swap.get(a, a) for a in c["command"] + c["args"]]
+            procs.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        stats: dict[str, Any] = {}
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not stats.get("workers"):
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{web}/", timeout=2) as r:
+                    assert r.status == 200 and b"<html" in r.read(4096).lower()
+                with urllib.request.urlopen(f"http://127.0.0.1:{web}/stats/requests", timeout=2) as r:
+                    stats = json.loads(r.read())
+            except OSError:
+                pass
+            time.sleep(0.25)
+        assert len(stats.get("workers", [])) == 1
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
