@@ -22,22 +22,23 @@ from typing import Any
 import gevent
 from locust import events
 from locust.env import Environment
-from locust.runners import STATE_INIT, STATE_MISSING, STATE_STOPPED, LocalRunner, MasterRunner, WorkerRunner
+from locust.runners import STATE_INIT, STATE_MISSING, STATE_STOPPED, MasterRunner, WorkerRunner
 
 from loadgen.config.errors import ConfigError
 from loadgen.config.scenario import check_environment, load_scenario, validate_scenario
 from loadgen.exit_codes import ExitCode
+from loadgen.locust_plugin.live_state import current_report, users_per_variant
 from loadgen.locust_plugin.locust_fixes import cache_default_args
 from loadgen.locust_plugin.request_stream import senders_per_variant
 from loadgen.locust_plugin.runtime import Runtime, runtime_of
 from loadgen.locust_plugin.shape import StagesShape
 from loadgen.locust_plugin.user import LLMUser, variant_user_classes
+from loadgen.locust_plugin.web_ui import install_web_ui
 from loadgen.measure.collector import Collector
-from loadgen.measure.health import HealthThresholds, verdict
-from loadgen.report.build import build_report, render_markdown, write_reports
+from loadgen.report.build import write_reports
 from loadgen.report.combine import write_aggregate
 
-__all__ = ["register"]
+__all__ = ["current_report", "register", "users_per_variant"]
 
 log = logging.getLogger("loadgen")
 _FLUSH_TIMEOUT = 15.0
@@ -156,9 +157,8 @@ def _on_init(environment: Environment, **_: Any) -> None:
                     rt.collector.merge_report(client_id, payload)
 
             environment.events.worker_report.add_listener(_merge)
-    web_ui = environment.web_ui
-    if web_ui is not None:
-        _add_web_routes(environment)
+    if environment.web_ui is not None:
+        install_web_ui(environment)
 
 
 def _check_users_cover_variants(scenario: Any, users: int | None, field: str = "load.users") -> str | None:
@@ -195,28 +195,6 @@ def _use_variant_classes(environment: Environment, scenario: Any) -> None:
     environment.user_classes[:] = classes
     if environment.available_user_classes is not None:
         environment.available_user_classes = {c.__name__: c for c in classes}
-
-
-def users_per_variant(environment: Environment) -> dict[str, int]:
-    """Users of each variant now (a master counts what its workers reported)."""
-    runner = environment.runner
-    counts: dict[str, int] = {}
-    if runner is None:
-        return counts
-    by_class = getattr(runner, "reported_user_classes_count", None) or runner.user_classes_count
-    if not any(by_class.values()):  # stopped: what it had when it stopped
-        by_class = getattr(runner, "final_user_classes_count", None) or by_class
-    scenario = runtime_of(environment).scenario
-    if scenario.load.arrival is not None:
-        # One class of senders, spread evenly over the workers by Locust; each worker splits its own by weight.
-        total = sum(int(by_class.get(cls.__name__, 0)) for cls in environment.user_classes)
-        workers = max(1, int(getattr(runner, "worker_count", 1)))
-        return senders_per_variant(scenario, [total // workers + (w < total % workers) for w in range(workers)])
-    for cls in environment.user_classes:
-        variant = getattr(cls, "variant", None)
-        if variant is not None:
-            counts[variant] = counts.get(variant, 0) + int(by_class.get(cls.__name__, 0))
-    return counts
 
 
 def _on_run_number(environment: Environment, msg: Any, **_: Any) -> None:
@@ -359,72 +337,6 @@ def _collect_local_final(rt: Runtime) -> None:
     rt.collector.flushed = True
 
 
-def current_report(environment: Environment) -> dict[str, Any]:
-    rt = runtime_of(environment)
-    col = rt.collector
-    assert col is not None
-    scenario = rt.scenario
-    runner = environment.runner
-    if not isinstance(runner, MasterRunner):
-        rt.drain()
-    if isinstance(runner, LocalRunner) and not col.flushed and rt.started:
-        # A single process has no reports in flight: read its own aggregate without consuming it. (Once its final
-        # report is in, the collector has everything; the emptied runtime would overwrite its health.)
-        snapshot = Collector(col.run)
-        rt.collect_reads()
-        snapshot.merge_report(
-            "local",
-            {"run": col.run, "agg": rt.aggregate.to_wire(), "health": rt.health.to_wire(), "window": None},
-        )
-        col_view = _combined(col, snapshot)
-    else:
-        col_view = col
-    started = col.started_wall or time.time()
-    stopped = col.stopped_wall or time.time()
-    # The workers' own windows (warm-up end → stop, each on its own clock) where they reported them, else the
-    # master's wall clock.
-    spans = [
-        b - a for a, b in (w[:2] for w in col_view.windows.values() if len(w) > 1) if a is not None and b is not None
-    ]
-    window = max(spans) if spans else max(0.0, stopped - started - scenario.load.warmup)
-    if isinstance(runner, MasterRunner):
-        label = {wid: f"worker-{runner.get_worker_index(wid)}" for wid in col.seen | set(col_view.health)}
-        missing = {c.id for c in runner.clients.all if c.state == STATE_MISSING}
-    else:
-        label = {wid: wid for wid in col.seen | set(col_view.health)}
-        missing = set()
-    lost = col.lost_workers(missing)
-    recovered = col.recover_lost(lost, label) if col.flushed else []
-    workers = {label[wid]: h.summary() for wid, h in sorted(col_view.health.items())}
-    reasons = verdict(workers, HealthThresholds(**scenario.run_trust.model_dump()))
-    run = {
-        "duration_s": round(stopped - started, 3),
-        "warmup_s": scenario.load.warmup,
-        "users": getattr(environment.parsed_options, "num_users", None),
-        "users_per_variant": users_per_variant(environment),
-        "workers": workers,
-        "lost_workers": [label.get(w, w) for w in lost],
-        "recovered": recovered,
-        "untrustworthy_reasons": reasons,
-        "run_number": col.run,
-        # False while the run is live (the web UI's report): counts still grow, no worker has been asked to flush.
-        "finished": col.flushed,
-    }
-    mono = col.window_monotonic()
-    if mono is not None:
-        # The workers' own window on this host's monotonic clock (what a truth log can be cut at).
-        run["window_monotonic"] = [round(mono[0], 6), round(mono[1], 6)]
-    return build_report(scenario, col_view.aggregate, window, run)
-
-
-def _combined(a: Collector, b: Collector) -> Collector:
-    out = Collector(a.run)
-    out.aggregate.merge(a.aggregate)
-    out.aggregate.merge(b.aggregate)
-    out.health = {**a.health, **b.health}
-    return out
-
-
 def write_final_report(environment: Environment) -> dict[str, Any]:
     rt = runtime_of(environment)
     assert rt.collector is not None
@@ -449,24 +361,6 @@ def _on_quitting(environment: Environment, **_: Any) -> None:
     report = write_final_report(environment)
     if environment.process_exit_code is None:
         environment.process_exit_code = report["exit_code"]
-
-
-def _add_web_routes(environment: Environment) -> None:
-    from flask import Response
-
-    app = environment.web_ui.app if environment.web_ui is not None else None
-    if app is None:
-        return
-
-    @app.route("/loadgen/report.json")
-    def _report_json() -> Any:
-        import orjson
-
-        return Response(orjson.dumps(current_report(environment)), mimetype="application/json")
-
-    @app.route("/loadgen/report")
-    def _report_md() -> Any:
-        return Response(render_markdown(current_report(environment)), mimetype="text/markdown; charset=utf-8")
 
 
 def register() -> None:

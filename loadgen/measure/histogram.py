@@ -27,6 +27,9 @@ _LOWEST_US = 1
 _HIGHEST_US = 3_600_000_000
 _DIGITS = 3
 RELATIVE_ERROR = 10.0**-_DIGITS
+# Counts summed per step by `percentiles_ms` (one C-level sum), and per sub-step inside a block that holds a rank.
+_WALK_BLOCK = 2048
+_WALK_SUB = 64
 
 
 # The bucket layout of HdrHistogram(1 µs, 1 h, 3 digits), for computing a value's counts index inline on the hot
@@ -193,6 +196,50 @@ class LatencyHistogram:
                 ti += 1
         if censored:
             out.append([round(self.max() * 1e3, 4), round(n / total_n, 6)])
+        return out
+
+    def percentiles_ms(self, ps: Sequence[float], censored: int = 0) -> list[float | None]:
+        """The values `summary_ms` gives for percentiles `ps` (ms; None where the rank falls among `censored`
+        samples, or nothing was recorded), at a fraction of its cost: blocks of counts are summed in C, then
+        sub-blocks of the block holding a rank, and only the sub-block holding it is walked in Python. For the live
+        views, which ask for a few percentiles of every (variant, mix) every couple of seconds on the master's
+        event loop."""
+        h = self._h
+        n, min_value, max_value = hdr.recorded(h)
+        out: list[float | None] = [None] * len(ps)
+        if n == 0:
+            return out
+        total_n = n + censored
+        targets = sorted((max(int(p * total_n / 100 + 0.5), 1), i) for i, p in enumerate(ps))
+        lo = hdr.index_for(h, min_value)
+        hi = min(hdr.index_for(h, max_value), hdr.counts_len(h) - 1)
+        value_at, _, highest_of = hdr.walkers(h)
+        counts = hdr.counts(h)
+        total = ti = 0
+        j = lo
+        while j <= hi and ti < len(targets):
+            end = min(j + _WALK_BLOCK, hi + 1)
+            s = sum(counts[j:end])
+            if total + s < targets[ti][0]:
+                total += s
+                j = end
+                continue
+            # A rank falls in this block: narrow it down by sub-blocks, then walk one sub-block value by value.
+            while j < end and ti < len(targets):
+                sub_end = min(j + _WALK_SUB, end)
+                sub = counts[j:sub_end]
+                s = sum(sub)
+                if total + s < targets[ti][0]:
+                    total += s
+                else:
+                    for k, c in enumerate(sub):
+                        if not c:
+                            continue
+                        total += c
+                        while ti < len(targets) and total >= targets[ti][0]:
+                            out[targets[ti][1]] = round(highest_of(value_at(j + k)) / 1e3, 4)
+                            ti += 1
+                j = sub_end
         return out
 
 

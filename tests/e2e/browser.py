@@ -24,10 +24,14 @@ from selenium.webdriver.chrome.service import Service
 CHROMIUM = "chromium"
 CHROMEDRIVER = "chromedriver"
 NETWORK_OFF = ("--proxy-server=127.0.0.1:9", "--proxy-bypass-list=<-loopback>", "--host-resolver-rules=MAP * ~NOTFOUND")
+# For a page served on loopback (Locust's web UI): the same dead proxy and dead names, but loopback addresses go
+# direct (Chromium's default bypass, which `<-loopback>` above removes) — the only network the page can reach.
+LOOPBACK_ONLY = ("--proxy-server=127.0.0.1:9", "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1")
 
 
 @contextmanager
-def chromium(width: int = 1300, height: int = 1000) -> Iterator[webdriver.Chrome]:
+def chromium(width: int = 1300, height: int = 1000, loopback: bool = False) -> Iterator[webdriver.Chrome]:
+    """`loopback`: let the page reach 127.0.0.1 (and nothing else); by default it reaches nothing at all."""
     browser, driver = shutil.which(CHROMIUM), shutil.which(CHROMEDRIVER)
     assert browser and driver, (
         f"headless Chromium is needed: {CHROMIUM}={browser}, {CHROMEDRIVER}={driver}; "
@@ -45,7 +49,7 @@ def chromium(width: int = 1300, height: int = 1000) -> Iterator[webdriver.Chrome
         "--disable-background-networking",
         "--disable-component-update",
         "--no-first-run",
-        *NETWORK_OFF,
+        *(LOOPBACK_ONLY if loopback else NETWORK_OFF),
     ):
         opts.add_argument(arg)
     opts.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})

@@ -1,0 +1,142 @@
+"""The rows of the web UI's LLM tabs, from a live summary (`live.summary`) or a report (the same keys).
+
+Locust's extension tabs are tables: `extended_tabs` names a tab, `extended_tables` its columns (key, title), and the
+rows arrive as `extended_stats` in the `/stats/requests` JSON the page polls every 2 s. Keys are snake_case here;
+Locust's page camel-cases both the columns' keys and the JSON it reads, so they meet. Cells are plain text or
+numbers (the page renders no markup), so a missing value is "—" rather than empty.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["LLM_TAB", "TABLES", "TABS", "WORKERS_TAB", "extended_stats", "llm_rows", "worker_rows"]
+
+LLM_TAB = "llm"
+WORKERS_TAB = "llm_trust"
+ALL_MIXES = "all mixes"
+_NONE = "—"
+
+_LATENCY = [
+    (f"{m}_{s}_ms", f"{m.upper()} {s} ms", m, s) for m in ("ttft", "itl", "tpot", "e2e") for s in ("p50", "p99")
+]
+_LLM_COLUMNS = [
+    ("variant", "Variant"),
+    ("mix", "Mix"),
+    ("requests", "Requests"),
+    ("ok", "OK"),
+    ("errors", "Errors by class"),
+    ("req_per_s", "Req/s"),
+    ("output_tok_per_s", "Output tok/s"),
+    *((key, title) for key, title, _, _ in _LATENCY),
+    ("slo", "SLOs so far"),
+    ("trust", "Run trust"),
+]
+_WORKER_COLUMNS = [
+    ("worker", "Worker"),
+    ("loop_lag_p99_ms", "Loop lag p99 ms"),
+    ("cpu_p90_percent", "CPU p90 %"),
+    ("schedule_slip_p99_ms", "Schedule slip p99 ms"),
+    ("trust", "Trust"),
+]
+
+TABS = [{"title": "LLM", "key": LLM_TAB}, {"title": "LLM run trust", "key": WORKERS_TAB}]
+TABLES = [
+    {"key": LLM_TAB, "structure": [{"key": k, "title": t} for k, t in _LLM_COLUMNS]},
+    {"key": WORKERS_TAB, "structure": [{"key": k, "title": t} for k, t in _WORKER_COLUMNS]},
+]
+
+
+def _errors(errors: dict[str, int]) -> str:
+    return ", ".join(f"{cls} {n}" for cls, n in sorted(errors.items(), key=lambda kv: (-kv[1], kv[0]))) or _NONE
+
+
+def _num(v: Any) -> Any:
+    return _NONE if v is None else v
+
+
+def _slo_status(slos: list[dict[str, Any]]) -> str:
+    if not slos:
+        return _NONE
+    failed = [s for s in slos if not s["passed"]]
+    if not failed:
+        return f"pass ({len(slos)})"
+    parts = []
+    for s in failed:
+        if s.get("observed_ms") is not None:
+            parts.append(f"{s['slo']} (now {s['observed_ms']:g} ms)")
+        elif s.get("observed_percent") is not None:
+            parts.append(f"{s['slo']} (now {s['observed_percent']:g} %)")
+        else:
+            parts.append(f"{s['slo']} (no data yet)" if not s.get("censored") else f"{s['slo']} (censored)")
+    return f"FAIL {len(failed)}/{len(slos)}: " + "; ".join(parts)
+
+
+def _trust(run: dict[str, Any]) -> str:
+    reasons = run.get("untrustworthy_reasons") or []
+    lost = run.get("lost_workers") or []
+    if not reasons and not lost:
+        return "ok"
+    words = [*reasons, *(f"lost {w}" for w in lost)]
+    return "NOT TRUSTWORTHY: " + "; ".join(words)
+
+
+def _row(variant: str, mix: str, g: dict[str, Any], slos: list[dict[str, Any]], trust: str) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "variant": variant,
+        "mix": mix,
+        "requests": g["requests"],
+        "ok": g["ok"],
+        "errors": _errors(g["errors"]),
+        "req_per_s": _num(g["requests_per_s"]),
+        "output_tok_per_s": _num(g["output_tokens_per_s"]),
+    }
+    metrics = g["metrics_ms"]
+    for key, _, m, s in _LATENCY:
+        summary = metrics.get(m) or {}
+        v = summary.get(s)
+        row[key] = ("censored" if summary.get("censored") else _NONE) if v is None else v
+    row["slo"] = _slo_status(slos)
+    row["trust"] = trust
+    return row
+
+
+def llm_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per variant: the row of all its mixes, then one per mix when it has several. Each with the SLOs that judge
+    exactly that group (a variant's overall SLOs on its first row, a mix's on its own)."""
+    trust = _trust(summary["run"])
+    rows = []
+    for v in summary["variants"]:
+        slos = [s for s in summary["slos"] if s["variant"] == v["name"]]
+        mixes = v["mixes"]
+        rows.append(_row(v["name"], ALL_MIXES, v["overall"], [s for s in slos if s["mix"] is None], trust))
+        if len(mixes) > 1:
+            for m, g in mixes.items():
+                rows.append(_row(v["name"], m, g, [s for s in slos if s["mix"] == m], trust))
+    return rows
+
+
+def worker_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per worker that reported (a local run: the process itself): its health and what it says of trust."""
+    run = summary["run"]
+    reasons = run.get("untrustworthy_reasons") or []
+    rows = []
+    for name, h in sorted((run.get("workers") or {}).items()):
+        mine = [r.split(": ", 1)[1] for r in reasons if r.startswith(f"worker {name}: ")]
+        rows.append(
+            {
+                "worker": name,
+                "loop_lag_p99_ms": _num((h.get("loop_lag_ms") or {}).get("p99")),
+                "cpu_p90_percent": _num((h.get("cpu_percent") or {}).get("p90")),
+                "schedule_slip_p99_ms": _num((h.get("schedule_slip_ms") or {}).get("p99")),
+                "trust": "NOT TRUSTWORTHY: " + "; ".join(mine) if mine else "ok",
+            }
+        )
+    for name in run.get("lost_workers") or []:
+        rows.append({"worker": name, **{k: _NONE for k, _ in _WORKER_COLUMNS[1:-1]}, "trust": "lost"})
+    return rows
+
+
+def extended_stats(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """What goes under `extended_stats` in `/stats/requests`: one entry per tab."""
+    return [{"key": LLM_TAB, "data": llm_rows(summary)}, {"key": WORKERS_TAB, "data": worker_rows(summary)}]

@@ -1,0 +1,124 @@
+"""What the master (or a local process) knows of the run now: the merged aggregate, the measured window and the
+runner's facts, turned into the report (`current_report`, as the run's end writes it) or into the cheap live summary
+(`live_summary`: the web UI's LLM tab, its charts page, the headless progress line; see live/summary.py for what it
+keeps and why). Both read the same state, so the numbers after the stop are the report's.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from locust.env import Environment
+from locust.runners import STATE_MISSING, LocalRunner, MasterRunner
+
+from loadgen.live.summary import live_summary as _summary
+from loadgen.locust_plugin.request_stream import senders_per_variant
+from loadgen.locust_plugin.runtime import runtime_of
+from loadgen.measure.aggregate import Aggregate
+from loadgen.measure.collector import Collector
+from loadgen.measure.health import HealthThresholds, verdict
+from loadgen.report.build import build_report
+
+__all__ = ["current_report", "live_state", "live_summary", "users_per_variant"]
+
+
+def users_per_variant(environment: Environment) -> dict[str, int]:
+    """Users of each variant now (a master counts what its workers reported)."""
+    runner = environment.runner
+    counts: dict[str, int] = {}
+    if runner is None:
+        return counts
+    by_class = getattr(runner, "reported_user_classes_count", None) or runner.user_classes_count
+    if not any(by_class.values()):  # stopped: what it had when it stopped
+        by_class = getattr(runner, "final_user_classes_count", None) or by_class
+    scenario = runtime_of(environment).scenario
+    if scenario.load.arrival is not None:
+        # One class of senders, spread evenly over the workers by Locust; each worker splits its own by weight.
+        total = sum(int(by_class.get(cls.__name__, 0)) for cls in environment.user_classes)
+        workers = max(1, int(getattr(runner, "worker_count", 1)))
+        return senders_per_variant(scenario, [total // workers + (w < total % workers) for w in range(workers)])
+    for cls in environment.user_classes:
+        variant = getattr(cls, "variant", None)
+        if variant is not None:
+            counts[variant] = counts.get(variant, 0) + int(by_class.get(cls.__name__, 0))
+    return counts
+
+
+def live_state(environment: Environment) -> tuple[Aggregate, float, dict[str, Any]]:
+    """(merged aggregate, measured window in s, the report's `run` facts), as `build_report` takes them."""
+    rt = runtime_of(environment)
+    col = rt.collector
+    assert col is not None
+    scenario = rt.scenario
+    runner = environment.runner
+    if not isinstance(runner, MasterRunner):
+        rt.drain()
+    if isinstance(runner, LocalRunner) and not col.flushed and rt.started:
+        # A single process has no reports in flight: read its own aggregate without consuming it. (Once its final
+        # report is in, the collector has everything; the emptied runtime would overwrite its health.)
+        snapshot = Collector(col.run)
+        rt.collect_reads()
+        snapshot.merge_report(
+            "local",
+            {"run": col.run, "agg": rt.aggregate.to_wire(), "health": rt.health.to_wire(), "window": None},
+        )
+        col_view = _combined(col, snapshot)
+    else:
+        col_view = col
+    started = col.started_wall or time.time()
+    stopped = col.stopped_wall or time.time()
+    # The workers' own windows (warm-up end → stop, each on its own clock) where they reported them, else the
+    # master's wall clock.
+    spans = [
+        b - a for a, b in (w[:2] for w in col_view.windows.values() if len(w) > 1) if a is not None and b is not None
+    ]
+    window = max(spans) if spans else max(0.0, stopped - started - scenario.load.warmup)
+    if isinstance(runner, MasterRunner):
+        label = {wid: f"worker-{runner.get_worker_index(wid)}" for wid in col.seen | set(col_view.health)}
+        missing = {c.id for c in runner.clients.all if c.state == STATE_MISSING}
+    else:
+        label = {wid: wid for wid in col.seen | set(col_view.health)}
+        missing = set()
+    lost = col.lost_workers(missing)
+    recovered = col.recover_lost(lost, label) if col.flushed else []
+    workers = {label[wid]: h.summary() for wid, h in sorted(col_view.health.items())}
+    reasons = verdict(workers, HealthThresholds(**scenario.run_trust.model_dump()))
+    run = {
+        "duration_s": round(stopped - started, 3),
+        "warmup_s": scenario.load.warmup,
+        "users": getattr(environment.parsed_options, "num_users", None),
+        "users_per_variant": users_per_variant(environment),
+        "workers": workers,
+        "lost_workers": [label.get(w, w) for w in lost],
+        "recovered": recovered,
+        "untrustworthy_reasons": reasons,
+        "run_number": col.run,
+        # False while the run is live (the web UI's report): counts still grow, no worker has been asked to flush.
+        "finished": col.flushed,
+    }
+    mono = col.window_monotonic()
+    if mono is not None:
+        # The workers' own window on this host's monotonic clock (what a truth log can be cut at).
+        run["window_monotonic"] = [round(mono[0], 6), round(mono[1], 6)]
+    return col_view.aggregate, window, run
+
+
+def current_report(environment: Environment) -> dict[str, Any]:
+    """The full report of the run so far (the one the run's end writes, when the run is over)."""
+    agg, window, run = live_state(environment)
+    return build_report(runtime_of(environment).scenario, agg, window, run)
+
+
+def live_summary(environment: Environment) -> dict[str, Any]:
+    """The live summary of the run so far: the report's figures for the live views, without the report's cost."""
+    agg, window, run = live_state(environment)
+    return _summary(runtime_of(environment).scenario, agg, window, run)
+
+
+def _combined(a: Collector, b: Collector) -> Collector:
+    out = Collector(a.run)
+    out.aggregate.merge(a.aggregate)
+    out.aggregate.merge(b.aggregate)
+    out.health = {**a.health, **b.health}
+    return out
