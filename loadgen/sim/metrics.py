@@ -20,7 +20,9 @@ E2E_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 4
 
 
 class EngineCollector(Collector):
-    """The engine's queue, KV usage and token counters, with vLLM's names."""
+    """The engine's queue, KV usage and token counters, with vLLM's names. No `vllm:num_preemptions_total`: the
+    engine reserves a sequence's whole KV before admitting it and never preempts (sim/engine.py), so a constant 0
+    would only pass for a measurement."""
 
     def __init__(self, engine: Engine, model: str) -> None:
         self._engine, self._model = engine, model
@@ -30,7 +32,8 @@ class EngineCollector(Collector):
         for name, doc, value in (
             ("vllm:num_requests_running", "Number of requests in model execution batches.", e.num_running),
             ("vllm:num_requests_waiting", "Number of requests waiting to be processed.", e.num_waiting),
-            ("vllm:gpu_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", e.kv_usage),
+            # vLLM's current name (gpu_cache_usage_perc is gone since 0.12).
+            ("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", e.kv_usage),
         ):
             g = GaugeMetricFamily(name, doc, labels=["model_name"])
             g.add_metric(labels, value)
@@ -41,7 +44,6 @@ class EngineCollector(Collector):
             ("vllm:generation_tokens", "Number of generation tokens processed.", s.generation_tokens_total),
             ("vllm:prefix_cache_queries", "Prompt tokens looked up in the prefix cache.", s.prefix_cache_queries),
             ("vllm:prefix_cache_hits", "Prompt tokens served from the prefix cache.", s.prefix_cache_hits),
-            ("vllm:num_preemptions", "Cumulative number of preemptions.", 0),
         ):
             c = CounterMetricFamily(name, doc, labels=["model_name"])
             c.add_metric(labels, total)

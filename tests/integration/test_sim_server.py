@@ -146,7 +146,7 @@ def test_models_health_metrics(sim: SimServerThread, client: httpx.Client) -> No
     for name in (
         "vllm:num_requests_running",
         "vllm:num_requests_waiting",
-        "vllm:gpu_cache_usage_perc",
+        "vllm:kv_cache_usage_perc",
         "vllm:prompt_tokens_total",
         "vllm:generation_tokens_total",
         "vllm:time_to_first_token_seconds_bucket",
@@ -155,6 +155,8 @@ def test_models_health_metrics(sim: SimServerThread, client: httpx.Client) -> No
         assert f'{name}{{model_name="baseline"' in metrics or f"{name}{{le=" in metrics, name
     generated = next(line for line in metrics.splitlines() if line.startswith("vllm:generation_tokens_total"))
     assert float(generated.rsplit(" ", 1)[1]) >= 2
+    # The engine never preempts: no counter that would only ever say 0.
+    assert "vllm:num_preemptions" not in metrics
     # Each variant has its own registry.
     assert 'model_name="fast"' not in metrics
 
