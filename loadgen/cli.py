@@ -17,6 +17,7 @@ from loadgen.config.scenario import (
     missing_secrets,
 )
 from loadgen.exit_codes import ExitCode
+from loadgen.k8s.cli import add_k8s_parser, cmd_k8s
 from loadgen.report.report_cli import add_report_parser, cmd_report
 from loadgen.report.trend import add_trend_parser, cmd_trend
 from loadgen.sweep_cli import add_sweep_parser, cmd_sweep
@@ -43,8 +44,16 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _run(scenario_path: Path, args: argparse.Namespace) -> int:
+    from loadgen.k8s.api import K8sError
+    from loadgen.k8s.resolve import resolve_scenario_file
     from loadgen.locust_plugin.launcher import RunOptions, default_workers, preflight, run_scenario, set_aside_reports
 
+    try:
+        # Variants named by a Kubernetes selector run against a copy with their Services' URLs filled in.
+        scenario_path = resolve_scenario_file(scenario_path) or scenario_path
+    except K8sError as e:
+        print(f"loadgen: {e}", file=sys.stderr)
+        return ExitCode.USAGE
     try:
         sc = load_scenario(scenario_path)
         check_environment(sc, str(scenario_path))
@@ -235,6 +244,7 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("locustfile", help="print the path of loadgen's locustfile, for `locust -f`")
     add_report_parser(sub)
     add_trend_parser(sub)
+    add_k8s_parser(sub)
     return p
 
 
@@ -251,6 +261,7 @@ def main(argv: list[str] | None = None) -> int:
         "report": cmd_report,
         "trend": cmd_trend,
         "locustfile": _cmd_locustfile,
+        "k8s": cmd_k8s,
     }
     return handlers[args.cmd](args)
 

@@ -39,6 +39,7 @@ from loadgen.config.errors import (
     in_file_order,
     translate_validation_error,
 )
+from loadgen.config.k8s_target import K8sSelector, ResolvedFrom
 from loadgen.config.output_length import ExactOutput
 from loadgen.config.slo import SLO, default_slos
 from loadgen.config.traffic import Bucket, Load, MixDef, MixRef, Traffic
@@ -87,8 +88,17 @@ class Variant(ExactOutput):
         description="Short unique name used in reports and metrics, e.g. `baseline`, `int8`, `spec-decode`.",
     )
     base_url: str = Field(
+        default="",
         description="Server root, e.g. `http://127.0.0.1:8000`. The dialect appends its path "
-        "(`/v1/chat/completions`), so leave out `/v1`. A trailing slash is dropped.",
+        "(`/v1/chat/completions`), so leave out `/v1`. A trailing slash is dropped. Give this or `selector`.",
+    )
+    selector: K8sSelector | None = Field(
+        default=None,
+        description="On Kubernetes, instead of `base_url`: the label selector of the variant's Service, resolved "
+        "to its URL when the run starts (e.g. `{selector: loadgen.io/variant=int8, namespace: llm}`).",
+    )
+    resolved_from: ResolvedFrom | None = Field(
+        default=None, description="Filled in by loadgen when it resolves `selector`; leave it out."
     )
     model: str = Field(min_length=1, description="Model name sent in each request's `model` field.")
     dialect: str = Field(
@@ -160,6 +170,8 @@ class Variant(ExactOutput):
     @classmethod
     def _check_base_url(cls, value: str) -> str:
         url = value.strip().rstrip("/")
+        if not url:
+            return url  # `selector` names the server instead; _check_target says when neither does
         parts = urlsplit(url)
         if "@" in parts.netloc:
             # Not echoed: it holds a password.
@@ -186,8 +198,16 @@ class Variant(ExactOutput):
         return value
 
     @model_validator(mode="after")
+    def _check_target(self) -> Variant:
+        if bool(self.base_url) == (self.selector is not None):
+            field = "selector" if self.base_url else "base_url"
+            raise SubpathIssues([((field,), "give exactly one of base_url or selector")])
+        return self
+
+    @model_validator(mode="after")
     def _check_tls(self) -> Variant:
-        if urlsplit(self.base_url).scheme == "https":
+        scheme = self.selector.scheme if self.selector is not None else urlsplit(self.base_url).scheme
+        if scheme == "https":
             return self
         issues: list[tuple[tuple[str | int, ...], str]] = []
         if self.tls_ca_file is not None:

@@ -244,8 +244,8 @@ def test_secrets_are_not_echoed() -> None:
 
 
 def test_missing_key_points_at_parent_mapping() -> None:
-    issue = one_issue("variants:\n  - name: a\n    model: m\n")
-    assert (issue.path, issue.line, issue.message) == ("variants[0].base_url", 2, "required field is missing")
+    issue = one_issue("variants:\n  - name: a\n    base_url: http://x:1\n")
+    assert (issue.path, issue.line, issue.message) == ("variants[0].model", 2, "required field is missing")
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,7 @@
 """The package tree is the architecture: rules checked by walking it, not by a hand-kept list.
 
 - gevent (and geventhttpclient) only in `client/` and `locust_plugin/`; locust only in `locust_plugin/`;
+- kubernetes (an optional extra) only in `k8s/`, and there only inside functions, so loadgen runs without it;
 - no import cycles between loadgen's modules (at module level, where a cycle breaks an import, nor through imports
   deferred into functions);
 - no Python module over 500 lines;
@@ -20,6 +21,7 @@ import pytest
 PKG = Path(__file__).resolve().parents[2] / "loadgen"
 GEVENT_OK = ("loadgen.client", "loadgen.locust_plugin")
 LOCUST_OK = ("loadgen.locust_plugin",)
+KUBERNETES_OK = ("loadgen.k8s",)
 MAX_LINES = 500
 
 
@@ -72,6 +74,8 @@ def test_the_walk_sees_the_tree() -> None:
         assert name in MODULES
     assert "gevent" in {i.split(".")[0] for i in _imports("loadgen.client.reactor", top_level_only=False)}
     assert "loadgen.measure.records" in _imports("loadgen.protocol.accumulator", top_level_only=True)
+    assert "kubernetes" in _imports("loadgen.k8s.api", top_level_only=False)
+    assert "kubernetes" not in _imports("loadgen.k8s.api", top_level_only=True)
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))
@@ -81,6 +85,15 @@ def test_gevent_and_locust_only_where_allowed(name: str) -> None:
         assert not roots & {"gevent", "geventhttpclient"}, f"{name} imports gevent: only {GEVENT_OK} may"
     if not _inside(name, LOCUST_OK):
         assert "locust" not in roots, f"{name} imports locust: only {LOCUST_OK} may"
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_kubernetes_only_in_k8s_and_only_when_used(name: str) -> None:
+    everywhere = {i.split(".")[0] for i in _imports(name, top_level_only=False)}
+    at_import = {i.split(".")[0] for i in _imports(name, top_level_only=True)}
+    if not _inside(name, KUBERNETES_OK):
+        assert "kubernetes" not in everywhere, f"{name} imports kubernetes: only {KUBERNETES_OK} may"
+    assert "kubernetes" not in at_import, f"{name} imports kubernetes at import time: the k8s extra is optional"
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:

@@ -1,0 +1,209 @@
+"""`loadgen k8s …`: discover variants, run a scenario in the cluster, time cold starts."""
+
+from __future__ import annotations
+
+import argparse
+import secrets
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from loadgen.config.durations import parse_duration
+from loadgen.config.errors import ConfigError
+from loadgen.exit_codes import ExitCode
+
+__all__ = ["add_k8s_parser", "cmd_k8s"]
+
+
+def _cluster_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--namespace", "-n", default=None, help="namespace (default: the kubeconfig's or the pod's)")
+    p.add_argument("--kubeconfig", default=None, help="kubeconfig file (default: in-cluster, $KUBECONFIG, ~/.kube)")
+    p.add_argument("--context", default=None, help="kubeconfig context")
+
+
+def add_k8s_parser(sub: Any) -> None:
+    k = sub.add_parser("k8s", help="Kubernetes: discover variants, run in a cluster, time cold starts")
+    ks = k.add_subparsers(dest="k8s_cmd", required=True)
+    d = ks.add_parser("discover", help="list variants by label: Services → base URLs, pods → metrics endpoints")
+    _cluster_flags(d)
+    d.add_argument("--all-namespaces", "-A", action="store_true", help="look in every namespace")
+    d.add_argument("--selector", "-l", default=None, help="only variants matching this label selector")
+    d.add_argument("--yaml", action="store_true", help="print a scenario `variants:` block instead of a table")
+    r = ks.add_parser("run", help="run a scenario in the cluster (master Job + workers), copy the reports out")
+    r.add_argument("file")
+    _cluster_flags(r)
+    r.add_argument("--workers", type=int, default=1, help="worker pods (default 1)")
+    r.add_argument(
+        "--image", default=None, help="loadgen image, REPO[:TAG] or REPO@DIGEST (default: the chart's image)"
+    )
+    r.add_argument("--name", default=None, help="release name, prefix of every object (default: loadgen-<random>)")
+    r.add_argument("--duration", default=None, help="override load.duration (e.g. 2m)")
+    r.add_argument("--report-dir", default="loadgen-report", help="where the copied reports go")
+    r.add_argument("--secret", action="append", default=[], metavar="ENV=SECRET:KEY", help="env var from a Secret")
+    r.add_argument("--keep", action="store_true", help="leave the objects in the cluster after the run")
+    r.add_argument("--interval", type=float, default=2.0, help=argparse.SUPPRESS)
+    c = ks.add_parser("coldstart", help="scale a deployment to 0 and back; time scale → Ready → first token")
+    c.add_argument("deployment")
+    _cluster_flags(c)
+    c.add_argument("--variant", required=True, help="discovered variant whose Service answers for the deployment")
+    c.add_argument("--model", default=None, help="model for the probe (default: the variant's model label)")
+    c.add_argument("--timeout", default="15m", help="longest wait for each step (default 15m)")
+    c.add_argument("--interval", type=float, default=1.0, help=argparse.SUPPRESS)
+
+
+def _connect(args: argparse.Namespace) -> Any:
+    from loadgen.k8s.api import connect
+
+    return connect(kubeconfig=args.kubeconfig, context=args.context, namespace=args.namespace)
+
+
+def _discover(args: argparse.Namespace) -> int:
+    from loadgen.k8s.discover import discover, render_table, render_yaml
+
+    cluster = _connect(args)
+    try:
+        found = discover(cluster, None if args.all_namespaces else cluster.namespace, args.selector)
+    finally:
+        cluster.close()
+    print(render_yaml(found) if args.yaml else render_table(found), end="" if args.yaml else "\n")
+    return 0
+
+
+def _secrets(specs: list[str]) -> dict[str, dict[str, str]]:
+    """--secret ENV=SECRET:KEY flags as the chart's apiKeySecrets value."""
+    out = {}
+    for spec in specs:
+        env, _, ref = spec.partition("=")
+        name, _, key = ref.partition(":")
+        if not (env and name and key):
+            raise ValueError(spec)
+        out[env] = {"name": name, "key": key}
+    return out
+
+
+def _image(text: str | None) -> dict[str, str]:
+    """REPO[:TAG] or REPO@DIGEST as the chart's image value (a registry's port is not a tag)."""
+    if not text:
+        return {}
+    if "@" in text:
+        repo, _, digest = text.partition("@")
+        return {"repository": repo, "digest": digest}
+    repo, sep, tag = text.rpartition(":")
+    if sep and "/" not in tag:
+        return {"repository": repo, "tag": tag}
+    return {"repository": text}
+
+
+def _run(args: argparse.Namespace) -> int:
+    from loadgen.config.scenario import load_scenario, validate_scenario
+    from loadgen.k8s.resolve import resolve_doc
+    from loadgen.k8s.run import INTERRUPTED, run_in_cluster
+
+    try:
+        load_scenario(args.file)
+    except ConfigError as e:
+        print(e, file=sys.stderr)
+        return ExitCode.USAGE
+    if args.workers < 1:
+        print("loadgen: --workers: at least 1 worker pod", file=sys.stderr)
+        return ExitCode.USAGE
+    try:
+        secret_refs = _secrets(args.secret)
+    except ValueError:
+        print("loadgen: --secret: expected ENV=SECRET:KEY, e.g. OPENAI_API_KEY=llm-keys:openai", file=sys.stderr)
+        return ExitCode.USAGE
+    doc = yaml.safe_load(Path(args.file).read_text(encoding="utf-8"))
+    # The pods read each api_key_env from a Secret (the chart refuses a variant without one, and so does this).
+    keyless = sorted({v["api_key_env"] for v in doc["variants"] if v.get("api_key_env")} - set(secret_refs))
+    if keyless:
+        print(f"loadgen: api_key_env {', '.join(keyless)}: give --secret {keyless[0]}=SECRET:KEY", file=sys.stderr)
+        return ExitCode.USAGE
+    cluster = _connect(args)
+    try:
+        # Resolved here, once: the pods then need no API access (automountServiceAccountToken: false).
+        doc = resolve_doc(cluster, doc)
+        try:
+            validate_scenario(doc, source=args.file)
+        except ConfigError as e:
+            print(e, file=sys.stderr)
+            return ExitCode.USAGE
+        name = args.name or f"loadgen-{secrets.token_hex(3)}"
+        # The chart's values for a headless run: the same objects `helm install` would make.
+        values: dict[str, Any] = {
+            "mode": "headless",
+            "workers": {"replicas": args.workers},
+            "scenario": doc,
+            "apiKeySecrets": secret_refs,
+            "image": _image(args.image),
+            "headless": {"duration": args.duration or ""},
+        }
+        print(f"loadgen: {name} in namespace {cluster.namespace}: {args.workers} worker pod(s)", file=sys.stderr)
+        result = run_in_cluster(cluster, values, name, Path(args.report_dir), keep=args.keep, interval=args.interval)
+    finally:
+        cluster.close()
+    print(file=sys.stderr)
+    if result.code == INTERRUPTED:
+        print("loadgen: interrupted; the run's objects were deleted", file=sys.stderr)
+    elif result.files:
+        print(f"loadgen: {result.status}: {', '.join(str(Path(args.report_dir) / f) for f in result.files)}")
+    else:
+        print(f"loadgen: {result.status}", file=sys.stderr)
+    return result.code
+
+
+def _coldstart(args: argparse.Namespace) -> int:
+    from loadgen.k8s.api import K8sError
+    from loadgen.k8s.coldstart import cold_start
+    from loadgen.k8s.discover import discover
+
+    try:
+        timeout = parse_duration(args.timeout)
+    except ValueError as e:
+        print(f"loadgen: --timeout: {e}", file=sys.stderr)
+        return ExitCode.USAGE
+    cluster = _connect(args)
+    try:
+        found = [f for f in discover(cluster, cluster.namespace) if f.name == args.variant]
+        if len(found) != 1:
+            raise K8sError(f"variant {args.variant!r}: {len(found)} Services found in {cluster.namespace}")
+        model = args.model or found[0].model
+        if not model:
+            raise K8sError(f"variant {args.variant!r}: no model label; give --model")
+        result = cold_start(
+            cluster,
+            cluster.namespace,
+            args.deployment,
+            found[0].service,
+            found[0].port,
+            model,
+            timeout=timeout,
+            interval=args.interval,
+            say=lambda s: print(f"loadgen: {s}", file=sys.stderr, flush=True),
+        )
+    finally:
+        cluster.close()
+    print(result.render(args.deployment))
+    return 0
+
+
+def cmd_k8s(args: argparse.Namespace) -> int:
+    from loadgen.k8s.api import K8sError, api_exception
+    from loadgen.k8s.coldstart import ColdStartTimeout
+
+    try:
+        handler = {"discover": _discover, "run": _run, "coldstart": _coldstart}[args.k8s_cmd]
+        try:
+            return handler(args)
+        except api_exception() as e:
+            print(f"loadgen: Kubernetes API: {getattr(e, 'status', '')} {getattr(e, 'reason', e)}", file=sys.stderr)
+            return ExitCode.UNTRUSTWORTHY
+    except ColdStartTimeout as e:
+        print(f"loadgen: {e}; replicas restored", file=sys.stderr)
+        return ExitCode.UNTRUSTWORTHY
+    except K8sError as e:
+        print(f"loadgen: {e}", file=sys.stderr)
+        return ExitCode.USAGE
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,210 @@
+"""`loadgen k8s run`: create a run's objects, follow it, copy its reports out, clean up, exit with its code.
+
+The headless master serves its report folder after the run (``--serve-reports``); the client reads it through the
+API server's service proxy (``GET /`` lists the files and the exit code, ``GET /<file>``, then ``GET /done`` lets
+the master end and its Job complete with that code). No port-forward, no sidecar, nothing restarted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from loadgen.k8s.api import Cluster, api_exception
+from loadgen.k8s.objects import build_objects, fullname, merge_values
+
+__all__ = ["RunResult", "cleanup", "create", "follow", "run_in_cluster"]
+
+INTERRUPTED = 130  # the shell's code for SIGINT: no verdict
+_CONNECTED = re.compile(r"(\d+) workers connected")
+
+
+@dataclass
+class RunResult:
+    code: int
+    files: list[str] = field(default_factory=list)
+    status: str = ""
+
+
+def _verbs(cluster: Cluster, kind: str) -> tuple[Any, Any]:
+    """(create, delete) of one kind of object the chart renders."""
+    api, name = {
+        "ServiceAccount": (cluster.core, "service_account"),
+        "ConfigMap": (cluster.core, "config_map"),
+        "Service": (cluster.core, "service"),
+        "NetworkPolicy": (cluster.networking, "network_policy"),
+        "Job": (cluster.batch, "job"),
+        "Deployment": (cluster.apps, "deployment"),
+    }[kind]
+    return getattr(api, f"create_namespaced_{name}"), getattr(api, f"delete_namespaced_{name}")
+
+
+def _create_one(cluster: Cluster, obj: dict[str, Any]) -> None:
+    # The created object is not needed back: not parsing it spares a client / server version mismatch.
+    _verbs(cluster, obj["kind"])[0](obj["metadata"]["namespace"], obj, _preload_content=False)
+
+
+def create(cluster: Cluster, objects: list[dict[str, Any]], created: list[dict[str, Any]]) -> None:
+    """Create in order, appending each to ``created`` as soon as it exists (what clean-up must delete)."""
+    for obj in objects:
+        _create_one(cluster, obj)
+        created.append(obj)
+
+
+def cleanup(cluster: Cluster, created: list[dict[str, Any]]) -> list[str]:
+    """Delete what was created, newest first; a missing object is fine. Returns the problems, if any."""
+    problems = []
+    for obj in reversed(created):
+        ns, name, kind = obj["metadata"]["namespace"], obj["metadata"]["name"], obj["kind"]
+        delete = _verbs(cluster, kind)[1]
+        try:
+            # Background: the Job's pods go with it (the default, orphan, would leave them running the load).
+            delete(name, ns, propagation_policy="Background", _preload_content=False)
+        except api_exception() as e:
+            if getattr(e, "status", None) != 404:
+                problems.append(f"{kind} {ns}/{name}: {getattr(e, 'reason', e)}")
+    return problems
+
+
+def _proxy(cluster: Cluster, ns: str, service: str, path: str) -> bytes:
+    name = service  # "<service>:<port>": the API server proxies to that port of the Service
+    if path:
+        resp = cluster.core.connect_get_namespaced_service_proxy_with_path(name, ns, path, _preload_content=False)
+    else:
+        resp = cluster.core.connect_get_namespaced_service_proxy(name, ns, _preload_content=False)
+    return bytes(resp.data)
+
+
+def _master_exit(cluster: Cluster, ns: str, release: str) -> int | None:
+    """The master container's exit code once its pod ended, else None."""
+    pods = cluster.core.list_namespaced_pod(
+        ns, label_selector=f"app.kubernetes.io/instance={release},app.kubernetes.io/component=master"
+    ).items
+    for pod in pods:
+        for cs in (pod.status.container_statuses or []) if pod.status else []:
+            term = cs.state.terminated if cs.state else None
+            if term is not None:
+                return int(term.exit_code)
+    return None
+
+
+def _progress(cluster: Cluster, ns: str, release: str) -> str:
+    pods = cluster.core.list_namespaced_pod(ns, label_selector=f"app.kubernetes.io/instance={release}").items
+    phases: dict[str, int] = {}
+    master = None
+    for pod in pods:
+        comp = (pod.metadata.labels or {}).get("app.kubernetes.io/component")
+        phase = (pod.status.phase if pod.status else None) or "Pending"
+        if comp == "worker":
+            phases[phase] = phases.get(phase, 0) + 1
+        elif comp == "master":
+            master = pod
+    connected = "?"
+    if master is not None and master.status and master.status.phase == "Running":
+        try:
+            log = cluster.core.read_namespaced_pod_log(master.metadata.name, ns, tail_lines=200)
+            found = _CONNECTED.findall(log or "")
+            connected = found[-1] if found else "0"
+        except api_exception():
+            pass
+    workers = ", ".join(f"{n} {p.lower()}" for p, n in sorted(phases.items())) or "none yet"
+    mphase = (master.status.phase if master is not None and master.status else None) or "pending"
+    return f"master {mphase.lower()} · workers {workers} · {connected} connected"
+
+
+def follow(
+    cluster: Cluster,
+    ns: str,
+    release: str,
+    service: str,
+    out_dir: Path,
+    *,
+    interval: float = 2.0,
+    timeout: float | None = None,
+    status: Callable[[str], None] | None = None,
+) -> RunResult:
+    """Poll until the master's report server answers (or the master ends without one); copy every file it lists
+    into ``out_dir``; tell it we are done. The run's exit code comes from the report server, else the pod."""
+    started = time.monotonic()
+    say = status or (lambda _s: None)
+    exc = api_exception()
+    while True:
+        say(_progress(cluster, ns, release))
+        try:
+            listing = json.loads(_proxy(cluster, ns, service, ""))
+            break
+        except (exc, ValueError):
+            pass  # the master is still running the load (nothing listens on 8089 until then)
+        code = _master_exit(cluster, ns, release)
+        if code is not None:
+            return RunResult(code or 3, status="the master ended without serving its reports (see its log)")
+        if timeout is not None and time.monotonic() - started > timeout:
+            return RunResult(3, status=f"no reports after {timeout:g}s")
+        time.sleep(interval)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fetched = []
+    for fname in listing.get("files", []):
+        if "/" in fname or fname.startswith("."):
+            continue  # never write outside out_dir, whatever the server says
+        (out_dir / fname).write_bytes(_proxy(cluster, ns, service, fname))
+        fetched.append(fname)
+    with contextlib.suppress(exc):  # the master ends on its own when its serving time is up
+        _proxy(cluster, ns, service, "done")
+    return RunResult(int(listing.get("exit_code", 3)), fetched, status="reports copied")
+
+
+def _status_printer() -> Callable[[str], None]:
+    """One status line: rewritten in place on a terminal, printed on change in a log."""
+    last = [""]
+    tty = sys.stderr.isatty()
+
+    def say(text: str) -> None:
+        if text == last[0]:
+            return
+        last[0] = text
+        sys.stderr.write(f"\r\033[K{text}" if tty else f"{text}\n")
+        sys.stderr.flush()
+
+    return say
+
+
+def run_in_cluster(
+    cluster: Cluster,
+    values: dict[str, Any],
+    release: str,
+    out_dir: Path,
+    *,
+    keep: bool = False,
+    interval: float = 2.0,
+    timeout: float | None = None,
+    status: Callable[[str], None] | None = None,
+) -> RunResult:
+    """The whole `k8s run` of the chart's objects for ``values`` (headless mode) as release ``release`` in the
+    cluster's namespace: objects up, followed, reports out, objects down (unless ``keep``; always on Ctrl-C, which
+    is how the run is stopped: deleting the master Job ends the load)."""
+    ns = cluster.namespace
+    objects = build_objects(values, release, ns)
+    v = merge_values(values)
+    service = f"{fullname(v, release)}-master:{v['service']['webPort']}"
+    created: list[dict[str, Any]] = []
+    say = status or _status_printer()
+    result = RunResult(INTERRUPTED, status="interrupted")
+    interrupted = False
+    try:
+        create(cluster, objects, created)
+        say(f"created {', '.join(o['kind'] + ' ' + o['metadata']['name'] for o in objects)}")
+        result = follow(cluster, ns, release, service, out_dir, interval=interval, timeout=timeout, status=say)
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        if created and (not keep or interrupted or result.code == INTERRUPTED):
+            for problem in cleanup(cluster, created):
+                print(f"loadgen: clean-up: {problem}", file=sys.stderr)
+    return result
