@@ -87,6 +87,7 @@ def _run(scenario_path: Path, args: argparse.Namespace) -> int:
         report_dir=report_dir,
         duration=args.duration,
         raw_records=Path(args.raw_records) if args.raw_records else None,
+        progress=not (args.quiet or args.no_progress),
     )
     if sc.load.sequential and len(sc.variants) > 1:
         from loadgen.locust_plugin.sequential import run_sequential
@@ -221,7 +222,10 @@ def _parser() -> argparse.ArgumentParser:
         sp.add_argument("--report-dir", default=None, help="where report.json / report.md / report.html go")
         sp.add_argument("--duration", default=None, help="override load.duration (e.g. 30s)")
         sp.add_argument("--raw-records", default=None, help="also write every raw request record as JSONL here")
-        sp.add_argument("--quiet", action="store_true", help="do not print the Markdown report")
+        sp.add_argument("--quiet", action="store_true", help="do not print the Markdown report (nor the status line)")
+        sp.add_argument(
+            "--no-progress", action="store_true", help="no status line on stderr during the run (every 5 s in logs)"
+        )
 
     r = sub.add_parser("run", help="run a scenario headless: Locust master + N workers on loopback")
     r.add_argument("file")

@@ -2,7 +2,7 @@
 
 Each process runs the packaged locustfile; the master's exit code is the run's (0 SLOs met, 1 breached,
 2 bad configuration, 3 not trustworthy). Locust's own console output goes to log files in the report folder so
-that what the user reads is loadgen's report.
+that what the user reads is loadgen's report (and, during the run, the master's status line on stderr).
 """
 
 from __future__ import annotations
@@ -34,6 +34,8 @@ class RunOptions:
     raw_records: Path | None = None
     extra_env: dict[str, str] = field(default_factory=dict)
     quiet: bool = False
+    # The master's status line on this process's stderr (locust_plugin/progress.py); off with quiet too.
+    progress: bool = True
 
 
 def default_workers() -> tuple[int, str]:
@@ -134,7 +136,24 @@ def run_scenario(scenario: Scenario, opts: RunOptions) -> int:
                 procs.append(subprocess.Popen(wcmd, stdout=log, stderr=subprocess.STDOUT, env=env))
         mlog = open(report_dir / "locust-master.log", "wb")  # noqa: SIM115
         logs.append(mlog)
-        master = subprocess.Popen(master_cmd, stdout=mlog, stderr=subprocess.STDOUT, env=env)
+        # The master's own output goes to its log; its status line comes to our stderr through a descriptor of it
+        # handed down (a terminal stays a terminal: the line is redrawn in place there).
+        progress_fd = os.dup(2) if opts.progress and not opts.quiet else None
+        if progress_fd is None:
+            master_cmd = master_cmd + ["--loadgen-progress", "0"]
+        else:
+            master_cmd = master_cmd + ["--loadgen-progress-fd", str(progress_fd)]
+        try:
+            master = subprocess.Popen(
+                master_cmd,
+                stdout=mlog,
+                stderr=subprocess.STDOUT,
+                env=env,
+                pass_fds=() if progress_fd is None else (progress_fd,),
+            )
+        finally:
+            if progress_fd is not None:
+                os.close(progress_fd)
         try:
             code = master.wait()
         except KeyboardInterrupt:

@@ -29,6 +29,7 @@ from loadgen.config.scenario import check_environment, load_scenario, validate_s
 from loadgen.exit_codes import ExitCode
 from loadgen.locust_plugin.live_state import current_report, users_per_variant
 from loadgen.locust_plugin.locust_fixes import cache_default_args
+from loadgen.locust_plugin.progress import add_progress_arguments, start_progress
 from loadgen.locust_plugin.request_stream import senders_per_variant
 from loadgen.locust_plugin.runtime import Runtime, runtime_of
 from loadgen.locust_plugin.shape import StagesShape
@@ -58,6 +59,7 @@ def _add_arguments(parser: Any) -> None:
         default="",
         help="override the scenario's load.duration (e.g. 30s)",
     )
+    add_progress_arguments(g)
 
 
 def _on_init(environment: Environment, **_: Any) -> None:
@@ -274,6 +276,8 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
         if opts is not None and opts.headless and not opts.run_time and environment.shape_class is None:
             # (A stages shape ends the run itself: its tick returns None after the last stage.)
             gevent.spawn(_run_for_duration, environment)
+        if opts is not None and opts.headless:
+            start_progress(environment, col)
 
 
 def _on_test_stopping(environment: Environment, **_: Any) -> None:
