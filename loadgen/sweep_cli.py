@@ -144,10 +144,18 @@ def _closed_loop_problem(sc: Scenario, plan: SweepPlan) -> str | None:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
+    from loadgen.k8s.api import K8sError
+    from loadgen.k8s.resolve import resolve_scenario_file
     from loadgen.locust_plugin.launcher import RunOptions, default_workers, preflight, run_scenario, set_aside_reports
     from loadgen.report.sweep import concurrency_step_row, render_sweep_markdown, step_outcome, step_row, sweep_json
 
     path = Path(args.file)
+    try:
+        # Selector variants: resolved once, so that every step runs against the same Services.
+        path = resolve_scenario_file(path) or path
+    except K8sError as e:
+        print(f"loadgen: {e}", file=sys.stderr)
+        return ExitCode.USAGE
     try:
         sc, raw = _sweep_scenario(path)
         check_environment(sc, str(path))

@@ -53,6 +53,8 @@ def test_run_resolves_before_any_load_and_refuses_what_matches_nothing(
         monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
         assert main(["run", str(f), "--workers", "0", "--quiet"]) == 2
         assert "variant 'int8': selector 'loadgen.io/variant=int8' in namespace 'llm'" in capsys.readouterr().err
+        assert main(["sweep", str(f), "--concurrency", "1,2"]) == 2
+        assert "variant 'int8': selector 'loadgen.io/variant=int8'" in capsys.readouterr().err
         c.put(
             "services",
             service("vllm-int8", "llm", {"loadgen.io/variant": "int8"}, {"a": "b"}, [{"name": "http", "port": 8000}]),
