@@ -88,6 +88,9 @@ def _run(scenario_path: Path, args: argparse.Namespace) -> int:
         duration=args.duration,
         raw_records=Path(args.raw_records) if args.raw_records else None,
         progress=not (args.quiet or args.no_progress),
+        metrics_port=getattr(args, "metrics_port", 0) or 0,
+        metrics_linger=getattr(args, "metrics_linger", 0.0) or 0.0,
+        pushgateway=getattr(args, "pushgateway", "") or "",
     )
     if sc.load.sequential and len(sc.variants) > 1:
         from loadgen.locust_plugin.sequential import run_sequential
@@ -226,6 +229,13 @@ def _parser() -> argparse.ArgumentParser:
         sp.add_argument(
             "--no-progress", action="store_true", help="no status line on stderr during the run (every 5 s in logs)"
         )
+        sp.add_argument(
+            "--metrics-port", type=int, default=0, help="serve the master's Prometheus /metrics on this port"
+        )
+        sp.add_argument(
+            "--metrics-linger", type=float, default=0.0, help="keep --metrics-port up N s after the final report"
+        )
+        sp.add_argument("--pushgateway", default="", help="push the run's final figures to this Pushgateway URL")
 
     r = sub.add_parser("run", help="run a scenario headless: Locust master + N workers on loopback")
     r.add_argument("file")

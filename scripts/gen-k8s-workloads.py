@@ -3,6 +3,8 @@
 the plain manifests and the chart stay the same objects: the chart rendered (real Helm, tests/k8s_chart/render.py)
 with `fullnameOverride: loadgen`, release `loadgen`, the mode's values and k8s/base/scenario.yaml, minus Helm's own
 labels and annotations and the namespace (the base sets it); the scenario ConfigMap is the base's generated one.
+It also copies loadgen/live/grafana/loadgen-dashboard.json to k8s/grafana/ (kustomize reads no file outside a
+kustomization's folder).
 
     python scripts/gen-k8s-workloads.py           # rewrite the four files
     python scripts/gen-k8s-workloads.py --check   # exit 1 when one differs
@@ -85,6 +87,8 @@ def outputs() -> dict[Path, str]:
             _strip(policy["metadata"])
             text = yaml.safe_dump(policy, sort_keys=False, width=120)
             files[ROOT / "k8s/base/networkpolicy.yaml"] = _HEADER.format(mode="both") + text
+    dashboard = ROOT / "loadgen/live/grafana/loadgen-dashboard.json"
+    files[ROOT / "k8s/grafana/loadgen-dashboard.json"] = dashboard.read_text(encoding="utf-8")
     return files
 
 

@@ -40,6 +40,7 @@ from loadgen.config.errors import (
     translate_validation_error,
 )
 from loadgen.config.k8s_target import K8sSelector, ResolvedFrom
+from loadgen.config.live_metrics import LiveMetrics
 from loadgen.config.output_length import ExactOutput
 from loadgen.config.slo import SLO, default_slos
 from loadgen.config.traffic import Bucket, Load, MixDef, MixRef, Traffic
@@ -312,6 +313,10 @@ class Scenario(BaseModel):
         default_factory=ColdStarts,
         description="What makes a request cold (first of its worker for the variant, on a new connection, or after "
         "an idle gap): cold requests are reported apart from the warm steady state.",
+    )
+    metrics: LiveMetrics = Field(
+        default_factory=LiveMetrics,
+        description="The master's Prometheus exporter (histogram buckets) and its scraping of each variant's /metrics.",
     )
 
     @field_validator("tokenizer")

@@ -36,6 +36,10 @@ class RunOptions:
     quiet: bool = False
     # The master's status line on this process's stderr (locust_plugin/progress.py); off with quiet too.
     progress: bool = True
+    # The master's Prometheus exporter port (0: none) and a Pushgateway for the final figures ("" : none).
+    metrics_port: int = 0
+    metrics_linger: float = 0.0
+    pushgateway: str = ""
 
 
 def default_workers() -> tuple[int, str]:
@@ -134,6 +138,12 @@ def run_scenario(scenario: Scenario, opts: RunOptions) -> int:
                 logs.append(log)
                 wcmd = base + ["--worker", "--master-host", "127.0.0.1", "--master-port", str(port)]
                 procs.append(subprocess.Popen(wcmd, stdout=log, stderr=subprocess.STDOUT, env=env))
+        # Only the master exports and pushes: it holds the merged figures.
+        if opts.metrics_port:
+            master_cmd = master_cmd + ["--metrics-port", str(opts.metrics_port)]
+            master_cmd += ["--metrics-linger", str(opts.metrics_linger)]
+        if opts.pushgateway:
+            master_cmd = master_cmd + ["--pushgateway", opts.pushgateway]
         mlog = open(report_dir / "locust-master.log", "wb")  # noqa: SIM115
         logs.append(mlog)
         # The master's own output goes to its log; its status line comes to our stderr through a descriptor of it

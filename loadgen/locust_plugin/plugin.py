@@ -27,6 +27,7 @@ from locust.runners import STATE_INIT, STATE_MISSING, STATE_STOPPED, MasterRunne
 from loadgen.config.errors import ConfigError
 from loadgen.config.scenario import check_environment, load_scenario, validate_scenario
 from loadgen.exit_codes import ExitCode
+from loadgen.locust_plugin import live_metrics
 from loadgen.locust_plugin.live_state import current_report, users_per_variant
 from loadgen.locust_plugin.locust_fixes import cache_default_args
 from loadgen.locust_plugin.progress import add_progress_arguments, start_progress
@@ -345,6 +346,7 @@ def write_final_report(environment: Environment) -> dict[str, Any]:
     rt = runtime_of(environment)
     assert rt.collector is not None
     report = current_report(environment)
+    live_metrics.attach_server_metrics(environment, report)  # each variant's own /metrics over the run
     opts = environment.parsed_options
     out_dir = Path(getattr(opts, "report_dir", "") or rt.scenario.report_dir)
     write_reports(report, out_dir)
@@ -385,3 +387,4 @@ def register() -> None:
         with contextlib.suppress(ValueError):  # not attached yet
             hook.remove_listener(listener)
         hook.add_listener(listener)
+    live_metrics.register()

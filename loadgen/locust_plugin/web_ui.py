@@ -88,7 +88,6 @@ def install_web_ui(environment: Environment) -> None:
         return
     auth: Callable[[Callable[..., Any]], Callable[..., Any]] = web_ui.auth_required_if_enabled
     cache = _SummaryCache(environment)
-    environment.loadgen_summary = cache  # type: ignore[attr-defined]  # for tests and the bench
     web_ui.template_args["extended_tabs"] = TABS
     web_ui.template_args["extended_tables"] = TABLES
     web_ui.template_args["extended_csv_files"] = [

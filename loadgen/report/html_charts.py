@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from loadgen.report.server_metrics_report import server_metrics_series
+
 __all__ = [
     "COLORS",
     "Chart",
@@ -218,8 +220,20 @@ def report_charts(report: dict[str, Any]) -> list[Chart]:
         *_cdf_charts(report),
         *_prompt_length_chart(report),
         *_over_time(report),
+        *_server_metrics(report),
         *comparison_charts(report.get("comparison") or []),
     ]
+
+
+def _server_metrics(report: dict[str, Any]) -> list[Chart]:
+    """The servers' own metrics on the client timeline's axis (report/server_metrics_report.py)."""
+    colors = _variant_colors(report)
+    x_title = "seconds from the start of the client timeline"
+    return [
+        {"id": key, "title": title, "note": note, "config": xy_config(
+            [line(n, pts, colors[n]) for n, pts in series], x_title, y_title, y_min=0)}
+        for key, title, y_title, note, series in server_metrics_series(report)
+    ]  # fmt: skip
 
 
 def _num(v: Any) -> float | None:

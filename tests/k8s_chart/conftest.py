@@ -17,7 +17,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "loadgen"
 CI_VALUES = sorted((CHART / "ci").glob("*-values.yaml"))
-KUSTOMIZATIONS = ["k8s/overlays/ui", "k8s/overlays/headless", "k8s/examples"]
+KUSTOMIZATIONS = ["k8s/overlays/ui", "k8s/overlays/headless", "k8s/examples", "k8s/grafana"]
 # The Kubernetes versions the chart and manifests are validated against: the oldest and newest supported.
 K8S_VERSIONS = ["1.29.0", "1.37.0"]
 

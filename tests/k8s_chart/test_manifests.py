@@ -91,6 +91,14 @@ def test_gpu_examples_are_labelled_variants_the_scenario_targets(kustomized: dic
     assert urls == {n: f"http://vllm-{n}.inference.svc:8000" for n in deployments}
 
 
+def test_grafana_dashboard_configmap_holds_loadgens_dashboard(kustomized: dict[str, list[dict[str, Any]]]) -> None:
+    (cm,) = kustomized["k8s/grafana"]
+    assert cm["kind"] == "ConfigMap" and cm["metadata"]["name"] == "loadgen-grafana-dashboard"
+    assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
+    source = ROOT / "loadgen/live/grafana/loadgen-dashboard.json"
+    assert json.loads(cm["data"]["loadgen-dashboard.json"]) == json.loads(source.read_text(encoding="utf-8"))
+
+
 def _checkov() -> str:
     exe = shutil.which("checkov") or str(ROOT / ".cache/checkov-venv/bin/checkov")
     assert Path(exe).exists(), "checkov not found: .ci/run installs it in .cache/checkov-venv"

@@ -1,0 +1,306 @@
+"""The master's Prometheus exporter: reads the merged aggregate at scrape time and renders the text exposition.
+
+Nothing is updated per request. Each scrape walks the (variant, mix) groups of the collector's aggregate and turns
+their exact HDR histograms into Prometheus histograms — cumulative bucket counts, exact: a sample counts in `le=b`
+when the value `percentile` reports for it (its HDR bucket's highest value) is ≤ b, the complement of
+`LatencyHistogram.count_above(b)` — and the exact HDR percentiles into gauges. Failed requests with no TTFT / E2E
+are not histogram samples; `loadgen_censored_samples_total` counts them, and a quantile gauge whose rank falls among
+them is +Inf (the report's "censored").
+
+Cost (bench/exporter.py): prometheus_client's per-sample formatting is ~10 µs a sample, and 10 variants × 5 mixes
+are ~7,000 samples, so the scrape path renders the text itself (`MetricsText.render`), walks each histogram's counts
+with numpy over the ctypes array in place, and reuses a group's rendered lines while nothing in it changed. For
+`push_to_gateway`, which wants a `CollectorRegistry`, `exporter_registry` wraps the same text in a collector of
+its own registry (no prometheus_client globals).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from prometheus_client import CollectorRegistry, push_to_gateway
+from prometheus_client.core import Metric
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.registry import Collector
+
+from loadgen.measure import _hdr_internals as hdr
+from loadgen.measure.aggregate import Aggregate, GroupStats
+from loadgen.measure.health import HealthStats, HealthThresholds, verdict
+from loadgen.measure.histogram import LatencyHistogram
+from loadgen.metric_names import PERCENTILES
+
+__all__ = ["CONTENT_TYPE", "FAMILIES", "LiveView", "MetricsText", "exporter_registry", "push_final"]
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+# Which of the aggregate's latencies become Prometheus histograms (and quantile gauges).
+_HISTOGRAMS: tuple[tuple[str, str], ...] = (
+    ("ttft", "Time to first token: from the request write to the first chunk carrying a generated token."),
+    ("itl", "Inter-token latency, one sample per token (a chunk of k tokens after a gap g gives k samples of g/k)."),
+    ("tpot", "Time per output token after the first, one sample per successful request."),
+    ("e2e", "End-to-end request time, from the request write to the last byte."),
+)
+_QUANTILES = tuple((round(p / 100.0, 6), repr(round(p / 100.0, 6))) for _, p in PERCENTILES)
+
+# (name, type, help) of every family, in exposition order: the one list of what is exported.
+FAMILIES: tuple[tuple[str, str, str], ...] = (
+    ("loadgen_requests", "counter", "Requests completed in the measured window, by outcome (ok / error)."),
+    ("loadgen_requests_excluded", "counter", "Requests outside the measured window: warm-up, or cut by the stop."),
+    ("loadgen_errors", "counter", "Failed requests by error class."),
+    ("loadgen_output_tokens", "counter", "Output tokens streamed in the measured window."),
+    ("loadgen_prompt_tokens", "counter", "Prompt tokens the servers reported (usage)."),
+    ("loadgen_goodput_requests", "counter", "Successful requests that met every per-request SLO (goodput:)."),
+    ("loadgen_censored_samples", "counter", "Failed requests that never reached the point a latency ends at."),
+    *((f"loadgen_{m}_seconds", "histogram", doc) for m, doc in _HISTOGRAMS),
+    *(
+        (f"loadgen_{m}_quantile_seconds", "gauge", f"Exact HDR percentile (within 0.1 %) of {m}; +Inf when censored.")
+        for m, _ in _HISTOGRAMS
+    ),
+    ("loadgen_class_requests", "counter", "Requests of each priority class, by outcome."),
+    ("loadgen_class_latency_quantile_seconds", "gauge", "Exact HDR percentile of one priority class's latency."),
+    ("loadgen_worker_loop_lag_p99_seconds", "gauge", "p99 of a worker's event-loop lag."),
+    ("loadgen_worker_schedule_slip_p99_seconds", "gauge", "Open loop: p99 of how late a worker sent after schedule."),
+    ("loadgen_worker_cpu_p90_ratio", "gauge", "p90 of a worker process's CPU use (1 = one core)."),
+    ("loadgen_run_untrustworthy_reasons", "gauge", "Run-trust thresholds the workers' measurements exceed (0: ok)."),
+    ("loadgen_run_info", "gauge", "The run being exported (always 1)."),
+)
+_GROUP_FAMILIES = [name for name, _, _ in FAMILIES[: 7 + 2 * len(_HISTOGRAMS)]]
+
+
+@dataclass
+class LiveView:
+    """What one scrape reads: the master's merged aggregate, each worker's health (by its report label), the run."""
+
+    aggregate: Aggregate
+    health: dict[str, HealthStats]
+    scenario: str
+    run: int
+    thresholds: HealthThresholds | None = None
+
+
+@dataclass(slots=True)
+class HistFigures:
+    buckets: list[int]  # cumulative, one per bound, then +Inf
+    sum_s: float
+    quantiles: list[float]  # seconds per _QUANTILES; +Inf where censored; empty for an empty histogram
+
+
+def _esc(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _num(v: float) -> str:
+    if isinstance(v, int):
+        return str(v)
+    if math.isinf(v):
+        return "+Inf" if v > 0 else "-Inf"
+    return repr(v)
+
+
+def _hdr_of(hist: LatencyHistogram) -> Any:
+    return hist._h  # the counts array read in place, as histogram.py's own fast paths do
+
+
+class MetricsText:
+    """Renders the exposition of `source()` (None: no run yet — the headers only)."""
+
+    def __init__(self, source: Callable[[], LiveView | None], buckets_s: Sequence[float]) -> None:
+        self._source = source
+        self._bounds = [float(b) for b in buckets_s]
+        self._le = [repr(b) for b in self._bounds]
+        # Per HDR layout: each slot's highest and median equivalent value (µs), and per bound how many slots from
+        # index 0 have a highest value ≤ it (what counts in `le`). All loadgen latency histograms share one layout.
+        self._layouts: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        # id(group) → (group, its version, its rendered lines per family).
+        self._cache: dict[int, tuple[GroupStats, tuple[int, ...], dict[str, str]]] = {}
+        self._views: dict[int, tuple[LatencyHistogram, np.ndarray]] = {}
+        self._health_cache: dict[int, tuple[HealthStats, tuple[int, int, int], dict[str, Any]]] = {}
+
+    def _layout(self, h: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        key = (hdr.counts_len(h), *hdr.layout_magnitudes(h))
+        got = self._layouts.get(key)
+        if got is None:
+            value_at, median_of, highest_of = hdr.walkers(h)
+            values = [value_at(i) for i in range(hdr.counts_len(h))]
+            highest = np.array([highest_of(v) for v in values], dtype=np.float64)
+            median = np.array([median_of(v) for v in values], dtype=np.float64)
+            ends = np.searchsorted(highest, np.array(self._bounds) * 1e6, side="right")
+            got = self._layouts[key] = (highest, median, ends)
+        return got
+
+    def figures(self, hist: LatencyHistogram, censored: int = 0) -> HistFigures:
+        """Cumulative bucket counts, sum (s) and exact quantiles (s) of one histogram, by the report's rank rule
+        (`LatencyHistogram.summary_ms`: censored samples rank above every recorded one)."""
+        h = _hdr_of(hist)
+        n, min_value, max_value = hdr.recorded(h)
+        if n == 0:
+            return HistFigures([0] * (len(self._bounds) + 1), 0.0, [math.inf] * len(_QUANTILES) if censored else [])
+        highest, median, ends = self._layout(h)
+        lo = hdr.index_for(h, min_value)
+        hi = min(hdr.index_for(h, max_value), hdr.counts_len(h) - 1)
+        view = self._views.get(id(hist))
+        if view is None or view[0] is not hist:
+            # hdrh adds into its counts array in place: one numpy view of it serves every later scrape.
+            view = self._views[id(hist)] = (hist, np.frombuffer(memoryview(hdr.counts(h)).cast("B"), dtype=np.int64))
+        seg = view[1][lo : hi + 1]
+        cum = seg.cumsum()
+        size = len(seg)
+        recorded = int(cum[-1])
+        at = np.minimum(np.maximum(ends - lo, 0), size)  # (np.clip's wrapper costs more than the clipping here)
+        buckets = np.where(at > 0, cum[at - 1], 0).tolist()  # at - 1 = -1 where at = 0: replaced by the 0
+        buckets.append(recorded)
+        # Not `seg @ median`: a BLAS dot may wake its thread pool, which spins on the cores the workers need.
+        total = float((seg * median[lo : hi + 1]).sum()) / 1e6
+        ranks = [max(int(q * (recorded + censored) + 0.5), 1) for q, _ in _QUANTILES]
+        pos = np.searchsorted(cum, ranks, side="left").tolist()
+        qs = [float(highest[lo + j]) / 1e6 if j < size else math.inf for j in pos]
+        return HistFigures(buckets, total, qs)
+
+    def _group_lines(self, variant: str, mix: str, g: GroupStats) -> dict[str, str]:
+        lab = f'variant="{_esc(variant)}",mix="{_esc(mix)}"'
+        out: dict[str, list[str]] = {name: [] for name in _GROUP_FAMILIES}
+        out["loadgen_requests"] += [
+            f'loadgen_requests_total{{{lab},outcome="ok"}} {g.ok}\n',
+            f'loadgen_requests_total{{{lab},outcome="error"}} {g.requests - g.ok}\n',
+        ]
+        out["loadgen_requests_excluded"] += [
+            f'loadgen_requests_excluded_total{{{lab},reason="warmup"}} {g.warmup_excluded}\n',
+            f'loadgen_requests_excluded_total{{{lab},reason="cut_by_stop"}} {g.cut_by_stop}\n',
+        ]
+        out["loadgen_errors"] += [
+            f'loadgen_errors_total{{{lab},class="{_esc(c)}"}} {n}\n' for c, n in sorted(g.errors.items())
+        ]
+        out["loadgen_output_tokens"].append(f"loadgen_output_tokens_total{{{lab}}} {g.output_tokens}\n")
+        out["loadgen_prompt_tokens"].append(f"loadgen_prompt_tokens_total{{{lab}}} {g.prompt_tokens}\n")
+        out["loadgen_goodput_requests"].append(f"loadgen_goodput_requests_total{{{lab}}} {g.goodput_ok}\n")
+        out["loadgen_censored_samples"] += [
+            f'loadgen_censored_samples_total{{{lab},metric="{m}"}} {n}\n' for m, n in sorted(g.censored.items())
+        ]
+        for m, _ in _HISTOGRAMS:
+            hist = g.hists.get(m)
+            if hist is None:
+                continue
+            f = self.figures(hist, g.censored.get(m, 0))
+            name = f"loadgen_{m}_seconds"
+            lines = out[name]
+            lines += [f'{name}_bucket{{{lab},le="{le}"}} {c}\n' for le, c in zip(self._le, f.buckets, strict=False)]
+            lines += [
+                f'{name}_bucket{{{lab},le="+Inf"}} {f.buckets[-1]}\n',
+                f"{name}_count{{{lab}}} {f.buckets[-1]}\n",
+                f"{name}_sum{{{lab}}} {f.sum_s!r}\n",
+            ]
+            qname = f"loadgen_{m}_quantile_seconds"
+            out[qname] += [
+                f'{qname}{{{lab},quantile="{qs}"}} {_num(v)}\n'
+                for (_, qs), v in zip(_QUANTILES, f.quantiles, strict=False)
+            ]
+        return {k: "".join(v) for k, v in out.items()}
+
+    def render(self) -> bytes:
+        view = self._source()
+        parts: dict[str, list[str]] = {name: [] for name, _, _ in FAMILIES}
+        if view is not None:
+            cache, self._cache = self._cache, {}
+            if len(self._views) > 8 * len(view.aggregate.groups) + 64:
+                self._views, self._health_cache = {}, {}  # histograms of earlier runs
+            for (variant, mix), g in sorted(view.aggregate.groups.items()):
+                # Every field a line shows only grows within a run, so these counts change whenever a line would.
+                version = (
+                    g.requests,
+                    g.warmup_excluded,
+                    g.cut_by_stop,
+                    g.output_tokens,
+                    g.prompt_tokens,
+                    *(h.count for h in g.hists.values()),
+                    *g.censored.values(),
+                )
+                hit = cache.get(id(g))
+                lines = hit[2] if hit is not None and hit[0] is g and hit[1] == version else None
+                if lines is None:
+                    lines = self._group_lines(variant, mix, g)
+                self._cache[id(g)] = (g, version, lines)
+                for name, text in lines.items():
+                    parts[name].append(text)
+            self._classes(view, parts)
+            self._health(view, parts)
+        out = []
+        for name, kind, doc in FAMILIES:
+            # The text format names a counter by its samples' name, `_total` included.
+            shown = f"{name}_total" if kind == "counter" else name
+            out.append(f"# HELP {shown} {doc}\n# TYPE {shown} {kind}\n")
+            out.extend(parts[name])
+        return "".join(out).encode()
+
+    def _classes(self, view: LiveView, parts: dict[str, list[str]]) -> None:
+        for (variant, cls), g in sorted(view.aggregate.classes.items()):
+            lab = f'variant="{_esc(variant)}",priority_class="{_esc(cls)}"'
+            parts["loadgen_class_requests"] += [
+                f'loadgen_class_requests_total{{{lab},outcome="ok"}} {g.ok}\n',
+                f'loadgen_class_requests_total{{{lab},outcome="error"}} {g.requests - g.ok}\n',
+            ]
+            for m, _ in _HISTOGRAMS:
+                hist = g.hists.get(m)
+                if hist is not None:
+                    f = self.figures(hist, g.censored.get(m, 0))
+                    parts["loadgen_class_latency_quantile_seconds"] += [
+                        f'loadgen_class_latency_quantile_seconds{{{lab},metric="{m}",quantile="{qs}"}} {_num(v)}\n'
+                        for (_, qs), v in zip(_QUANTILES, f.quantiles, strict=False)
+                    ]
+
+    def _health_summary(self, h: HealthStats) -> dict[str, Any]:
+        """`h.summary()`, recomputed only when it recorded something since (a summary walks its histograms)."""
+        version = (h.loop_lag.count, h.schedule_slip.count, len(h.cpu_samples))
+        hit = self._health_cache.get(id(h))
+        if hit is None or hit[0] is not h or hit[1] != version:
+            hit = self._health_cache[id(h)] = (h, version, h.summary())
+        return hit[2]
+
+    def _health(self, view: LiveView, parts: dict[str, list[str]]) -> None:
+        summaries = {w: self._health_summary(h) for w, h in sorted(view.health.items())}
+        for w, s in summaries.items():
+            lab = f'worker="{_esc(w)}"'
+            for family, value in (
+                ("loadgen_worker_loop_lag_p99_seconds", _scaled(s.get("loop_lag_ms", {}).get("p99"), 1e3)),
+                ("loadgen_worker_schedule_slip_p99_seconds", _scaled(s.get("schedule_slip_ms", {}).get("p99"), 1e3)),
+                ("loadgen_worker_cpu_p90_ratio", _scaled(s.get("cpu_percent", {}).get("p90"), 100.0)),
+            ):
+                if value is not None:
+                    parts[family].append(f"{family}{{{lab}}} {_num(value)}\n")
+        if view.thresholds is not None:
+            reasons = verdict(summaries, view.thresholds)
+            parts["loadgen_run_untrustworthy_reasons"].append(f"loadgen_run_untrustworthy_reasons {len(reasons)}\n")
+        parts["loadgen_run_info"].append(f'loadgen_run_info{{scenario="{_esc(view.scenario)}",run="{view.run}"}} 1\n')
+
+
+def _scaled(v: Any, by: float) -> float | None:
+    return None if v is None else float(v) / by
+
+
+class _TextCollector(Collector):
+    def __init__(self, text: MetricsText) -> None:
+        self._text = text
+
+    def collect(self) -> Iterator[Metric]:
+        yield from text_string_to_metric_families(self._text.render().decode())
+
+
+def exporter_registry(text: MetricsText) -> CollectorRegistry:
+    """A registry of its own (never prometheus_client's global one) holding only loadgen's families, read at
+    collection time: what `push_to_gateway` takes."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_TextCollector(text))
+    return registry
+
+
+def push_final(url: str, text: MetricsText, scenario: str, run: str, timeout: float = 10.0) -> None:
+    """The final figures of a headless run to a Pushgateway, grouped by scenario and run."""
+    push_to_gateway(
+        url,
+        job="loadgen",
+        registry=exporter_registry(text),
+        grouping_key={"scenario": scenario, "run": run},
+        timeout=timeout,
+    )

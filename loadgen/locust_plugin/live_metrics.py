@@ -1,0 +1,236 @@
+"""Locust glue of the live metrics: the exporter's /metrics (on the web UI and on `--metrics-port`), the Pushgateway
+push at the end of a headless run (`--pushgateway URL`), and the master's scraping of each variant's own /metrics.
+
+Only the process that merges (a master, or a process that is its own master) exports and scrapes: workers never
+do, so each server is read from one place (llama.cpp's throughput gauges reset on every read). The web UI's
+/metrics is not behind `--web-login`: Prometheus cannot pass Locust's login form, and the route serves only
+aggregate numbers (no prompts, URLs or keys); a deployment that must hide it scrapes `--metrics-port` instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+import gevent
+from locust import events
+from locust.env import Environment
+from locust.runners import MasterRunner, WorkerRunner
+
+from loadgen.live.exporter import CONTENT_TYPE, LiveView, MetricsText, push_final
+from loadgen.live.server_metrics import ServerTimeline, metrics_url, parse_metrics
+from loadgen.locust_plugin.runtime import runtime_of
+from loadgen.measure.health import HealthThresholds
+
+__all__ = ["attach_server_metrics", "register"]
+
+log = logging.getLogger("loadgen")
+_SCRAPE_TIMEOUT = 2.0
+
+
+class ExporterState:
+    """The master's exporter and scrapers, one per Locust environment."""
+
+    def __init__(self, environment: Environment) -> None:
+        self.environment = environment
+        scenario = runtime_of(environment).scenario
+        self.text = MetricsText(self.view, scenario.metrics.buckets_s)
+        self.timelines: dict[str, ServerTimeline] = {}
+        self.scrapers: list[gevent.Greenlet] = []
+        self.server: Any = None
+        self.pushed_run: int | None = None
+
+    def view(self) -> LiveView | None:
+        env = self.environment
+        rt = getattr(env, "loadgen", None)
+        col = rt.collector if rt is not None else None
+        if rt is None or col is None or col.started_wall is None:
+            return None
+        runner = env.runner
+        thresholds = HealthThresholds(**rt.scenario.run_trust.model_dump())
+        if isinstance(runner, MasterRunner):
+            health = {f"worker-{runner.get_worker_index(w)}": h for w, h in col.health.items()}
+            return LiveView(col.aggregate, health, rt.scenario.name, col.run, thresholds)
+        if col.flushed:  # a local run that ended: its last delta is in the collector
+            return LiveView(col.aggregate, dict(col.health), rt.scenario.name, col.run, thresholds)
+        rt.drain()  # a local run: its own aggregate, read in place (nothing is shipped before the end)
+        return LiveView(rt.aggregate, {"local": rt.health}, rt.scenario.name, col.run, thresholds)
+
+    def start_scrapers(self) -> None:
+        self.stop_scrapers()
+        scenario = runtime_of(self.environment).scenario
+        every = scenario.metrics.server_scrape_interval
+        self.timelines = {}
+        if every <= 0:
+            return
+        for v in scenario.variants:
+            tl = self.timelines[v.name] = ServerTimeline(metrics_url(v.base_url), every)
+            self.scrapers.append(gevent.spawn(_scrape_loop, tl, every))
+
+    def stop_scrapers(self) -> None:
+        if self.scrapers:
+            gevent.killall(self.scrapers, block=True, timeout=_SCRAPE_TIMEOUT + 1)
+        self.scrapers = []
+
+
+def _fetch(url: str) -> bytes:
+    with urllib.request.urlopen(url, timeout=_SCRAPE_TIMEOUT) as r:  # noqa: S310 (the scenario's own URL)
+        return bytes(r.read())
+
+
+def _scrape_loop(tl: ServerTimeline, every: float) -> None:
+    """Read one variant's /metrics every `every` s until killed. A server without /metrics (an HTTP error, or nothing
+    loadgen knows in it) on the first read is skipped with a note; later failures are counted."""
+    due = time.monotonic()
+    while True:
+        started = time.time()
+        try:
+            kind, values = parse_metrics(_fetch(tl.url).decode("utf-8", "replace"))
+        except urllib.error.HTTPError as e:
+            if not tl.samples:
+                tl.note = f"no /metrics at {tl.url} (HTTP {e.code}): server metrics skipped"
+                return
+            tl.failures += 1
+        except (OSError, ValueError) as e:  # unreachable, timed out, or not a Prometheus exposition
+            if not tl.samples and tl.failures >= 2:
+                tl.note = f"/metrics at {tl.url} unreadable ({e}): server metrics skipped"
+                return
+            tl.failures += 1
+        else:
+            if kind is None and not tl.samples:
+                tl.note = f"{tl.url} exports none of the server metrics loadgen knows: skipped"
+                return
+            tl.add(started, kind, values)
+        due += every
+        gevent.sleep(max(0.0, due - time.monotonic()))
+
+
+def attach_server_metrics(environment: Environment, report: dict[str, Any]) -> None:
+    """Each variant's server-metrics timeline into the report (`variants[].server_metrics`)."""
+    state: ExporterState | None = getattr(environment, "loadgen_live", None)
+    if state is None:
+        return
+    for v in report.get("variants", []):
+        tl = state.timelines.get(v["name"])
+        if tl is not None:
+            v["server_metrics"] = tl.report()
+
+
+def _add_arguments(parser: Any) -> None:
+    g = parser.add_argument_group("loadgen live metrics")
+    g.add_argument(
+        "--metrics-port",
+        type=int,
+        env_var="LOADGEN_METRICS_PORT",
+        default=0,
+        help="serve the Prometheus exporter's /metrics on this port (the master; 0: only on the web UI)",
+    )
+    g.add_argument(
+        "--metrics-host",
+        type=str,
+        env_var="LOADGEN_METRICS_HOST",
+        default="",
+        help="interface for --metrics-port (default: all)",
+    )
+    g.add_argument(
+        "--metrics-linger",
+        type=float,
+        env_var="LOADGEN_METRICS_LINGER",
+        default=0.0,
+        help="headless: keep serving --metrics-port this many seconds after the final report, so that a scrape "
+        "catches the final figures",
+    )
+    g.add_argument(
+        "--pushgateway",
+        type=str,
+        env_var="LOADGEN_PUSHGATEWAY",
+        default="",
+        help="push the final figures of the run to this Prometheus Pushgateway URL",
+    )
+
+
+def _on_init(environment: Environment, **_: Any) -> None:
+    if isinstance(environment.runner, WorkerRunner) or getattr(environment, "loadgen", None) is None:
+        return
+    state = ExporterState(environment)
+    environment.loadgen_live = state  # type: ignore[attr-defined]
+    app = environment.web_ui.app if environment.web_ui is not None else None
+    if app is not None:
+        from flask import Response
+
+        @app.route("/metrics")
+        def _metrics() -> Any:
+            return Response(state.text.render(), mimetype=None, content_type=CONTENT_TYPE)
+
+    opts = environment.parsed_options
+    port = int(getattr(opts, "metrics_port", 0) or 0)
+    if port:
+        from gevent.pywsgi import WSGIServer
+
+        def wsgi(env: dict[str, Any], start_response: Any) -> list[bytes]:
+            if env.get("PATH_INFO") != "/metrics":
+                start_response("404 Not Found", [("Content-Type", "text/plain")])
+                return [b"loadgen: the exporter is at /metrics\n"]
+            body = state.text.render()
+            start_response("200 OK", [("Content-Type", CONTENT_TYPE), ("Content-Length", str(len(body)))])
+            return [body]
+
+        state.server = WSGIServer((getattr(opts, "metrics_host", "") or "", port), wsgi, log=None)
+        state.server.start()
+        log.info("loadgen: Prometheus exporter on port %s at /metrics", port)
+
+
+def _on_test_start(environment: Environment, **_: Any) -> None:
+    state: ExporterState | None = getattr(environment, "loadgen_live", None)
+    if state is not None:
+        state.start_scrapers()
+
+
+def _on_test_stop(environment: Environment, **_: Any) -> None:
+    state: ExporterState | None = getattr(environment, "loadgen_live", None)
+    if state is not None:
+        state.stop_scrapers()
+
+
+def _on_quitting(environment: Environment, **_: Any) -> None:
+    """After the final report (loadgen's report listener runs first): push the final figures, close the port."""
+    state: ExporterState | None = getattr(environment, "loadgen_live", None)
+    if state is None:
+        return
+    state.stop_scrapers()
+    opts = environment.parsed_options
+    url = getattr(opts, "pushgateway", "") or ""
+    rt = runtime_of(environment)
+    col = rt.collector
+    if url and col is not None and col.started_wall is not None and state.pushed_run != col.run:
+        run = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(col.started_wall))
+        try:
+            push_final(url, state.text, rt.scenario.name, run)
+            state.pushed_run = col.run
+            log.info("loadgen: final figures pushed to %s (scenario=%s, run=%s)", url, rt.scenario.name, run)
+        except OSError as e:  # the report is written already; a Pushgateway that is down must not change the exit code
+            log.error("loadgen: could not push to %s: %s", url, e)
+    if state.server is not None:
+        linger = float(getattr(opts, "metrics_linger", 0) or 0)
+        if linger > 0:
+            gevent.sleep(linger)  # the final figures stay scrapeable (a Job's last scrape would miss them otherwise)
+        with contextlib.suppress(Exception):
+            state.server.stop(timeout=1)
+
+
+def register() -> None:
+    """Attach the live-metrics listeners (after the plugin's own, so that the report is written before the push)."""
+    for hook, listener in (
+        (events.init_command_line_parser, _add_arguments),
+        (events.init, _on_init),
+        (events.test_start, _on_test_start),
+        (events.test_stop, _on_test_stop),
+        (events.quitting, _on_quitting),
+    ):
+        with contextlib.suppress(ValueError):
+            hook.remove_listener(listener)
+        hook.add_listener(listener)

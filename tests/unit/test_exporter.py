@@ -1,0 +1,134 @@
+"""The exporter's figures against the HDR histograms they come from, and its text against Prometheus' own parser."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from loadgen.config.errors import ConfigError
+from loadgen.config.live_metrics import DEFAULT_BUCKETS_S
+from loadgen.config.scenario import validate_scenario
+from loadgen.live.exporter import FAMILIES, LiveView, MetricsText, exporter_registry
+from loadgen.measure.aggregate import Aggregate
+from loadgen.measure.health import HealthStats, HealthThresholds
+from loadgen.measure.histogram import LatencyHistogram
+from loadgen.metric_names import PERCENTILES
+
+
+def _hist(rng: random.Random, n: int, sigma: float = 0.9) -> LatencyHistogram:
+    h = LatencyHistogram()
+    for _ in range(n):
+        h.record(rng.lognormvariate(-2.0, sigma))
+    return h
+
+
+@pytest.mark.parametrize("censored", [0, 3, 40])
+def test_buckets_and_quantiles_are_the_hdr_histograms_own(censored: int) -> None:
+    rng = random.Random(censored)
+    h = _hist(rng, 3000)
+    h.record(0.1)  # a value on a bucket bound: counts in le="0.1" exactly when its HDR value is ≤ 0.1
+    text = MetricsText(lambda: None, DEFAULT_BUCKETS_S)
+    f = text.figures(h, censored)
+    assert f.buckets[:-1] == [h.count - h.count_above(b) for b in DEFAULT_BUCKETS_S]
+    assert f.buckets[-1] == h.count
+    summary = h.summary_ms(censored)
+    for (name, _), q in zip(PERCENTILES, f.quantiles, strict=True):
+        want = summary[name]
+        assert (q == math.inf) if want is None else q == pytest.approx(want / 1e3, abs=1e-9), name
+    assert f.sum_s / h.count == pytest.approx(h.summary_ms()["mean"] / 1e3, rel=1e-5)
+
+
+def _view() -> tuple[Aggregate, LiveView]:
+    rng = random.Random(1)
+    agg = Aggregate()
+    for v in ("base", "int8"):
+        for m in ("chat", "rag"):
+            g = agg.group(v, m)
+            g.requests, g.ok, g.errors, g.output_tokens = 100, 97, {"timeout": 2, "http_503": 1}, 4200
+            g.censored = {"ttft": 2, "e2e": 3}
+            for metric in ("ttft", "itl", "tpot", "e2e"):
+                g.hists[metric] = _hist(rng, 200)
+    c = agg.priority_class("base", "interactive")
+    c.requests, c.ok = 10, 10
+    c.hists["ttft"] = _hist(rng, 10)
+    health = HealthStats()
+    health.add_lag(0.004)
+    health.add_cpu(35.0)
+    return agg, LiveView(agg, {"worker-0": health}, "demo", 3, HealthThresholds())
+
+
+def _samples(body: bytes) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for fam in text_string_to_metric_families(body.decode())
+        for s in fam.samples
+    }
+
+
+def test_the_text_parses_and_says_what_the_aggregate_holds() -> None:
+    agg, view = _view()
+    text = MetricsText(lambda: view, DEFAULT_BUCKETS_S)
+    s = _samples(text.render())
+    lab = (("mix", "chat"), ("variant", "base"))
+    assert s[("loadgen_requests_total", tuple(sorted((*lab, ("outcome", "ok")))))] == 97
+    assert s[("loadgen_requests_total", tuple(sorted((*lab, ("outcome", "error")))))] == 3
+    assert s[("loadgen_errors_total", tuple(sorted((*lab, ("class", "timeout")))))] == 2
+    assert s[("loadgen_censored_samples_total", tuple(sorted((*lab, ("metric", "e2e")))))] == 3
+    assert s[("loadgen_output_tokens_total", lab)] == 4200
+    h = agg.groups[("base", "chat")].hists["ttft"]
+    assert s[("loadgen_ttft_seconds_count", lab)] == h.count
+    assert s[("loadgen_ttft_seconds_bucket", tuple(sorted((*lab, ("le", "0.1")))))] == h.count - h.count_above(0.1)
+    # The censored failures rank above every recorded sample, as in the report.
+    p99 = h.summary_ms(2)["p99"]
+    assert s[("loadgen_ttft_quantile_seconds", tuple(sorted((*lab, ("quantile", "0.99")))))] == pytest.approx(
+        math.inf if p99 is None else p99 / 1e3
+    )
+    assert s[("loadgen_worker_cpu_p90_ratio", (("worker", "worker-0"),))] == pytest.approx(0.35)
+    assert s[("loadgen_run_untrustworthy_reasons", ())] == 0
+    assert s[("loadgen_run_info", (("run", "3"), ("scenario", "demo")))] == 1
+    ck = (("outcome", "ok"), ("priority_class", "interactive"), ("variant", "base"))
+    assert s[("loadgen_class_requests_total", ck)] == 10
+
+
+def test_a_group_that_changed_is_rendered_again_and_the_registry_agrees() -> None:
+    agg, view = _view()
+    text = MetricsText(lambda: view, DEFAULT_BUCKETS_S)
+    first = text.render()
+    assert text.render() == first  # nothing changed: the same text
+    g = agg.groups[("int8", "rag")]
+    g.hists["ttft"].record(100.0)  # a new sample above every bound
+    g.requests += 1
+    g.ok += 1
+    s = _samples(text.render())
+    lab = (("mix", "rag"), ("variant", "int8"))
+    assert s[("loadgen_ttft_seconds_count", lab)] == 201
+    assert s[("loadgen_ttft_seconds_bucket", tuple(sorted((*lab, ("le", "60.0")))))] == 200
+    # The registry push_to_gateway takes holds the same samples (floats as prometheus_client writes them).
+    assert _samples(generate_latest(exporter_registry(text))) == s
+
+
+def test_no_run_yet_exports_the_families_empty() -> None:
+    body = MetricsText(lambda: None, DEFAULT_BUCKETS_S).render().decode()
+    families = list(text_string_to_metric_families(body))
+    assert [f.name for f in families] == [name for name, _, _ in FAMILIES]
+    assert not any(f.samples for f in families)
+
+
+@pytest.mark.parametrize("buckets", [[], [0.5, 0.1], [0.0, 1.0], [1.0, float("inf")]])
+def test_bucket_bounds_are_checked(buckets: list[float]) -> None:
+    doc = {
+        "variants": [{"name": "a", "base_url": "http://127.0.0.1:1", "model": "m"}],
+        "metrics": {"buckets_s": buckets},
+    }
+    with pytest.raises(ConfigError, match="buckets_s"):
+        validate_scenario(doc)
+
+
+def test_the_scrape_interval_defaults_to_two_seconds() -> None:
+    sc = validate_scenario({"variants": [{"name": "a", "base_url": "http://127.0.0.1:1", "model": "m"}]})
+    assert sc.metrics.server_scrape_interval == 2.0
+    assert sc.metrics.buckets_s == list(DEFAULT_BUCKETS_S)
