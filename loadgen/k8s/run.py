@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -24,6 +25,8 @@ __all__ = ["RunResult", "cleanup", "create", "follow", "run_in_cluster"]
 
 INTERRUPTED = 130  # the shell's code for SIGINT: no verdict
 _CONNECTED = re.compile(r"(\d+) workers connected")
+# The master's own status line in its log (loadgen/live/progress.py, plain lines off a terminal): "loadgen: 0m12s/…".
+_MASTER_STATUS = re.compile(r"^loadgen: (\d+m?\d*s(?:/\S+)? \| users .*)$", re.MULTILINE)
 
 
 @dataclass
@@ -106,17 +109,19 @@ def _progress(cluster: Cluster, ns: str, release: str) -> str:
             phases[phase] = phases.get(phase, 0) + 1
         elif comp == "master":
             master = pod
-    connected = "?"
+    connected, live = "?", ""
     if master is not None and master.status and master.status.phase == "Running":
         try:
-            log = cluster.core.read_namespaced_pod_log(master.metadata.name, ns, tail_lines=200)
-            found = _CONNECTED.findall(log or "")
+            log = cluster.core.read_namespaced_pod_log(master.metadata.name, ns, tail_lines=200) or ""
+            found = _CONNECTED.findall(log)
             connected = found[-1] if found else "0"
+            lines = _MASTER_STATUS.findall(log)
+            live = f" | {lines[-1]}" if lines else ""  # once the load runs: its req/s, TTFT, errors, trust
         except api_exception():
             pass
     workers = ", ".join(f"{n} {p.lower()}" for p, n in sorted(phases.items())) or "none yet"
     mphase = (master.status.phase if master is not None and master.status else None) or "pending"
-    return f"master {mphase.lower()} · workers {workers} · {connected} connected"
+    return f"master {mphase.lower()} · workers {workers} · {connected} connected{live}"
 
 
 def follow(
@@ -161,15 +166,20 @@ def follow(
 
 
 def _status_printer() -> Callable[[str], None]:
-    """One status line: rewritten in place on a terminal, printed on change in a log."""
+    """The live status line of `loadgen run` (loadgen/live/progress.py): redrawn in place on a terminal, a plain
+    line in a log, and only when it changed."""
+    from loadgen.live.progress import render
+
     last = [""]
     tty = sys.stderr.isatty()
+    started = time.monotonic()
 
     def say(text: str) -> None:
         if text == last[0]:
             return
         last[0] = text
-        sys.stderr.write(f"\r\033[K{text}" if tty else f"{text}\n")
+        columns = shutil.get_terminal_size((120, 24)).columns
+        sys.stderr.write(render(text, time.monotonic() - started, None, tty, columns))
         sys.stderr.flush()
 
     return say

@@ -38,7 +38,10 @@ class Run:
         if labels["app.kubernetes.io/component"] == "worker":
             master = name.replace("-worker", "-master") + "-0"
             n = obj["spec"]["parallelism"]
-            c.logs[(ns, master)] = f"... worker-0 (index 0) reported as ready. {n} workers connected.\n"
+            c.logs[(ns, master)] = (
+                f"... worker-0 (index 0) reported as ready. {n} workers connected.\n"
+                "loadgen: 0m04s/1m00s | users 8 | 41.0 req/s | a TTFT p50 52.1 p99 88.0 ms | errors 0 | trust ok\n"
+            )
 
     def _end_master(self) -> None:
         for (coll, _, _), obj in self.c.objects.items():
@@ -129,6 +132,13 @@ def test_a_run_creates_follows_copies_returns_its_code_and_cleans_up(tmp_path: P
     assert yaml.safe_load(created[1][1]["data"]["scenario.yaml"])["variants"][0]["name"] == "a"
     # followed: the status line saw the workers come up and connect
     assert any("workers 2 running" in s and "2 connected" in s for s in lines), lines
+    # ... and, once the load ran, the master's own live status line (req/s, TTFT, errors, trust)
+    assert any(
+        s.endswith(
+            "2 connected | 0m04s/1m00s | users 8 | 41.0 req/s | a TTFT p50 52.1 p99 88.0 ms | errors 0 | trust ok"
+        )
+        for s in lines
+    ), lines
     # every report copied, byte for byte; a listed name outside the folder is never written
     assert result.files == list(REPORTS)
     assert {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir()} == REPORTS
@@ -169,16 +179,18 @@ def test_ctrl_c_stops_the_run_and_cleans_up_even_with_keep(tmp_path: Path) -> No
     assert left == {}  # deleting the master Job is what stops the load
 
 
-def test_keep_leaves_the_objects(tmp_path: Path) -> None:
+def test_keep_leaves_the_objects(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with fake_api(tmp_path) as (c, kubeconfig):
         Run(c, exit_code=0)
         cluster = connect(kubeconfig=str(kubeconfig))
-        result = run_in_cluster(
-            cluster, _values(), "lg-test", tmp_path / "out", keep=True, interval=0.01, status=lambda s: None
-        )
+        result = run_in_cluster(cluster, _values(), "lg-test", tmp_path / "out", keep=True, interval=0.01)
         cluster.close()
         kept = {(coll, name) for coll, _, name in c.objects if coll != "pods"}
     assert result.code == 0
+    # the default status line off a terminal: plain lines, each state once however often it was polled
+    err = capsys.readouterr().err.splitlines()
+    progress = [line for line in err if line.startswith("loadgen: master ")]
+    assert progress and len(progress) == len(set(progress)), err
     assert kept == {
         ("serviceaccounts", "lg-test-loadgen"),
         ("configmaps", "lg-test-loadgen-scenario"),
