@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loadgen.measure.histogram import LatencyHistogram, merge_encoded_into, record_chunk_gaps
+from loadgen.measure.pairs import PairSamples
 from loadgen.measure.records import RequestRecord
 from loadgen.measure.timeline import Timeline
 from loadgen.metric_names import METRICS
@@ -34,7 +35,8 @@ CONNECTION_METRICS: tuple[str, ...] = ("connect", "tls")
 # Metrics where a request that never got there is a censored sample (above everything measured).
 CENSORED_METRICS: tuple[str, ...] = ("ttft", "e2e", "e2e_from_schedule")
 # 7: the per-variant timeline (measure/timeline.py). 8: per (variant, priority class) groups ("classes").
-WIRE_VERSION = 8
+# 9: per-request samples for the variants' paired comparison ("pairs", measure/pairs.py).
+WIRE_VERSION = 9
 # What a (variant, mix, bucket) and a (variant, mix, turn) keep: few histograms, so these levels add little to each
 # delta.
 BUCKET_METRICS: tuple[str, ...] = ("ttft", "e2e")
@@ -320,7 +322,17 @@ class Aggregate:
     then be added three times). Open-loop arrival counts stay with the groups.
     """
 
-    __slots__ = ("groups", "buckets", "turns", "classes", "starts", "timeline", "variant_timeline", "window_start")
+    __slots__ = (
+        "groups",
+        "buckets",
+        "turns",
+        "classes",
+        "starts",
+        "timeline",
+        "variant_timeline",
+        "pairs",
+        "window_start",
+    )
 
     def __init__(self, window_start: float = -math.inf) -> None:
         self.groups: dict[tuple[str, str], GroupStats] = {}
@@ -330,6 +342,8 @@ class Aggregate:
         self.starts: dict[tuple[str, str], BucketStats] = {}  # (variant, "warm" or `RequestRecord.cold`)
         self.timeline: dict[int, list[int]] = {}
         self.variant_timeline = Timeline()
+        # Hash-sampled per-request values, for the variants' paired comparison (report/compare.py).
+        self.pairs = PairSamples()
         # Start of the measured window (monotonic): where this process's warm-up ended.
         self.window_start = window_start
 
@@ -371,6 +385,7 @@ class Aggregate:
         self.variant_timeline.add(rec, wall_time, self.window_start)
         if rec.warmup or rec.cut_by_stop:
             return
+        self.pairs.add(rec)
         self.start(rec.variant, rec.cold or "warm").add(rec)
         if rec.bucket:
             self.bucket(rec.variant, rec.mix, rec.bucket).add(rec)
@@ -394,6 +409,7 @@ class Aggregate:
             and not self.starts
             and not self.timeline
             and self.variant_timeline.is_empty()
+            and self.pairs.is_empty()
         )
 
     def to_wire(self, histograms: bool = True) -> dict[str, Any]:
@@ -406,6 +422,7 @@ class Aggregate:
             "starts": [[v, st, ss.to_wire(histograms)] for (v, st), ss in self.starts.items()],
             "timeline": [[s, *row] for s, row in self.timeline.items()],
             "variant_timeline": self.variant_timeline.to_wire(),
+            "pairs": self.pairs.to_wire(),
         }
 
     def pop_delta(self, histograms: bool = True) -> dict[str, Any]:
@@ -426,6 +443,7 @@ class Aggregate:
                 bs.reset_counters()
         self.timeline = {}
         self.variant_timeline = Timeline()
+        self.pairs.clear_rows()  # every delta: few values per request, and the level must go on rising
         return wire
 
     def merge(self, other: Aggregate) -> None:
@@ -441,6 +459,7 @@ class Aggregate:
             self.start(v, st).merge(ss)
         self._merge_timeline([[s, *row] for s, row in other.timeline.items()])
         self.variant_timeline.merge(other.variant_timeline)
+        self.pairs.merge(other.pairs)
 
     def merge_wire(self, wire: dict[str, Any]) -> None:
         if wire.get("v") != WIRE_VERSION:
@@ -457,6 +476,7 @@ class Aggregate:
             self.start(v, st).merge_wire(sw)
         self._merge_timeline(wire.get("timeline", []))
         self.variant_timeline.merge_wire(wire.get("variant_timeline", {}))
+        self.pairs.merge_wire(wire.get("pairs", {}))
 
     def _merge_timeline(self, rows: list[list[int]]) -> None:
         for s, req, ok, tok in rows:
