@@ -168,6 +168,23 @@ class LatencyHistogram:
         value_at, _, highest_of = hdr.walkers(h)
         return sum(c for j, c in enumerate(hdr.counts(h)[lo : hi + 1]) if c and highest_of(value_at(lo + j)) > bound_us)
 
+    def buckets_us(self) -> tuple[list[int], list[int]]:
+        """Every non-empty bucket as (value µs, count), ascending: the distribution to resample (report/compare.py).
+        The value is the bucket's highest equivalent, the one `percentile` reports."""
+        h = self._h
+        n, min_value, max_value = hdr.recorded(h)
+        if n == 0:
+            return [], []
+        lo = hdr.index_for(h, min_value)
+        hi = min(hdr.index_for(h, max_value), hdr.counts_len(h) - 1)
+        value_at, _, highest_of = hdr.walkers(h)
+        values, counts = [], []
+        for j, c in enumerate(hdr.counts(h)[lo : hi + 1]):
+            if c:
+                values.append(highest_of(value_at(lo + j)))
+                counts.append(c)
+        return values, counts
+
     def cdf_ms(self, points: int = 100, censored: int = 0) -> list[list[float]]:
         """[latency ms, cumulative fraction] pairs for plotting: the value at `points` evenly spaced ranks, plus
         p99.5 / p99.9 / p99.99 (the tail a CDF is read for; 100 even steps put one point past p99), each as

@@ -26,6 +26,7 @@ from loadgen.measure.aggregate import (
 )
 from loadgen.measure.histogram import RELATIVE_ERROR, LatencyHistogram
 from loadgen.protocol.dialects import output_length
+from loadgen.report.compare import build_comparison, comparison_method, hdr_json
 from loadgen.report.html import render_html
 from loadgen.report.markdown import render_markdown
 from loadgen.report.provenance import environment, safe_url, scenario_record
@@ -252,6 +253,7 @@ def build_report(
         }
         # For the HTML report's charts: each latency's distribution (~100 points) and the variant's timeline.
         entry["overall"]["cdf_ms"] = _cdf_json(merged)
+        entry["overall"]["hdr"] = hdr_json(merged)  # what `loadgen compare` resamples
         entry["timeline"] = agg.variant_timeline.report(v.name)
         classes = _classes_json(scenario, agg, v, merged, window_s)
         if classes is not None:
@@ -300,6 +302,8 @@ def build_report(
         "variants": variants,
         "slos": slos,
         "slos_passed": all(s["passed"] for s in slos),
+        "comparison": build_comparison(agg, [v.name for v in scenario.variants], baseline, scenario.seed),
+        "comparison_method": comparison_method(scenario.seed),
         "timeline": [[s, *row] for s, row in sorted(agg.timeline.items())],
         # How prompt lengths were made: exact in the target's tokens with a tokenizer, else words taken as tokens.
         "prompt_lengths": (

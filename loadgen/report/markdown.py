@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from loadgen.report.compare_md import comparison_lines
 from loadgen.report.markdown_summary import cold_lines, goodput_lines, summary_lines
 from loadgen.report.server_metrics_report import server_metrics_lines
 
@@ -146,6 +147,7 @@ def render_markdown(report: dict[str, Any]) -> str:
             "–" if s[k] is None else f"{s[k]:.2f}×" for k in ("ttft_p99", "e2e_p99", "tpot_p50", "itl_p50")
         )
         lines.append(f"| {v['name']} | {cells} |")
+    lines += comparison_lines(report)
     if report["slos"]:
         by_class = any(s.get("class") for s in report["slos"])
         lines += ["", "## SLOs", ""]

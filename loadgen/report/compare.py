@@ -1,0 +1,256 @@
+"""Each variant against the baseline, with bootstrap confidence intervals: `report["comparison"]`.
+
+For p50 and p99 of TTFT, TPOT and E2E, the speedup is the baseline's statistic over the variant's (> 1: the variant
+is faster), with a percentile interval from `RESAMPLES` bootstrap resamples at `CONFIDENCE`, and `within_noise`
+when the interval holds 1.0 (None, no verdict, when fewer than `MIN_TAIL` values lie above the statistic). Which
+data it rests on, in order of preference (`source`):
+
+- `pairs`: the requests both variants served successfully, matched by identity (measure/pairs.py: stream, index,
+  turn), at least `MIN_PAIRS` of them. Resampling draws pairs, so both statistics of a resample come from the same
+  requests; the per-request differences also give the median paired difference (variant − baseline, p50 entries).
+- `samples`: no pairs (the variants did not replay the same requests) but each variant's hash-sampled successful
+  requests, resampled each on its own.
+- `histograms`: neither (no per-request values reached the report): each variant's HDR histogram, resampled as its
+  buckets' values by their counts, failed requests included as censored samples above every value (as the
+  report's percentiles count them); a statistic that falls among them has no speedup.
+
+Seeds: each (variant, metric) has its own generator, seeded with crc32 of "<scenario seed>/<variant>/<metric>" and
+drawn from for p50, then p99 (then the median paired difference), so a report rebuilt from the same data gives the
+same intervals, and one variant's do not depend on the others'.
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any
+
+import numpy as np
+
+from loadgen.measure.aggregate import Aggregate, GroupStats
+from loadgen.measure.histogram import LatencyHistogram
+from loadgen.measure.pairs import PAIR_CAP, PAIR_METRICS
+from loadgen.report.bootstrap import (
+    FloatArray,
+    IntArray,
+    Sample,
+    boot_paired,
+    boot_quantiles,
+    percentile_interval,
+    quantile,
+)
+
+__all__ = [
+    "COMPARE_METRICS",
+    "COMPARE_STATS",
+    "CONFIDENCE",
+    "MIN_PAIRS",
+    "MIN_TAIL",
+    "RESAMPLES",
+    "build_comparison",
+    "comparison_method",
+    "entry_seed",
+    "hdr_json",
+    "histogram_sample",
+    "ratio_interval",
+]
+
+COMPARE_METRICS: tuple[str, ...] = PAIR_METRICS
+COMPARE_STATS: tuple[tuple[str, float], ...] = (("p50", 0.5), ("p99", 0.99))
+RESAMPLES = 1000
+CONFIDENCE = 0.95
+# Fewer pairs than this and the comparison falls back to unpaired data: a percentile interval from a handful of
+# values says little.
+MIN_PAIRS = 30
+# Fewer values than this above a statistic (`tail_n`: a p99 of under 1,000 requests) and its interval is given but
+# judged neither way (`within_noise` None): the bootstrap of a sample's extremes is known not to hold its level (the
+# resamples can never go past the largest value), and on the simulator such p99 intervals of two identical engines
+# excluded 1.0 far more often than 5 % of the time.
+MIN_TAIL = 10
+_HDR_METRICS = ("ttft", "itl", "tpot", "e2e")
+
+
+def entry_seed(seed: int, variant: str, metric: str) -> int:
+    """The seed of one (variant, metric)'s generator; its entries draw from it in order: p50, p99, then the
+    median paired difference."""
+    return zlib.crc32(f"{seed}/{variant}/{metric}".encode())
+
+
+def comparison_method(seed: int, resamples: int = RESAMPLES, confidence: float = CONFIDENCE) -> dict[str, Any]:
+    """How every interval of `report["comparison"]` was made, to state beside them."""
+    return {
+        "bootstrap": "poisson",
+        "interval": "percentile",
+        "resamples": resamples,
+        "confidence": confidence,
+        "scenario_seed": seed,
+        "seed_rule": "crc32('<scenario seed>/<variant>/<metric>'), drawn from for p50, then p99",
+        "min_pairs": MIN_PAIRS,
+        "min_tail": MIN_TAIL,
+        "pair_cap": PAIR_CAP,
+        "pairs_of": "successful requests of the measured window, matched by (stream, index, turn)",
+    }
+
+
+def hdr_json(g: GroupStats) -> dict[str, str]:
+    """A group's histograms, encoded (base64 HdrHistogram V2), for `loadgen compare` to resample."""
+    out = {}
+    for m in _HDR_METRICS:
+        h = g.hists.get(m)
+        if h is not None and h.count:
+            out[m] = h.encode().decode("ascii")
+    return out
+
+
+def histogram_sample(h: LatencyHistogram | None, censored: int = 0) -> Sample:
+    """A histogram's buckets (ms) as a sample, censored samples as +inf (above every value)."""
+    values, counts = h.buckets_us() if h is not None else ([], [])
+    v = np.asarray(values, dtype=np.float64) / 1e3
+    c = np.asarray(counts, dtype=np.int64)
+    if censored:
+        v, c = np.append(v, np.inf), np.append(c, censored)
+    return Sample.of(v, c)
+
+
+def _ratio(num: FloatArray, den: FloatArray) -> FloatArray:
+    """num / den where two censored (infinite) values compare equal and a zero denominator is no value."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = num / den
+    r[np.isinf(num) & np.isinf(den)] = 1.0
+    r[den == 0] = np.nan
+    return r
+
+
+def ratio_interval(
+    num: FloatArray, den: FloatArray, confidence: float
+) -> tuple[float | None, float | None, bool | None]:
+    """(low, high, within noise) of the bootstrap values of num / den."""
+    ci = percentile_interval(_ratio(num, den), confidence)
+    if ci is None:
+        return None, None, None
+    lo, hi = ci
+    return _round(lo), _round(hi), bool(lo <= 1.0 <= hi)
+
+
+def _round(x: float) -> float | None:
+    return None if not np.isfinite(x) else round(float(x), 4)
+
+
+def _common(agg: Aggregate, base: str, variant: str) -> tuple[IntArray, IntArray]:
+    """Rows of the baseline's and of the variant's samples that hold the same requests, row for row."""
+    keys_b = np.frombuffer(agg.pairs.samples(base)[0], dtype=np.int64)
+    keys_v = np.frombuffer(agg.pairs.samples(variant)[0], dtype=np.int64)
+    _, ib, iv = np.intersect1d(keys_b, keys_v, return_indices=True)
+    return ib, iv
+
+
+def _paired_values(
+    agg: Aggregate, base: str, variant: str, rows: tuple[IntArray, IntArray], metric: str
+) -> tuple[FloatArray, FloatArray]:
+    """The metric (ms) of the requests both variants served, pair by pair."""
+    a = np.frombuffer(agg.pairs.samples(base)[1][metric], dtype=np.int64)[rows[0]]
+    b = np.frombuffer(agg.pairs.samples(variant)[1][metric], dtype=np.int64)[rows[1]]
+    keep = (a >= 0) & (b >= 0)
+    return a[keep] / 1e3, b[keep] / 1e3
+
+
+def _sample_values(agg: Aggregate, variant: str, metric: str) -> FloatArray:
+    _, values = agg.pairs.samples(variant)
+    v = np.frombuffer(values[metric], dtype=np.int64)
+    return v[v >= 0] / 1e3
+
+
+def _entry(variant: str, baseline: str, metric: str, stat: str) -> dict[str, Any]:
+    return {"variant": variant, "baseline": baseline, "metric": metric, "stat": stat}
+
+
+def _paired_entries(
+    entries: list[dict[str, Any]], a: FloatArray, b: FloatArray, resamples: int, confidence: float, seed: int
+) -> None:
+    rng = np.random.default_rng(seed)
+    sa, sb = Sample.sorted_of(a), Sample.sorted_of(b)
+    boots = boot_paired(a, b, [q for _, q in COMPARE_STATS], resamples, rng)
+    for out, (_, q), (qa, qb) in zip(entries, COMPARE_STATS, boots, strict=True):
+        pa, pb = quantile(sa, q), quantile(sb, q)
+        lo, hi, noise = ratio_interval(qa, qb, confidence)
+        out |= {
+            "speedup": _round(pa / pb) if pa is not None and pb else None,
+            "ci_low": lo,
+            "ci_high": hi,
+            "within_noise": noise,
+            "paired": True,
+            "source": "pairs",
+            "n": len(a),
+            "baseline_ms": _round(pa) if pa is not None else None,
+            "variant_ms": _round(pb) if pb is not None else None,
+            "tail_n": int(len(a) * (1.0 - q)),
+        }
+        if out["tail_n"] < MIN_TAIL:
+            out["within_noise"] = None
+    # The per-request view, on the p50 entry: how much later (ms) the variant's copy of a request came, at the median.
+    ds = Sample.sorted_of(b - a)
+    med, dci = quantile(ds, 0.5), percentile_interval(boot_quantiles(ds, 0.5, resamples, rng), confidence)
+    p50 = next(e for e, (stat, _) in zip(entries, COMPARE_STATS, strict=True) if stat == "p50")
+    p50["diff_ms"] = _round(med) if med is not None else None
+    p50["diff_ci_low_ms"], p50["diff_ci_high_ms"] = (_round(dci[0]), _round(dci[1])) if dci else (None, None)
+
+
+def _unpaired_entries(
+    entries: list[dict[str, Any]], sa: Sample, sb: Sample, source: str, resamples: int, confidence: float, seed: int
+) -> None:
+    rng = np.random.default_rng(seed)
+    for out, (_, q) in zip(entries, COMPARE_STATS, strict=True):
+        pa, pb = quantile(sa, q), quantile(sb, q)
+        out |= {"paired": False, "source": source, "n": min(sa.total, sb.total)}
+        out |= {"n_baseline": sa.total, "n_variant": sb.total, "tail_n": int(min(sa.total, sb.total) * (1.0 - q))}
+        out |= {"baseline_ms": None if pa is None else _round(pa), "variant_ms": None if pb is None else _round(pb)}
+        if pa is None or pb is None or not np.isfinite(pa) or not np.isfinite(pb) or pb <= 0:
+            # No data, or the statistic falls among failed requests (censored): no speedup to put an interval on.
+            out |= {"speedup": None, "ci_low": None, "ci_high": None, "within_noise": None}
+            out["censored"] = pa is not None and pb is not None and not (np.isfinite(pa) and np.isfinite(pb))
+            continue
+        qa = boot_quantiles(sa, q, resamples, rng)
+        qb = boot_quantiles(sb, q, resamples, rng)
+        lo, hi, noise = ratio_interval(qa, qb, confidence)
+        out |= {"speedup": _round(pa / pb), "ci_low": lo, "ci_high": hi}
+        out["within_noise"] = noise if out["tail_n"] >= MIN_TAIL else None
+
+
+def build_comparison(
+    agg: Aggregate,
+    variants: list[str],
+    baseline: str,
+    seed: int,
+    resamples: int = RESAMPLES,
+    confidence: float = CONFIDENCE,
+) -> list[dict[str, Any]]:
+    """One entry per (non-baseline variant, metric, stat), in the variants' order."""
+    out: list[dict[str, Any]] = []
+    base_group = agg.merged_variant(baseline)
+    for v in variants:
+        if v == baseline:
+            continue
+        group = agg.merged_variant(v)
+        rows = _common(agg, baseline, v)
+        for metric in COMPARE_METRICS:
+            a, b = _paired_values(agg, baseline, v, rows, metric)
+            samples: tuple[Sample, Sample, str] | None = None
+            if len(a) < MIN_PAIRS:
+                sa, sb = _sample_values(agg, baseline, metric), _sample_values(agg, v, metric)
+                if min(len(sa), len(sb)) >= MIN_PAIRS:
+                    samples = Sample.of(sa), Sample.of(sb), "samples"
+                else:
+                    samples = (
+                        histogram_sample(base_group.hists.get(metric), base_group.censored.get(metric, 0)),
+                        histogram_sample(group.hists.get(metric), group.censored.get(metric, 0)),
+                        "histograms",
+                    )
+            entries = [_entry(v, baseline, metric, stat) for stat, _ in COMPARE_STATS]
+            seed_vm = entry_seed(seed, v, metric)
+            if samples is None:
+                _paired_entries(entries, a, b, resamples, confidence, seed_vm)
+            else:
+                _unpaired_entries(entries, samples[0], samples[1], samples[2], resamples, confidence, seed_vm)
+            for e in entries:
+                e |= {"resamples": resamples, "confidence": confidence, "seed": seed_vm}
+            out += entries
+    return out
