@@ -1,4 +1,4 @@
-"""`loadgen` command line: validate, run, sweep, demo, sim, report, trend."""
+"""`loadgen` command line: validate, run, sweep, demo, sim, report, trend, compare."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from loadgen.config.scenario import (
 )
 from loadgen.exit_codes import ExitCode
 from loadgen.k8s.cli import add_k8s_parser, cmd_k8s
+from loadgen.report.compare_cli import add_compare_parser, cmd_compare
 from loadgen.report.report_cli import add_report_parser, cmd_report
 from loadgen.report.trend import add_trend_parser, cmd_trend
 from loadgen.sweep_cli import add_sweep_parser, cmd_sweep
@@ -258,6 +259,7 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("locustfile", help="print the path of loadgen's locustfile, for `locust -f`")
     add_report_parser(sub)
     add_trend_parser(sub)
+    add_compare_parser(sub)
     add_k8s_parser(sub)
     return p
 
@@ -274,6 +276,7 @@ def main(argv: list[str] | None = None) -> int:
         "demo": _cmd_demo,
         "report": cmd_report,
         "trend": cmd_trend,
+        "compare": cmd_compare,
         "locustfile": _cmd_locustfile,
         "k8s": cmd_k8s,
     }

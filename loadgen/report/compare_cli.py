@@ -1,0 +1,318 @@
+"""`loadgen compare BASE.json NEW.json --max-regression 5%`: a nightly regression gate between two reports.
+
+Per variant (matched by name) and metric — p50 / p99 of TTFT, TPOT and E2E, and throughput (successful requests/s,
+output tokens/s) — the change NEW vs BASE with a bootstrap interval of the ratio NEW ÷ BASE. The two runs share no
+requests, so the intervals are unpaired: each report's latency histograms (`variants[].overall.hdr`, failed requests
+as censored samples above every value) are resampled by their buckets' counts; throughput resamples the bins of
+each variant's timeline (interior bins, the first and last of the window being partial) and scales the ratio of
+means to the reports' own rates.
+
+A change is a regression when it is worse than the threshold (latency up, throughput down, by more than
+--max-regression) AND outside noise (its interval excludes no change). A variant of BASE missing in NEW, or a
+metric BASE measured that NEW did not (no successful request), is a regression; a statistic censored in NEW and not
+in BASE (failed requests rank above it) too. A variant only in NEW is listed, never a regression. Exit 0: no
+regression; 1: a regression; 3: either run was not trustworthy (its latencies may be the load generator's, so no
+verdict); 2: bad input, naming the file. A p99 of fewer than 1,000 requests in either report (under 10 above it) gets
+its interval but no verdict, as in the report's comparison.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from loadgen.exit_codes import ExitCode
+from loadgen.measure.histogram import LatencyHistogram
+from loadgen.report.bootstrap import FloatArray, Sample, boot_means, boot_quantiles, quantile
+from loadgen.report.build import SCHEMA
+from loadgen.report.compare import (
+    COMPARE_METRICS,
+    COMPARE_STATS,
+    CONFIDENCE,
+    MIN_TAIL,
+    RESAMPLES,
+    entry_seed,
+    histogram_sample,
+    ratio_interval,
+)
+
+__all__ = ["add_compare_parser", "cmd_compare", "compare_reports", "parse_percent", "render_compare"]
+
+_THROUGHPUT = (("requests_per_s", "ok", "req/s"), ("output_tokens_per_s", "output_tokens_per_s", "output tok/s"))
+_LABEL = {"ttft": "TTFT", "tpot": "TPOT", "e2e": "E2E"}
+
+
+class CompareInputError(Exception):
+    """A file that is not a loadgen report this version reads; the message names it."""
+
+
+def parse_percent(text: str) -> float:
+    """'5%' or '5' -> 0.05."""
+    t = text.strip().removesuffix("%").strip()
+    try:
+        v = float(t)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a percentage such as 5% , got {text!r}") from None
+    if not 0 <= v < 1000:
+        raise argparse.ArgumentTypeError(f"expected a percentage from 0 to 1000, got {text!r}")
+    return v / 100.0
+
+
+def add_compare_parser(sub: Any) -> None:
+    cp = sub.add_parser(
+        "compare",
+        help="regression gate: each variant's p50/p99 and throughput in NEW vs BASE, with intervals (exit 1)",
+        description=__doc__.split("\n\n")[1] + "\n\n" + __doc__.split("\n\n")[2],
+    )
+    cp.add_argument("base", help="the reference report.json (e.g. last night's)")
+    cp.add_argument("new", help="the report.json to check")
+    cp.add_argument(
+        "--max-regression", type=parse_percent, default=0.05, help="worse by more than this is a regression (5%%)"
+    )
+    cp.add_argument("--json", default=None, metavar="OUT", help="also write the comparison as JSON here")
+    cp.add_argument("--resamples", type=int, default=RESAMPLES, help=f"bootstrap resamples (default {RESAMPLES})")
+    cp.add_argument("--seed", type=int, default=None, help="bootstrap seed (default: BASE's scenario seed)")
+
+
+def _load(path: Path) -> dict[str, Any]:
+    try:
+        doc = orjson.loads(path.read_bytes())
+    except OSError as e:
+        raise CompareInputError(f"{path}: cannot read it ({e.strerror or e})") from None
+    except orjson.JSONDecodeError as e:
+        raise CompareInputError(f"{path}: not JSON ({e})") from None
+    if not isinstance(doc, dict) or "schema" not in doc:
+        raise CompareInputError(f"{path}: not a loadgen report (no `schema` field)")
+    if doc["schema"] != SCHEMA:
+        raise CompareInputError(f"{path}: report schema {doc['schema']!r}, this loadgen reads {SCHEMA!r}")
+    try:
+        for v in doc["variants"]:
+            if not isinstance(v["name"], str) or not isinstance(v["overall"]["metrics_ms"], dict):
+                raise TypeError
+        for blob in (b for v in doc["variants"] for b in v["overall"].get("hdr", {}).values()):
+            LatencyHistogram.decode(blob)
+    except (KeyError, TypeError, ValueError):
+        raise CompareInputError(f"{path}: not a complete loadgen report (variants, their overall numbers)") from None
+    return doc
+
+
+def _hist_sample(variant: dict[str, Any], metric: str) -> tuple[Sample | None, bool]:
+    """(the metric's histogram as a sample, None without one; whether the report measured the metric at all)."""
+    overall = variant["overall"]
+    summary = overall["metrics_ms"].get(metric)
+    blob = overall.get("hdr", {}).get(metric)
+    censored = int((summary or {}).get("censored") or 0)
+    has = bool(summary and (summary.get("count") or censored))
+    if blob is None and not censored:
+        return None, has
+    return histogram_sample(LatencyHistogram.decode(blob) if blob else None, censored), has
+
+
+def _verdict(row: dict[str, Any], lower_is_better: bool, threshold: float) -> None:
+    ratio = row["ratio"]
+    if ratio is None:
+        return
+    worse = ratio > 1 + threshold if lower_is_better else ratio < 1 - threshold
+    better = ratio < 1 / (1 + threshold) if lower_is_better else ratio > 1 + threshold
+    if row["within_noise"]:
+        row["verdict"] = "within noise"
+    elif worse:
+        row["verdict"] = "regression" if row["within_noise"] is False else "regression (no interval)"
+        row["regression"] = True
+    elif better and row["within_noise"] is False:
+        row["verdict"] = "improvement"
+    else:
+        row["verdict"] = "within threshold"
+
+
+def _latency_rows(
+    name: str, b: dict[str, Any], n: dict[str, Any], threshold: float, resamples: int, seed: int
+) -> list[dict[str, Any]]:
+    rows = []
+    for metric in COMPARE_METRICS:
+        sb, has_b = _hist_sample(b, metric)
+        sn, has_n = _hist_sample(n, metric)
+        rng = np.random.default_rng(entry_seed(seed, name, metric))
+        for stat, q in COMPARE_STATS:
+            row: dict[str, Any] = {"variant": name, "metric": f"{metric}_{stat}", "kind": "latency"}
+            row |= {"base": None, "new": None, "ratio": None, "change": None}
+            row |= {"ci_low": None, "ci_high": None, "within_noise": None, "regression": False, "verdict": ""}
+            if not has_b:
+                row["verdict"] = "not in BASE"
+                rows.append(row)
+                continue
+            if not has_n or sn is None:
+                row |= {"verdict": "missing in NEW (no successful request)", "regression": True}
+                rows.append(row)
+                continue
+            if sb is None:
+                row["verdict"] = "BASE has no histogram"
+                rows.append(row)
+                continue
+            pb, pn = quantile(sb, q), quantile(sn, q)
+            row["base"] = None if pb is None or not np.isfinite(pb) else round(pb, 4)
+            row["new"] = None if pn is None or not np.isfinite(pn) else round(pn, 4)
+            if row["new"] is None and row["base"] is not None:
+                row |= {"verdict": "censored in NEW (failed requests rank above it)", "regression": True}
+            elif row["base"] is None:
+                row["verdict"] = "censored in BASE" if row["new"] is not None else "censored in both"
+            elif pb and pn is not None:
+                qb = boot_quantiles(sb, q, resamples, rng)
+                qn = boot_quantiles(sn, q, resamples, rng)
+                lo, hi, noise = ratio_interval(qn, qb, CONFIDENCE)
+                row |= {"ratio": round(pn / pb, 4), "change": round(pn / pb - 1, 4)}
+                row |= {"ci_low": lo, "ci_high": hi, "within_noise": noise}
+                tail = int(min(sb.total, sn.total) * (1.0 - q))
+                if tail < MIN_TAIL:
+                    # An interval that rests on a few values above the statistic is no ground for a verdict.
+                    row |= {"within_noise": None, "verdict": f"no verdict (only {tail} requests above {stat})"}
+                else:
+                    _verdict(row, True, threshold)
+            rows.append(row)
+    return rows
+
+
+def _interior(values: list[Any]) -> FloatArray:
+    """A timeline column's bins inside the window: from the first to the last non-empty one, both left out (a bin
+    the window starts or ends in is partial)."""
+    v = np.asarray([x or 0 for x in values], dtype=np.float64)
+    nz = np.flatnonzero(v)
+    if len(nz) < 5:
+        return v[:0]
+    return v[nz[0] + 1 : nz[-1]]
+
+
+def _throughput_rows(
+    name: str, b: dict[str, Any], n: dict[str, Any], threshold: float, resamples: int, seed: int
+) -> list[dict[str, Any]]:
+    rows = []
+    for key, column, _ in _THROUGHPUT:
+        row: dict[str, Any] = {"variant": name, "metric": key, "kind": "throughput", "regression": False}
+        vb, vn = b["overall"].get(key), n["overall"].get(key)
+        row |= {"base": vb, "new": vn, "ratio": None, "change": None, "ci_low": None, "ci_high": None}
+        row |= {"within_noise": None, "verdict": ""}
+        if not vb:
+            row["verdict"] = "none in BASE"
+        elif vn is None:
+            row |= {"verdict": "missing in NEW", "regression": True}
+        else:
+            point = vn / vb
+            row |= {"ratio": round(point, 4), "change": round(point - 1, 4)}
+            bins_b = _interior((b.get("timeline") or {}).get(column) or [])
+            bins_n = _interior((n.get("timeline") or {}).get(column) or [])
+            if len(bins_b) and len(bins_n) and bins_b.mean() > 0 and bins_n.mean() > 0:
+                rng = np.random.default_rng(entry_seed(seed, name, key))
+                mb, mn = boot_means(bins_b, resamples, rng), boot_means(bins_n, resamples, rng)
+                scale = point / (bins_n.mean() / bins_b.mean())
+                lo, hi, noise = ratio_interval(mn * scale, mb, CONFIDENCE)
+                row |= {"ci_low": lo, "ci_high": hi, "within_noise": noise}
+            _verdict(row, False, threshold)
+        rows.append(row)
+    return rows
+
+
+def compare_reports(
+    base: dict[str, Any],
+    new: dict[str, Any],
+    max_regression: float,
+    resamples: int = RESAMPLES,
+    seed: int | None = None,
+) -> dict[str, Any]:
+    seed = int(base.get("seed", 0)) if seed is None else seed
+    new_by_name = {v["name"]: v for v in new["variants"]}
+    rows: list[dict[str, Any]] = []
+    for b in base["variants"]:
+        n = new_by_name.get(b["name"])
+        if n is None:
+            rows.append({"variant": b["name"], "metric": "*", "kind": "variant", "regression": True,
+                         "verdict": "missing in NEW"})  # fmt: skip
+            continue
+        rows += _latency_rows(b["name"], b, n, max_regression, resamples, seed)
+        rows += _throughput_rows(b["name"], b, n, max_regression, resamples, seed)
+    base_names = {v["name"] for v in base["variants"]}
+    for name in new_by_name.keys() - base_names:
+        rows.append({"variant": name, "metric": "*", "kind": "variant", "regression": False, "verdict": "new in NEW"})
+    untrusted = [
+        f"{which}: {r}"
+        for which, doc in (("BASE", base), ("NEW", new))
+        for r in (doc.get("run", {}).get("untrustworthy_reasons") or [])
+    ]
+    regressions = sum(1 for r in rows if r["regression"])
+    code = ExitCode.UNTRUSTWORTHY if untrusted else (ExitCode.SLO_BREACHED if regressions else ExitCode.OK)
+    return {
+        "max_regression": max_regression,
+        "method": {
+            "bootstrap": "poisson, unpaired (histogram buckets by their counts; timeline bins for throughput)",
+            "interval": "percentile",
+            "resamples": resamples,
+            "confidence": CONFIDENCE,
+            "seed": seed,
+            "seed_rule": "crc32('<seed>/<variant>/<metric>'), drawn from for p50, then p99",
+        },
+        "rows": rows,
+        "regressions": regressions,
+        "untrustworthy": untrusted,
+        "exit_code": int(code),
+    }
+
+
+def _pct(x: float | None) -> str:
+    return "–" if x is None else f"{100 * x:+.1f} %"
+
+
+def _num(x: float | None) -> str:
+    return "–" if x is None else f"{x:,.2f}"
+
+
+def render_compare(result: dict[str, Any], base_path: str, new_path: str) -> str:
+    m = result["method"]
+    lines = [
+        f"# loadgen compare — {new_path} vs {base_path}",
+        "",
+        f"Regression: worse by more than {100 * result['max_regression']:g} % and outside noise. Intervals: "
+        f"{100 * m['confidence']:g} % percentile, {m['resamples']:,} unpaired bootstrap resamples, seed {m['seed']}.",
+        "",
+        "| variant | metric | BASE | NEW | change | CI of NEW ÷ BASE | verdict |",
+        "|---|---|---:|---:|---:|---|---|",
+    ]
+    for r in result["rows"]:
+        metric = r["metric"]
+        if r["kind"] == "latency":
+            name, _, stat = metric.rpartition("_")
+            metric = f"{_LABEL.get(name, name)} {stat} (ms)"
+        elif r["kind"] == "throughput":
+            metric = next(label for key, _, label in _THROUGHPUT if key == r["metric"])
+        ci = "–" if r.get("ci_low") is None else f"{r['ci_low']:.3f}–{r['ci_high']:.3f}"
+        verdict = f"**{r['verdict']}**" if r["regression"] else r["verdict"]
+        lines.append(
+            f"| {r['variant']} | {metric} | {_num(r.get('base'))} | {_num(r.get('new'))} | {_pct(r.get('change'))} "
+            f"| {ci} | {verdict} |"
+        )
+    lines.append("")
+    for u in result["untrustworthy"]:
+        lines.append(f"- ⚠ not trustworthy — {u}")
+    n = result["regressions"]
+    lines.append(f"{n} regression{'s' if n != 1 else ''} · exit code {result['exit_code']}")
+    return "\n".join(lines) + "\n"
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    try:
+        base, new = _load(Path(args.base)), _load(Path(args.new))
+    except CompareInputError as e:
+        print(f"loadgen: {e}", file=sys.stderr)
+        return ExitCode.USAGE
+    if args.resamples < 1:
+        print(f"loadgen: --resamples must be at least 1, got {args.resamples}", file=sys.stderr)
+        return ExitCode.USAGE
+    result = compare_reports(base, new, args.max_regression, args.resamples, args.seed)
+    sys.stdout.write(render_compare(result, args.base, args.new))
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
+    return int(result["exit_code"])
