@@ -188,6 +188,13 @@ def _coldstart(args: argparse.Namespace) -> int:
     return 0
 
 
+def _transport_error() -> type[Exception]:
+    """urllib3's base error (refused, reset, timed out): what the kubernetes client raises below the HTTP layer."""
+    from urllib3.exceptions import HTTPError
+
+    return HTTPError
+
+
 def cmd_k8s(args: argparse.Namespace) -> int:
     from loadgen.k8s.api import K8sError, api_exception
     from loadgen.k8s.coldstart import ColdStartTimeout
@@ -198,6 +205,9 @@ def cmd_k8s(args: argparse.Namespace) -> int:
             return handler(args)
         except api_exception() as e:
             print(f"loadgen: Kubernetes API: {getattr(e, 'status', '')} {getattr(e, 'reason', e)}", file=sys.stderr)
+            return ExitCode.UNTRUSTWORTHY
+        except (OSError, _transport_error()) as e:
+            print(f"loadgen: cannot reach the Kubernetes API server: {e}", file=sys.stderr)
             return ExitCode.UNTRUSTWORTHY
     except ColdStartTimeout as e:
         print(f"loadgen: {e}; replicas restored", file=sys.stderr)

@@ -76,13 +76,22 @@ def cleanup(cluster: Cluster, created: list[dict[str, Any]]) -> list[str]:
     return problems
 
 
+class ProxyError(Exception):
+    """The service proxy did not give a 200: nothing listens yet (503), or the file is not there (404)."""
+
+
 def _proxy(cluster: Cluster, ns: str, service: str, path: str) -> bytes:
-    name = service  # "<service>:<port>": the API server proxies to that port of the Service
-    if path:
-        resp = cluster.core.connect_get_namespaced_service_proxy_with_path(name, ns, path, _preload_content=False)
-    else:
-        resp = cluster.core.connect_get_namespaced_service_proxy(name, ns, _preload_content=False)
-    return bytes(resp.data)
+    """GET ``path`` of the master's report server through the API server's service proxy ("<service>:<port>").
+    Always `/proxy/<path>`, with the slash: `/proxy` alone is redirected by real API servers."""
+    api = cluster.api_client
+    method, url, headers, _, _ = api.param_serialize(
+        "GET", f"/api/v1/namespaces/{ns}/services/{service}/proxy/{path}", auth_settings=["BearerToken"]
+    )
+    resp = api.call_api(method, url, header_params=headers, _request_timeout=60)
+    data = bytes(resp.read() or b"")
+    if resp.status != 200:
+        raise ProxyError(f"GET {path or '/'}: {resp.status} {data[:200]!r}")
+    return data
 
 
 def _master_exit(cluster: Cluster, ns: str, release: str) -> int | None:
@@ -145,7 +154,7 @@ def follow(
         try:
             listing = json.loads(_proxy(cluster, ns, service, ""))
             break
-        except (exc, ValueError):
+        except (exc, ProxyError, ValueError):
             pass  # the master is still running the load (nothing listens on 8089 until then)
         code = _master_exit(cluster, ns, release)
         if code is not None:
@@ -154,15 +163,21 @@ def follow(
             return RunResult(3, status=f"no reports after {timeout:g}s")
         time.sleep(interval)
     out_dir.mkdir(parents=True, exist_ok=True)
-    fetched = []
+    fetched, missed = [], []
     for fname in listing.get("files", []):
         if "/" in fname or fname.startswith("."):
             continue  # never write outside out_dir, whatever the server says
-        (out_dir / fname).write_bytes(_proxy(cluster, ns, service, fname))
+        try:
+            data = _proxy(cluster, ns, service, fname)
+        except (exc, ProxyError):
+            missed.append(fname)  # the others are still worth having; the status says which one is not
+            continue
+        (out_dir / fname).write_bytes(data)
         fetched.append(fname)
-    with contextlib.suppress(exc):  # the master ends on its own when its serving time is up
+    with contextlib.suppress(exc, ProxyError):  # the master ends on its own when its serving time is up
         _proxy(cluster, ns, service, "done")
-    return RunResult(int(listing.get("exit_code", 3)), fetched, status="reports copied")
+    note = "reports copied" + (f" (could not fetch {', '.join(missed)})" if missed else "")
+    return RunResult(int(listing.get("exit_code", 3)), fetched, status=note)
 
 
 def _status_printer() -> Callable[[str], None]:

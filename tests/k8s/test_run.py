@@ -70,7 +70,7 @@ class Run:
                 return 503, "text/plain", [b"no endpoints available"]
             if self.probes <= self.serve_after:
                 return 503, "text/plain", [b"no endpoints available"]
-            listing = {"exit_code": self.exit_code, "files": [*REPORTS, "../escape"]}
+            listing = {"exit_code": self.exit_code, "files": [*REPORTS, "../escape", "gone.csv"]}
             return 200, "application/json", [json.dumps(listing).encode()]
         if path == "done":
             self.done = True
@@ -140,7 +140,7 @@ def test_a_run_creates_follows_copies_returns_its_code_and_cleans_up(tmp_path: P
         for s in lines
     ), lines
     # every report copied, byte for byte; a listed name outside the folder is never written
-    assert result.files == list(REPORTS)
+    assert result.files == list(REPORTS) and result.status == "reports copied (could not fetch gone.csv)"
     assert {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir()} == REPORTS
     assert run.done  # GET /done let the master end
     # clean-up: everything created is gone, pods with their Jobs
@@ -263,3 +263,10 @@ def test_missing_extra_is_a_usage_error(monkeypatch: pytest.MonkeyPatch, capsys:
     monkeypatch.setitem(sys.modules, "kubernetes", None)  # what an install without the k8s extra looks like
     assert main(["k8s", "discover"]) == 2
     assert "pip install 'llm-loadgen[k8s]'" in capsys.readouterr().err
+
+
+def test_an_unreachable_api_server_is_exit_3(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with fake_api(tmp_path) as (_, kubeconfig):
+        pass  # stopped: its port now refuses connections
+    assert main(["k8s", "discover", "--kubeconfig", str(kubeconfig)]) == 3
+    assert "cannot reach the Kubernetes API server" in capsys.readouterr().err
