@@ -5,14 +5,26 @@ group's TTFT / ITL / TPOT / E2E histograms filled with 2,000 requests of realist
 - `warm`: nothing changed (scrapes between the workers' reports reuse the walk);
 both times the whole text exposition the /metrics route serves, formatting included. Target: ≤ 10 ms.
 
-    python -m bench.exporter
+`scrape_effect` (skipped with `--no-runs`): the same 8 s run on the simulator (`loadgen run --workers 1`, 16 users)
+alternately without server scraping and scraping every 0.5 s (4× the default rate), twice each: the worker's loop lag
+p99 and the client's TTFT p50 / p99 — the scraper runs on the master and must leave both unchanged within noise.
+
+    python -m bench.exporter [--no-runs]
 """
 
 from __future__ import annotations
 
 import random
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+import yaml
 
 from bench.common import machine_info, write_results
 from loadgen.config.live_metrics import DEFAULT_BUCKETS_S
@@ -60,11 +72,11 @@ def main() -> None:
 
     for _ in range(25):
         for g in agg.groups.values():  # one sample more in every histogram: each one must be walked again
-            for h in g.hists.values():
-                h.record(0.05)
+            for hist in g.hists.values():
+                hist.record(0.05)
         body = timed("cold")
         timed("warm")
-    results: dict[str, float | int] = {
+    results: dict[str, Any] = {
         "groups": VARIANTS * MIXES,
         "buckets": len(DEFAULT_BUCKETS_S),
         "body_bytes": len(body),
@@ -75,9 +87,55 @@ def main() -> None:
         results[f"{kind}_ms_median"] = round(statistics.median(values), 2)
         results[f"{kind}_ms_p90"] = round(sorted(values)[int(0.9 * len(values))], 2)
     results["target_ms"] = 10.0
+    if "--no-runs" not in sys.argv:
+        results["scrape_effect"] = _scrape_effect()
     for k, v in results.items():
         print(f"{k:16} {v}")
     print(write_results("exporter", results, machine_info()))
+
+
+def _run_once(tmp: Path, base_url: str, interval: float, i: int) -> dict[str, Any]:
+    doc = {
+        "name": "scrape-effect",
+        "seed": 7,
+        "variants": [{"name": "a", "base_url": base_url, "model": "loadgen-sim", "continuous_usage_stats": True}],
+        "traffic": {
+            "mixes": [{"name": "short", "weight": 1}],
+            "custom_mixes": {
+                "short": {
+                    "buckets": [{"name": "s", "prompt_tokens": [30, 120], "weight": 1}],
+                    "output_tokens": [20, 60],
+                }
+            },
+        },
+        "load": {"users": 16, "spawn_rate": 100, "duration": "8s", "warmup": "1s"},
+        "metrics": {"server_scrape_interval": interval},
+    }
+    sc = tmp / f"s{i}.yaml"
+    sc.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    out = tmp / f"r{i}"
+    cmd = [sys.executable, "-m", "loadgen.cli", "run", str(sc), "--quiet", "--workers", "1", "--report-dir", str(out)]
+    subprocess.run(cmd, capture_output=True, timeout=120, check=False)
+    r = orjson.loads((out / "report.json").read_bytes())
+    lag = next(iter(r["run"]["workers"].values()))["loop_lag_ms"]
+    ttft = r["variants"][0]["overall"]["metrics_ms"]["ttft"]
+    return {
+        "scrape_interval_s": interval,
+        "loop_lag_p99_ms": lag.get("p99"),
+        "ttft_p50_ms": ttft["p50"],
+        "ttft_p99_ms": ttft["p99"],
+        "scrapes": (r["variants"][0].get("server_metrics") or {}).get("samples", 0),
+    }
+
+
+def _scrape_effect() -> list[dict[str, Any]]:
+    from loadgen.sim.launch import start_sim_process
+
+    rows = []
+    with tempfile.TemporaryDirectory() as d, start_sim_process(["a=int8"]) as sim:
+        for i, interval in enumerate((0.0, 0.5, 0.0, 0.5)):
+            rows.append(_run_once(Path(d), sim.base_url("a"), interval, i))
+    return rows
 
 
 if __name__ == "__main__":
