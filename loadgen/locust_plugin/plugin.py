@@ -84,6 +84,15 @@ def _on_init(environment: Environment, **_: Any) -> None:
         except ConfigError as e:
             sys.stderr.write(f"{e}\n")
             sys.exit(ExitCode.USAGE)
+    unresolved = [v.name for v in scenario.variants if v.selector is not None]
+    if unresolved:
+        # Locust processes never talk to the cluster (worker pods have no token): selectors are resolved first.
+        sys.stderr.write(
+            f"{path}: variant(s) {', '.join(unresolved)} name a Kubernetes selector, which `loadgen run`, `loadgen "
+            "sweep` and `loadgen k8s run` resolve before Locust starts; a Locust run started otherwise (locust -f, "
+            "the Helm chart) needs their base_url\n"
+        )
+        sys.exit(ExitCode.USAGE)
     if scenario.load.sequential and len(scenario.variants) > 1:
         # One Locust run sends to every variant at once; `loadgen run` is what runs them one after another.
         sys.stderr.write(

@@ -99,3 +99,17 @@ def test_the_report_records_what_a_selector_resolved_to(tmp_path: Path) -> None:
         "base_url": "http://vllm-int8.llm.svc:8000",
     }
     assert int8["base_url"] == "http://vllm-int8.llm.svc:8000" and "resolved_from" not in b
+
+
+def test_a_locust_run_started_without_loadgen_refuses_a_selector(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from loadgen.locust_plugin.launcher import LOCUSTFILE
+
+    f = tmp_path / "s.yaml"
+    f.write_text(yaml.safe_dump({"variants": [SELECTOR_VARIANT]}), encoding="utf-8")
+    cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--scenario", str(f), "--headless", "-t", "1s"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert "variant(s) int8 name a Kubernetes selector" in r.stderr
