@@ -207,7 +207,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         for p in problems:
             print(f"  {p}", file=sys.stderr)
         return ExitCode.UNTRUSTWORTHY
-    for name in ("sweep.json", "sweep.md"):  # a result left by an earlier sweep must never pass for this one's
+    for name in ("sweep.json", "sweep.md", "sweep.html"):  # an earlier sweep's result must never pass for this one's
         if (report_dir / name).exists():
             (report_dir / name).replace(report_dir / name.replace("sweep.", "sweep.previous.", 1))
     workers = args.workers
@@ -241,11 +241,14 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     doc = sweep_json(sc.name, plan_json, step_s, curves)
     report_dir.mkdir(parents=True, exist_ok=True)
     (report_dir / "sweep.json").write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2))
+    from loadgen.report.html import render_sweep_html
+
+    (report_dir / "sweep.html").write_text(render_sweep_html(doc), encoding="utf-8")
     md = render_sweep_markdown(doc)
     (report_dir / "sweep.md").write_text(md, encoding="utf-8")
     if not args.quiet:
         print(md)
-        print(f"Sweep: {report_dir / 'sweep.json'}  {report_dir / 'sweep.md'}")
+        print(f"Sweep: {report_dir / 'sweep.json'}  {report_dir / 'sweep.md'}  {report_dir / 'sweep.html'}")
     return int(doc["exit_code"])
 
 

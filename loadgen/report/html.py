@@ -297,3 +297,22 @@ def render_html(report: dict[str, Any], sweep: dict[str, Any] | None = None) -> 
     if not charts:
         body += "<p>The report holds no data to chart.</p>"
     return page(f"loadgen report — {report['scenario']}", body, charts, after=_percentiles(report))
+
+
+def render_sweep_html(sweep: dict[str, Any]) -> str:
+    """A sweep's own page (sweep.html): each variant's knee and its latency–throughput curves."""
+    by_concurrency = sweep.get("plan", {}).get("by") == "concurrency"
+    key, unit = ("knee_concurrency", "users") if by_concurrency else ("knee_rate_per_s", "req/s")
+    rows = "".join(
+        f"<tr><td>{_e(v['name'])}</td><td>{_e('none passed' if v.get(key) is None else f'{v[key]:g} {unit}')}</td>"
+        f"<td>{len(v.get('steps', []))}</td></tr>"
+        for v in sweep.get("variants", [])
+    )
+    body = (
+        f"<h1>loadgen sweep — {_e(sweep.get('scenario', '?'))}</h1>"
+        f"<p class=meta>Generated {_e(sweep.get('generated_at', '?'))} · by "
+        f"{_e('concurrency' if by_concurrency else 'rate')}"
+        f" · {_e(sweep.get('step_duration_s'))} s steps · exit code {_e(sweep.get('exit_code'))}</p>"
+        f"<table><tr><th>variant</th><th>knee</th><th>steps</th></tr>{rows}</table><h2>Charts</h2>"
+    )
+    return page(f"loadgen sweep — {sweep.get('scenario', '?')}", body, sweep_charts(sweep))

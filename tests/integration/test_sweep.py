@@ -53,6 +53,9 @@ def test_sweep_ranks_the_knees_by_profile_speed_and_writes_the_curves(tmp_path: 
     assert proc.returncode == 0, proc.stdout + proc.stderr
     doc = orjson.loads((out / "sweep.json").read_bytes())
     assert (out / "sweep.md").read_text(encoding="utf-8") in proc.stdout
+    # sweep.html: the same curves, self-contained (its chart data embedded, no external script).
+    page = (out / "sweep.html").read_text(encoding="utf-8")
+    assert "<script src=" not in page and '"charts"' in page and "knee" in page
     knees = {v["name"]: v["knee_rate_per_s"] for v in doc["variants"]}
     print("knees:", knees)
     assert knees["baseline"] is not None and knees["int8"] is not None

@@ -167,3 +167,16 @@ def test_a_report_rebuilt_from_shards_has_the_live_latencies(
     assert rebuilt["run"]["rebuilt_from_records"]["rows"] == 13
     assert main(["report", str(raw), "--format", "csv"]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 14
+
+
+def test_a_sweep_has_its_own_self_contained_page() -> None:
+    from loadgen.report.html import render_sweep_html
+
+    step = {"requested_rate_per_s": 10, "achieved_rate_per_s": 9.9, "passed": True}
+    step |= {"ttft_ms": {"p50": 10, "p99": 20}, "e2e_ms": {"p50": 100, "p99": 200}, "itl_ms": {"p50": 5, "p99": 9}}
+    doc = {"scenario": "s<x>", "plan": {"by": "rate"}, "step_duration_s": 3, "exit_code": 0}
+    doc["variants"] = [{"name": "a", "knee_rate_per_s": 10, "steps": [step]}, {"name": "b", "knee_rate_per_s": None}]
+    page = render_sweep_html(doc)
+    assert "<script src=" not in page and "s&lt;x&gt;" in page
+    assert "<td>a</td><td>10 req/s</td>" in page and "<td>b</td><td>none passed</td>" in page
+    assert '"charts"' in page and "achieved rate" in page
