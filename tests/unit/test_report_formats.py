@@ -173,10 +173,10 @@ def test_a_sweep_has_its_own_self_contained_page() -> None:
     from loadgen.report.html import render_sweep_html
 
     step = {"requested_rate_per_s": 10, "achieved_rate_per_s": 9.9, "passed": True}
-    step |= {"ttft_ms": {"p50": 10, "p99": 20}, "e2e_ms": {"p50": 100, "p99": 200}, "itl_ms": {"p50": 5, "p99": 9}}
+    step |= {"ttft_p50_ms": 10, "ttft_p99_ms": 20, "e2e_p50_ms": 100, "e2e_p99_ms": 200, "itl_p50_ms": 5}
     doc = {"scenario": "s<x>", "plan": {"by": "rate"}, "step_duration_s": 3, "exit_code": 0}
     doc["variants"] = [{"name": "a", "knee_rate_per_s": 10, "steps": [step]}, {"name": "b", "knee_rate_per_s": None}]
     page = render_sweep_html(doc)
     assert "<script src=" not in page and "s&lt;x&gt;" in page
     assert "<td>a</td><td>10 req/s</td>" in page and "<td>b</td><td>none passed</td>" in page
-    assert '"charts"' in page and "achieved rate" in page
+    assert '"sweep-ttft"' in page and '"sweep-e2e"' in page  # the curves' charts, with their points embedded
