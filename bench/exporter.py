@@ -8,6 +8,9 @@ both times the whole text exposition the /metrics route serves, formatting inclu
 `scrape_effect` (skipped with `--no-runs`): the same 8 s run on the simulator (`loadgen run --workers 1`, 16 users)
 alternately without server scraping and scraping every 0.5 s (4× the default rate), twice each: the worker's loop lag
 p99 and the client's TTFT p50 / p99 — the scraper runs on the master and must leave both unchanged within noise.
+`ui_poll_effect`: the same load from one Locust process with its web UI, polled every 2 s as the browser polls the
+LLM tab (`/stats/requests`) and the charts page (`/loadgen/charts.json`), or not polled, twice each: that process
+sends and times every request, so the polling's cost shows there if anywhere.
 
     python -m bench.exporter [--no-runs]
 """
@@ -89,6 +92,7 @@ def main() -> None:
     results["target_ms"] = 10.0
     if "--no-runs" not in sys.argv:
         results["scrape_effect"] = _scrape_effect()
+        results["ui_poll_effect"] = _ui_poll_effect()
     for k, v in results.items():
         print(f"{k:16} {v}")
     print(write_results("exporter", results, machine_info()))
@@ -136,6 +140,71 @@ def _scrape_effect() -> list[dict[str, Any]]:
         for i, interval in enumerate((0.0, 0.5, 0.0, 0.5)):
             rows.append(_run_once(Path(d), sim.base_url("a"), interval, i))
     return rows
+
+
+def _ui_run(tmp: Path, base_url: str, poll: bool, i: int) -> dict[str, Any]:
+    """One 8 s web-UI run in a single Locust process (its loop is the one that sends and times every request and
+    also serves the UI: the strictest place for the polling's cost), polled like the browser does or not at all."""
+    import threading
+    import urllib.request
+
+    from bench.common import free_port
+    from loadgen.locust_plugin.launcher import LOCUSTFILE
+
+    doc = {
+        "name": "ui-poll-effect",
+        "seed": 7,
+        "variants": [{"name": "a", "base_url": base_url, "model": "loadgen-sim", "continuous_usage_stats": True}],
+        "traffic": {
+            "mixes": [{"name": "short", "weight": 1}],
+            "custom_mixes": {
+                "short": {"buckets": [{"name": "s", "prompt_tokens": [30, 120]}], "output_tokens": [20, 60]}
+            },
+        },
+        "load": {"users": 16, "spawn_rate": 100, "duration": "8s", "warmup": "1s"},
+        "metrics": {"server_scrape_interval": 2.0},
+    }
+    sc = tmp / f"ui{i}.yaml"
+    sc.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    out, port = tmp / f"ui{i}", free_port()
+    cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--scenario", str(sc), "--report-dir", str(out)]
+    cmd += ["--web-host", "127.0.0.1", "--web-port", str(port), "--autostart", "--autoquit", "0", "-t", "8s"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    polls = 0
+    stop = threading.Event()
+
+    def poller() -> None:
+        nonlocal polls
+        while not stop.wait(2.0):  # the UI's own period for /stats/requests (and the LLM tab's rows with it)
+            try:
+                for path in ("/stats/requests", "/loadgen/charts.json"):
+                    urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5).read()
+                polls += 1
+            except OSError:
+                pass  # not up yet, or gone
+
+    t = threading.Thread(target=poller, daemon=True)
+    if poll:
+        t.start()
+    proc.wait(timeout=120)
+    stop.set()
+    r = orjson.loads((out / "report.json").read_bytes())
+    lag = next(iter(r["run"]["workers"].values()))["loop_lag_ms"]
+    ttft = r["variants"][0]["overall"]["metrics_ms"]["ttft"]
+    return {
+        "ui_polled": poll,
+        "polls": polls,
+        "loop_lag_p99_ms": lag.get("p99"),
+        "ttft_p50_ms": ttft["p50"],
+        "ttft_p99_ms": ttft["p99"],
+    }
+
+
+def _ui_poll_effect() -> list[dict[str, Any]]:
+    from loadgen.sim.launch import start_sim_process
+
+    with tempfile.TemporaryDirectory() as d, start_sim_process(["a=int8"]) as sim:
+        return [_ui_run(Path(d), sim.base_url("a"), poll, i) for i, poll in enumerate((False, True, False, True))]
 
 
 if __name__ == "__main__":
