@@ -50,7 +50,8 @@ def test_two_workers_send_the_rate_on_time_and_paired(tmp_path: Path) -> None:
             f", achieved {o['achieved_rate_per_s']} req/s, queue delay p50 {qd['p50']} p99 {qd['p99']} ms"
         )
         assert abs(o["arrivals"] - expected) <= 3 * math.sqrt(expected), o
-        assert o["dropped"] == 0 and o["unsent_at_stop"] == 0 and o["in_warmup"] == 0
+        # Unsent: at most the arrival falling due as the stop came (the dispatcher had not woken for it yet).
+        assert o["dropped"] == 0 and o["unsent_at_stop"] <= 1 and o["in_warmup"] == 0
         assert o["sent"] == g["requests"] + g["cut_by_stop"]  # no warm-up: every sent request is in the window
         assert o["requested_rate_per_s"] == rate
         assert qd["p99"] < 20 and qd["count"] == g["ok"]

@@ -15,11 +15,11 @@ import socket
 import ssl
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import gevent
+import gevent.monkey
 import pytest
 
 from loadgen.client.connection import Endpoint, StreamConnection
@@ -27,6 +27,13 @@ from loadgen.client.reactor import Reactor
 from loadgen.measure.records import RequestRecord
 from loadgen.protocol.accumulator import StreamAccumulator
 from loadgen.protocol.dialects import get_dialect
+
+# The OS's own sleep, thread and lock even when a test module collected beside this one imported Locust, which
+# monkey-patches them into gevent's: the blocker must stop the whole loop while the server, in a real thread,
+# keeps sending on time.
+_os_sleep = gevent.monkey.get_original("time", "sleep")
+_os_thread = gevent.monkey.get_original("_thread", "start_new_thread")
+_OSLock = gevent.monkey.get_original("_thread", "allocate_lock")
 
 CHUNKS = 40
 GAP_S = 0.010
@@ -44,7 +51,7 @@ def _serve_once(listener: socket.socket, sent: list[float], tls: ssl.SSLContext 
         conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
         start = time.monotonic()
         for i in range(1, CHUNKS + 1):
-            time.sleep(max(0.0, start + i * GAP_S - time.monotonic()))
+            _os_sleep(max(0.0, start + i * GAP_S - time.monotonic()))
             ev = b'data: {"choices":[{"delta":{"content":"t"}}],"usage":{"completion_tokens":%d}}\n\n' % i
             sent.append(time.monotonic())
             conn.sendall(b"%x\r\n%s\r\n" % (len(ev), ev))
@@ -77,14 +84,22 @@ def _stream_while_blocked(
     if pki is not None:
         tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         tls.load_cert_chain(pki / "cert.pem", pki / "key.pem")
-    server = threading.Thread(target=_serve_once, args=(listener, sent, tls), daemon=True)
-    server.start()
+    served = _OSLock()
+    served.acquire()
+
+    def serve() -> None:
+        try:
+            _serve_once(listener, sent, tls)
+        finally:
+            served.release()
+
+    _os_thread(serve, ())
     port = listener.getsockname()[1]
     stop = False
 
     def blocker() -> None:
         while not stop:
-            time.sleep(stall_s)  # not gevent's sleep: the whole loop stands still
+            _os_sleep(stall_s)  # not gevent's sleep: the whole loop stands still
             gevent.sleep(0.0035)  # a period off the chunks' 10 ms, so stalls fall on every phase
 
     reactor = Reactor()
@@ -101,7 +116,7 @@ def _stream_while_blocked(
         stop = True
         hog.join(timeout=1)
         conn.close()
-        server.join(timeout=5)
+        served.acquire(timeout=5)
         listener.close()
     stats = reactor.pop_read_stats()
     reactor.close()

@@ -9,7 +9,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from loadgen.live.server_metrics import ServerTimeline
-from loadgen.locust_plugin.live_metrics import _scrape_loop
 
 
 class _NoMetrics(BaseHTTPRequestHandler):
@@ -38,6 +37,10 @@ def server() -> Iterator[str]:
 
 
 def test_no_metrics_endpoint_is_a_note_not_a_timeline(server: str) -> None:
+    # Imported here, not at collection: it imports Locust, which monkey-patches the whole test process (time.sleep,
+    # threads), and tests collected beside this one rely on the OS's own.
+    from loadgen.locust_plugin.live_metrics import _scrape_loop
+
     tl = ServerTimeline(server, 0.05)
     _scrape_loop(tl, 0.05)  # returns: nothing to scrape
     assert _NoMetrics.hits == 1
