@@ -144,8 +144,9 @@ def test_an_overloaded_sender_shows_its_lag_or_counts_its_drops(tmp_path: Path, 
         assert o["dropped"] == 0 and o["unsent_at_stop"] > scheduled / 2
         assert qd["p99"] > 1000  # the queue grows over the run: the lag is in the report
     else:
-        # Unsent: at most the arrival handed to the sender the stop cut, and one due as the stop came.
-        assert o["dropped"] > scheduled / 2 and o["unsent_at_stop"] <= 2
+        # Unsent: the arrival handed to the sender the stop cut, and those falling due while the stop itself held
+        # the loop (Locust's stop inspects its caller's stack: tens of ms, a few arrivals at 40 req/s).
+        assert o["dropped"] > scheduled / 2 and o["unsent_at_stop"] <= 5
         assert qd["p99"] < 30  # what is sent goes out on time
     md = (tmp_path / "report" / "report.md").read_text()
     assert "## Open-loop arrivals" in md and "## Queue delay (sent − scheduled) (ms)" in md

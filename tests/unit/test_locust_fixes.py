@@ -5,12 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from locust import argument_parser
 
-from loadgen.locust_plugin import locust_fixes
+# Locust is imported inside the tests, not at collection: importing it monkey-patches the whole test process (sleep,
+# threads, sockets), and tests collected beside these rely on the OS's own.
 
 
 def test_default_args_are_computed_once_and_equal_to_locusts(monkeypatch: pytest.MonkeyPatch) -> None:
+    from locust import argument_parser
+
+    from loadgen.locust_plugin import locust_fixes
+
     calls = []
 
     def locusts() -> dict[str, Any]:  # Locust's own, uncached, counted
@@ -32,6 +36,8 @@ def test_default_args_are_computed_once_and_equal_to_locusts(monkeypatch: pytest
 
 
 def test_the_plugin_installs_it() -> None:
+    from locust import argument_parser
+
     from loadgen.locust_plugin.plugin import register
 
     register()

@@ -9,7 +9,6 @@ import pytest
 
 from loadgen.config.errors import ConfigError
 from loadgen.config.scenario import validate_scenario
-from loadgen.locust_plugin.shape import StagesShape
 from loadgen.traffic.arrivals import ArrivalSchedule, schedule_for, times_until
 from loadgen.traffic.rate_profile import RateProfile
 
@@ -121,6 +120,8 @@ def test_stage_errors_name_the_field(load: dict[str, object], path: str, needle:
 
 
 def test_the_shape_walks_the_stages_then_ends() -> None:
+    from loadgen.locust_plugin.shape import StagesShape  # imports Locust: not at collection (it patches the process)
+
     sc = validate_scenario(
         _scenario(
             {"spawn_rate": 3, "stages": [{"duration": 10, "users": 2}, {"duration": 5, "users": 6, "spawn_rate": 1}]}
