@@ -20,6 +20,7 @@ from loadgen.exit_codes import ExitCode
 from loadgen.k8s.cli import add_k8s_parser, cmd_k8s
 from loadgen.report.compare_cli import add_compare_parser, cmd_compare
 from loadgen.report.report_cli import add_report_parser, cmd_report
+from loadgen.report.serve import positive_seconds
 from loadgen.report.trend import add_trend_parser, cmd_trend
 from loadgen.sweep_cli import add_sweep_parser, cmd_sweep
 
@@ -156,16 +157,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return serve_reports(report_dir, code, args.serve_reports, port=args.serve_reports_port)
 
 
-def _serve_seconds(text: str) -> float:
-    try:
-        seconds = parse_duration(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-    if seconds <= 0:
-        raise argparse.ArgumentTypeError(f"must be greater than 0, got {text!r}")
-    return seconds
-
-
 def _cmd_demo(args: argparse.Namespace) -> int:
     from importlib.resources import files
 
@@ -243,7 +234,7 @@ def _parser() -> argparse.ArgumentParser:
     run_flags(r)
     r.add_argument(
         "--serve-reports",
-        type=_serve_seconds,
+        type=positive_seconds,
         default=None,
         metavar="DURATION",
         help="after the run, serve the report dir read-only over HTTP for up to DURATION (or until GET /done), "

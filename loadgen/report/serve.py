@@ -122,7 +122,8 @@ def serve_reports(directory: Path, exit_code: int, seconds: float, port: int = 8
     return exit_code
 
 
-def _seconds(text: str) -> float:
+def positive_seconds(text: str) -> float:
+    """An argparse type: a duration (`90`, `15m`) above 0, in seconds."""
     from loadgen.config.durations import parse_duration
 
     try:
@@ -140,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         description="run COMMAND, then serve DIR read-only for up to --for (or until GET /done); exit with its code",
     )
     p.add_argument("--dir", required=True, type=Path, help="the report directory to serve")
-    p.add_argument("--for", dest="seconds", required=True, type=_seconds, help="longest wait, e.g. 10m")
+    p.add_argument("--for", dest="seconds", required=True, type=positive_seconds, help="longest wait, e.g. 10m")
     p.add_argument("--port", type=int, default=8089, help="HTTP port (default 8089)")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARG ...]")
     args = p.parse_args(argv)
