@@ -29,7 +29,6 @@ import orjson
 from loadgen.exit_codes import ExitCode
 from loadgen.measure.histogram import LatencyHistogram
 from loadgen.report.bootstrap import FloatArray, Sample, boot_means, boot_quantiles, quantile
-from loadgen.report.build import SCHEMA
 from loadgen.report.compare import (
     COMPARE_METRICS,
     COMPARE_STATS,
@@ -40,6 +39,7 @@ from loadgen.report.compare import (
     histogram_sample,
     ratio_interval,
 )
+from loadgen.report.report_file import read_report_file
 
 __all__ = ["add_compare_parser", "cmd_compare", "compare_reports", "parse_percent", "render_compare"]
 
@@ -80,16 +80,7 @@ def add_compare_parser(sub: Any) -> None:
 
 
 def _load(path: Path) -> dict[str, Any]:
-    try:
-        doc = orjson.loads(path.read_bytes())
-    except OSError as e:
-        raise CompareInputError(f"{path}: cannot read it ({e.strerror or e})") from None
-    except orjson.JSONDecodeError as e:
-        raise CompareInputError(f"{path}: not JSON ({e})") from None
-    if not isinstance(doc, dict) or "schema" not in doc:
-        raise CompareInputError(f"{path}: not a loadgen report (no `schema` field)")
-    if doc["schema"] != SCHEMA:
-        raise CompareInputError(f"{path}: report schema {doc['schema']!r}, this loadgen reads {SCHEMA!r}")
+    doc = read_report_file(path, CompareInputError)
     try:
         for v in doc["variants"]:
             if not isinstance(v["name"], str) or not isinstance(v["overall"]["metrics_ms"], dict):

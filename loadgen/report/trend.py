@@ -16,12 +16,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from loadgen.exit_codes import ExitCode
 from loadgen.report.build import SCHEMA
 from loadgen.report.html import page
 from loadgen.report.html_charts import Chart, color
+from loadgen.report.report_file import read_report_file
 
 __all__ = ["SCHEMA", "TrendInputError", "add_trend_parser", "cmd_trend", "load_reports", "render_trend"]
 
@@ -33,16 +32,7 @@ class TrendInputError(Exception):
 
 
 def _load(path: Path) -> dict[str, Any]:
-    try:
-        doc = orjson.loads(path.read_bytes())
-    except OSError as e:
-        raise TrendInputError(f"{path}: cannot read it ({e.strerror or e})") from None
-    except orjson.JSONDecodeError as e:
-        raise TrendInputError(f"{path}: not JSON ({e})") from None
-    if not isinstance(doc, dict) or "schema" not in doc:
-        raise TrendInputError(f"{path}: not a loadgen report (no `schema` field)")
-    if doc["schema"] != SCHEMA:
-        raise TrendInputError(f"{path}: report schema {doc['schema']!r}, this loadgen reads {SCHEMA!r}")
+    doc = read_report_file(path, TrendInputError)
     try:
         _dt.datetime.fromisoformat(str(doc["generated_at"]))
         if not all(
