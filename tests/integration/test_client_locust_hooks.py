@@ -3,8 +3,7 @@ Locust's modules. In a fresh interpreter: importing locust monkey-patches the pr
 
 from __future__ import annotations
 
-import subprocess
-import sys
+from tests.fresh_interpreter import run_fresh
 
 _CHECK = """
 from locust import events
@@ -17,10 +16,9 @@ for hook, listener in [(events.init, plugin._on_init), (events.test_stop, plugin
     n = hook._handlers.count(listener)
     assert n == 1, (listener.__name__, n)
 assert set(vars(events)) == before, set(vars(events)) - before
-print("ok")
+print('"ok"')
 """
 
 
 def test_register_is_idempotent_and_leaves_locusts_modules_alone() -> None:
-    out = subprocess.run([sys.executable, "-c", _CHECK], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+    assert run_fresh(_CHECK) == "ok"

@@ -6,9 +6,7 @@ so the check runs in a fresh interpreter, with its own 404 server, and reports b
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
+from tests.fresh_interpreter import run_fresh
 
 SCRIPT = r"""
 import json
@@ -44,9 +42,7 @@ print(json.dumps({"url": url, "hits": NoMetrics.hits, "report": tl.report()}))
 
 
 def test_no_metrics_endpoint_is_a_note_not_a_timeline() -> None:
-    proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    out = run_fresh(SCRIPT)
     assert out["hits"] == 1
     r = out["report"]
     assert r["samples"] == 0 and r["note"] == f"no /metrics at {out['url']} (HTTP 404): server metrics skipped"

@@ -6,7 +6,9 @@
   deferred into functions);
 - no Python module over 500 lines;
 - and, at run time, importing every module outside those two packages pulls in neither locust nor gevent (importing
-  locust monkey-patches the whole process).
+  locust monkey-patches the whole process);
+- and collecting the test suite imports no locust either: inside the pytest process the patch breaks the tests beside
+  it (tests that need Locust run their check in a fresh interpreter, tests/fresh_interpreter.py).
 """
 
 from __future__ import annotations
@@ -145,3 +147,17 @@ def test_the_pure_stages_import_neither_locust_nor_gevent_at_run_time() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "", out
+
+
+def test_collecting_the_tests_imports_no_locust() -> None:
+    tests = PKG.parent / "tests"
+    names = [".".join(p.relative_to(PKG.parent).with_suffix("").parts) for p in sorted(tests.rglob("test_*.py"))]
+    code = (
+        "import importlib, sys\n"
+        f"for m in {names!r}: importlib.import_module(m)\n"
+        "patched = 'gevent.monkey' in sys.modules and sys.modules['gevent.monkey'].is_anything_patched()\n"
+        "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] == 'locust')) + (' patched' * patched))"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=PKG.parent)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.strip() == "", run.stdout

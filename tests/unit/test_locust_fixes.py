@@ -1,44 +1,58 @@
-"""The Locust work-arounds: the cached option defaults are Locust's own, computed once, and never shared."""
+"""The Locust work-arounds: the cached option defaults are Locust's own, computed once, and never shared.
+
+Each check runs in a fresh interpreter (tests/fresh_interpreter.py): importing Locust patches the whole process."""
 
 from __future__ import annotations
 
-from typing import Any
+from tests.fresh_interpreter import run_fresh
 
-import pytest
+_CACHED_DEFAULTS = """
+import json
+from locust import argument_parser
+from loadgen.locust_plugin import locust_fixes
 
-# Locust is imported inside the tests, not at collection: importing it monkey-patches the whole test process (sleep,
-# threads, sockets), and tests collected beside these rely on the OS's own.
+calls = []
+
+def locusts():  # Locust's own, uncached, counted
+    calls.append(1)
+    return {"users": 1, "spawn_rate": 1.0, "host": None}
+
+argument_parser.default_args_dict = locusts
+locust_fixes.cache_default_args()
+locust_fixes.cache_default_args()  # idempotent: wraps once
+cached = argument_parser.default_args_dict
+# What a worker's spawn handling does: one call per option of the master's (~60).
+all_have_users = all("users" in cached() for _ in range(60))
+mine = cached()
+mine["users"] = -1  # a caller that changes its copy changes nobody else's
+print(json.dumps({
+    "wrapped": cached is not locusts and getattr(cached, "loadgen_cached", False),
+    "all_have_users": all_have_users,
+    "calls": len(calls),
+    "equal": cached() == locusts(),
+    "users_after_a_caller_changed_its_copy": cached()["users"],
+}))
+"""
 
 
-def test_default_args_are_computed_once_and_equal_to_locusts(monkeypatch: pytest.MonkeyPatch) -> None:
-    from locust import argument_parser
+def test_default_args_are_computed_once_and_equal_to_locusts() -> None:
+    out = run_fresh(_CACHED_DEFAULTS)
+    assert out["wrapped"] is True and out["all_have_users"] is True
+    assert out["calls"] == 1
+    assert out["equal"] is True
+    assert out["users_after_a_caller_changed_its_copy"] == 1
 
-    from loadgen.locust_plugin import locust_fixes
 
-    calls = []
+_PLUGIN_INSTALLS = """
+import json
+from locust import argument_parser
+from loadgen.locust_plugin.plugin import register
 
-    def locusts() -> dict[str, Any]:  # Locust's own, uncached, counted
-        calls.append(1)
-        return {"users": 1, "spawn_rate": 1.0, "host": None}
-
-    monkeypatch.setattr(argument_parser, "default_args_dict", locusts)
-    locust_fixes.cache_default_args()
-    locust_fixes.cache_default_args()  # idempotent: wraps once
-    cached = argument_parser.default_args_dict
-    assert cached is not locusts and getattr(cached, "loadgen_cached", False)
-    # What a worker's spawn handling does: one call per option of the master's (~60).
-    assert all("users" in cached() for _ in range(60))
-    assert len(calls) == 1
-    assert cached() == locusts()
-    mine = cached()
-    mine["users"] = -1  # a caller that changes its copy changes nobody else's
-    assert cached()["users"] == 1
+before = getattr(argument_parser.default_args_dict, "loadgen_cached", False)
+register()
+print(json.dumps({"before": before, "after": getattr(argument_parser.default_args_dict, "loadgen_cached", False)}))
+"""
 
 
 def test_the_plugin_installs_it() -> None:
-    from locust import argument_parser
-
-    from loadgen.locust_plugin.plugin import register
-
-    register()
-    assert getattr(argument_parser.default_args_dict, "loadgen_cached", False)
+    assert run_fresh(_PLUGIN_INSTALLS) == {"before": False, "after": True}

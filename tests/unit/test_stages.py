@@ -11,6 +11,7 @@ from loadgen.config.errors import ConfigError
 from loadgen.config.scenario import validate_scenario
 from loadgen.traffic.arrivals import ArrivalSchedule, schedule_for, times_until
 from loadgen.traffic.rate_profile import RateProfile
+from tests.fresh_interpreter import run_fresh
 
 SEED = 11
 
@@ -119,15 +120,18 @@ def test_stage_errors_name_the_field(load: dict[str, object], path: str, needle:
     assert needle in issue.message
 
 
-def test_the_shape_walks_the_stages_then_ends() -> None:
-    from loadgen.locust_plugin.shape import StagesShape  # imports Locust: not at collection (it patches the process)
+_SHAPE = """
+import json
+from loadgen.config.scenario import validate_scenario
+from loadgen.locust_plugin.shape import StagesShape
 
-    sc = validate_scenario(
-        _scenario(
-            {"spawn_rate": 3, "stages": [{"duration": 10, "users": 2}, {"duration": 5, "users": 6, "spawn_rate": 1}]}
-        )
-    )
-    shape = StagesShape(sc)
-    assert shape.at(0) == (2, 3.0) and shape.at(9.99) == (2, 3.0)
-    assert shape.at(10) == (6, 1.0) and shape.at(14.9) == (6, 1.0)
-    assert shape.at(15) is None
+load = {"spawn_rate": 3, "stages": [{"duration": 10, "users": 2}, {"duration": 5, "users": 6, "spawn_rate": 1}]}
+variants = [{"name": "a", "base_url": "http://127.0.0.1:1", "model": "m"}]
+shape = StagesShape(validate_scenario({"name": "s", "variants": variants, "load": load}))
+print(json.dumps([shape.at(t) for t in (0, 9.99, 10, 14.9, 15)]))
+"""
+
+
+def test_the_shape_walks_the_stages_then_ends() -> None:
+    # The shape imports Locust: its check runs in a fresh interpreter (tests/fresh_interpreter.py).
+    assert run_fresh(_SHAPE) == [[2, 3.0], [2, 3.0], [6, 1.0], [6, 1.0], None]
