@@ -27,6 +27,7 @@ __all__ = [
     "counts_len",
     "decode_counts",
     "index_for",
+    "index_function",
     "layout_magnitudes",
     "note_recorded",
     "recorded",
@@ -104,6 +105,20 @@ def counts_len(h: HdrHistogram) -> int:
 def index_for(h: HdrHistogram, value: int) -> int:
     """The counts index of a value (µs)."""
     return int(h._counts_index_for(value))
+
+
+def index_function(h: HdrHistogram) -> Callable[[int], int]:
+    """`index_for` of this histogram's layout, inline: hdrh's `_counts_index_for` is ~3 µs of Python method calls,
+    this the same arithmetic in one function (tests/unit/test_histogram_hdr_internals.py checks they agree)."""
+    unit, half = layout_magnitudes(h)
+    mask = ((1 << (half + 1)) - 1) << unit  # hdrh's sub_bucket_mask
+    shift0, half_count = unit + half + 1, 1 << half
+
+    def index(value: int) -> int:
+        b = (value | mask).bit_length() - shift0
+        return ((b + 1) << half) + (value >> (b + unit)) - half_count
+
+    return index
 
 
 def recorded(h: HdrHistogram) -> tuple[int, int, int]:

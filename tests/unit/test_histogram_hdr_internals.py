@@ -78,3 +78,15 @@ def test_decode_and_add_counts_equal_hdrh_decode() -> None:
     into = HdrHistogram(1, 3_600_000_000, 3)
     hdr.add_counts(into, buf, lo, hi - lo + 1)
     assert list(hdr.counts(into)) == counts
+
+
+@pytest.mark.parametrize(
+    "lowest, digits, highest", [(1, 3, 3_600_000_000), (1, 2, 60_000_000), (1, 1, 1_000_000), (1000, 3, 60_000_000)]
+)
+def test_the_inline_index_is_hdrhs_own(lowest: int, digits: int, highest: int) -> None:
+    h = HdrHistogram(lowest, highest, digits)
+    index = hdr.index_function(h)
+    rng = random.Random(digits)
+    values = [0, 1, 2, 2047, 2048, 2049, 4095, 4096, highest] + [rng.randrange(highest) for _ in range(5000)]
+    values += [1 << k for k in range(highest.bit_length())] + [(1 << k) - 1 for k in range(1, highest.bit_length())]
+    assert [index(v) for v in values] == [hdr.index_for(h, v) for v in values]
