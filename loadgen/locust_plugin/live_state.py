@@ -13,6 +13,7 @@ from locust.env import Environment
 from locust.runners import STATE_MISSING, LocalRunner, MasterRunner
 
 from loadgen.live.summary import live_summary as _summary
+from loadgen.locust_plugin.live_metrics import attach_server_metrics
 from loadgen.locust_plugin.request_stream import senders_per_variant
 from loadgen.locust_plugin.runtime import runtime_of
 from loadgen.measure.aggregate import Aggregate
@@ -105,9 +106,12 @@ def live_state(environment: Environment) -> tuple[Aggregate, float, dict[str, An
 
 
 def current_report(environment: Environment) -> dict[str, Any]:
-    """The full report of the run so far (the one the run's end writes, when the run is over)."""
+    """The full report of the run so far (the one the run's end writes, when the run is over), each variant's
+    server-metrics timeline so far included."""
     agg, window, run = live_state(environment)
-    return build_report(runtime_of(environment).scenario, agg, window, run)
+    report = build_report(runtime_of(environment).scenario, agg, window, run)
+    attach_server_metrics(environment, report)
+    return report
 
 
 def live_summary(environment: Environment) -> dict[str, Any]:

@@ -354,8 +354,7 @@ def _collect_local_final(rt: Runtime) -> None:
 def write_final_report(environment: Environment) -> dict[str, Any]:
     rt = runtime_of(environment)
     assert rt.collector is not None
-    report = current_report(environment)
-    live_metrics.attach_server_metrics(environment, report)  # each variant's own /metrics over the run
+    report = current_report(environment)  # each variant's own /metrics over the run included
     opts = environment.parsed_options
     out_dir = Path(getattr(opts, "report_dir", "") or rt.scenario.report_dir)
     write_reports(report, out_dir)

@@ -171,6 +171,8 @@ def test_web_ui_start_stop_start(tmp_path: Path, sim: Any, workers: int) -> None
             live = _get(url + "/loadgen/report.json")
             assert live["run"]["finished"] is False
             assert live["run"]["lost_workers"] == [], "a live worker is not lost"
+            # The live report holds each server's own metrics so far, as the final one does.
+            assert all(v["server_metrics"]["samples"] >= 1 for v in live["variants"]), live["variants"]
             _post(url + "/stop")
             deadline = time.monotonic() + 20
             while not (rep := _get(url + "/loadgen/report.json"))["run"]["finished"]:
