@@ -18,6 +18,7 @@ from loadgen.config.scenario import (
 )
 from loadgen.exit_codes import ExitCode
 from loadgen.k8s.cli import add_k8s_parser, cmd_k8s
+from loadgen.live.cluster_metrics import cluster_config_problems
 from loadgen.report.compare_cli import add_compare_parser, cmd_compare
 from loadgen.report.report_cli import add_report_parser, cmd_report
 from loadgen.report.serve import positive_seconds
@@ -61,6 +62,10 @@ def _run(scenario_path: Path, args: argparse.Namespace) -> int:
         check_environment(sc, str(scenario_path))
     except ConfigError as e:
         print(e, file=sys.stderr)
+        return ExitCode.USAGE
+    cluster = cluster_config_problems(sc.metrics.prometheus, str(scenario_path))  # the cluster Prometheus's queries
+    if cluster:
+        print("\n".join(cluster), file=sys.stderr)
         return ExitCode.USAGE
     usage = _check_run_flags(args)
     if usage:

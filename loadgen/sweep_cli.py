@@ -20,6 +20,7 @@ from loadgen.config.errors import ConfigError
 from loadgen.config.scenario import Scenario, check_environment, load_scenario, validate_scenario
 from loadgen.config.variant_doc import single_variant_doc
 from loadgen.exit_codes import ExitCode
+from loadgen.live.cluster_metrics import cluster_config_problems
 from loadgen.metric_names import SCHEDULED_METRICS
 from loadgen.traffic.sweeps import Search, SweepBy, SweepPlan, parse_plan
 
@@ -161,6 +162,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         check_environment(sc, str(path))
     except ConfigError as e:
         print(e, file=sys.stderr)
+        return ExitCode.USAGE
+    cluster = cluster_config_problems(sc.metrics.prometheus, str(path))  # the cluster Prometheus's queries
+    if cluster:
+        print("\n".join(cluster), file=sys.stderr)
         return ExitCode.USAGE
     chosen = _sweep_plan(args)
     if isinstance(chosen, str):

@@ -4,20 +4,84 @@
   coarse; the exact HDR percentiles are exported as gauges beside them.
 - `server_scrape_interval`: how often the master reads each variant's own `/metrics` (queue, KV-cache use,
   preemptions, prefix-cache hits, speculative acceptance); 0 turns the scraping off.
+- `prometheus`: a cluster Prometheus and PromQL queries (e.g. DCGM GPU utilisation and memory) the master evaluates
+  over the run window into the report (live/cluster_metrics.py).
 """
 
 from __future__ import annotations
+
+import re
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from loadgen.config.types import Duration
 
-__all__ = ["DEFAULT_BUCKETS_S", "LiveMetrics"]
+__all__ = ["DEFAULT_BUCKETS_S", "ClusterPrometheus", "LiveMetrics"]
+
+_QUERY_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 # Spans a fast ITL (1 ms) to a long E2E (1 min): one layout for all four latencies, so a dashboard reads them alike.
 DEFAULT_BUCKETS_S: tuple[float, ...] = (
     0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 30.0, 60.0,
 )  # fmt: skip
+
+
+class ClusterPrometheus(BaseModel):
+    """A cluster's Prometheus, read by the master over the run window (`/api/v1/query_range`): what the GPUs and the
+    nodes did beside the client latencies (DCGM utilisation, memory, power; node CPU)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: str = Field(
+        description="The Prometheus (or Thanos / Mimir querier) base URL, e.g. http://prometheus.monitoring:9090; "
+        "/api/v1/… is appended.",
+    )
+    queries: dict[str, str] = Field(
+        min_length=1,
+        description="Name → PromQL, e.g. {gpu_util: 'avg by (Hostname) (DCGM_FI_DEV_GPU_UTIL)'}: each evaluated "
+        "over the run window, each result series into the report. Checked against the Prometheus before load.",
+    )
+    step: Duration = Field(
+        default=5.0,
+        description="Resolution of the range queries; raised for long runs so a series keeps at most 1,000 points.",
+    )
+    timeout: Duration = Field(default=10.0, description="Per request to the Prometheus.")
+    bearer_token_env: str | None = Field(
+        default=None,
+        description="NAME of an environment variable holding a bearer token for the Prometheus (never the token).",
+    )
+
+    @field_validator("url")
+    @classmethod
+    def _http(cls, value: str) -> str:
+        if not re.match(r"^https?://[^/\s]+", value):
+            raise ValueError(f"expected an http:// or https:// URL, got {value!r}")
+        return value.rstrip("/")
+
+    @field_validator("queries")
+    @classmethod
+    def _named(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, query in value.items():
+            if not _QUERY_NAME.match(name):
+                raise ValueError(f"query name {name!r}: letters, digits and _ (a Prometheus-style name)")
+            if not isinstance(query, str) or not query.strip():
+                raise ValueError(f"query {name!r} is empty: expected a PromQL expression")
+        return value
+
+    @field_validator("step", "timeout")
+    @classmethod
+    def _positive(cls, value: float) -> float:
+        if value <= 0:
+            raise ValueError("must be above zero")
+        return value
+
+    @field_validator("bearer_token_env")
+    @classmethod
+    def _env_name(cls, value: str | None) -> str | None:
+        if value is not None and not _ENV_NAME.match(value):
+            raise ValueError(f"expected an environment variable's NAME, got {value!r}")
+        return value
 
 
 class LiveMetrics(BaseModel):
@@ -33,6 +97,10 @@ class LiveMetrics(BaseModel):
     server_scrape_interval: Duration = Field(
         default=2.0,
         description="How often the master scrapes each variant's own /metrics (one scraper per variant); 0: never.",
+    )
+    prometheus: ClusterPrometheus | None = Field(
+        default=None,
+        description="A cluster Prometheus whose PromQL queries (e.g. DCGM GPU metrics) the report holds over the run.",
     )
 
     @field_validator("buckets_s")

@@ -13,6 +13,7 @@ from locust.env import Environment
 from locust.runners import STATE_MISSING, LocalRunner, MasterRunner
 
 from loadgen.live.summary import live_summary as _summary
+from loadgen.locust_plugin.cluster_queries import attach_cluster_metrics
 from loadgen.locust_plugin.live_metrics import attach_server_metrics
 from loadgen.locust_plugin.request_stream import senders_per_variant
 from loadgen.locust_plugin.runtime import runtime_of
@@ -107,10 +108,11 @@ def live_state(environment: Environment) -> tuple[Aggregate, float, dict[str, An
 
 def current_report(environment: Environment) -> dict[str, Any]:
     """The full report of the run so far (the one the run's end writes, when the run is over), each variant's
-    server-metrics timeline so far included."""
+    server-metrics timeline and the cluster Prometheus's figures so far included."""
     agg, window, run = live_state(environment)
     report = build_report(runtime_of(environment).scenario, agg, window, run)
     attach_server_metrics(environment, report)
+    attach_cluster_metrics(environment, report)
     return report
 
 

@@ -27,7 +27,7 @@ from locust.runners import STATE_INIT, STATE_MISSING, STATE_STOPPED, MasterRunne
 from loadgen.config.errors import ConfigError
 from loadgen.config.scenario import check_environment, load_scenario, validate_scenario
 from loadgen.exit_codes import ExitCode
-from loadgen.locust_plugin import live_metrics
+from loadgen.locust_plugin import cluster_queries, live_metrics
 from loadgen.locust_plugin.live_state import current_report, users_per_variant
 from loadgen.locust_plugin.locust_fixes import cache_default_args
 from loadgen.locust_plugin.progress import add_progress_arguments, start_progress
@@ -107,6 +107,7 @@ def _on_init(environment: Environment, **_: Any) -> None:
         except ConfigError as e:
             sys.stderr.write(f"{e}\n")
             sys.exit(ExitCode.USAGE)
+    cluster_queries.check_before_load(environment, scenario, path)
     raw_dir = getattr(opts, "raw_records", "") or ""
     if raw_dir:
         try:

@@ -110,6 +110,8 @@ class Runtime:
         self.started = False
         self._monitors: list[gevent.Greenlet] = []
         self.collector: Collector | None = None
+        # The cluster Prometheus's figures of an ended run, (run number, report section): read once, then kept.
+        self.cluster_metrics_final: tuple[int, dict[str, Any]] | None = None
         # Ship histograms every this many reports (the master raises it when many workers report; 1 = every time).
         self.hist_every = 1
         self._reports = 0

@@ -20,6 +20,7 @@ import orjson
 from loadgen.config.scenario import Scenario
 from loadgen.measure.aggregate import Aggregate
 from loadgen.report.build import build_report
+from loadgen.report.cluster_metrics_report import join_cluster_sections
 
 __all__ = ["AGGREGATE_FILE", "Phase", "combine_phases", "read_aggregate", "write_aggregate"]
 
@@ -100,4 +101,14 @@ def combine_phases(scenario: Scenario, phases: list[Phase], pause_s: float) -> t
         "run_number": 1,
         "finished": all(p.report["run"].get("finished", True) for p in phases),
     }
-    return build_report(scenario, agg, max(windows.values(), default=0.0), run_facts, windows=windows), agg
+    report = build_report(scenario, agg, max(windows.values(), default=0.0), run_facts, windows=windows)
+    # What each phase's master read beside its aggregate: its variant's own /metrics, the cluster Prometheus.
+    own = {p.variant: v for p in phases for v in p.report.get("variants", []) if v.get("name") == p.variant}
+    for v in report["variants"]:
+        sm = own.get(v["name"], {}).get("server_metrics")
+        if sm is not None:
+            v["server_metrics"] = sm
+    cluster = join_cluster_sections([p.report.get("cluster_metrics") or {} for p in phases])
+    if cluster is not None:
+        report["cluster_metrics"] = cluster
+    return report, agg

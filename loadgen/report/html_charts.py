@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from loadgen.report.cluster_metrics_report import cluster_metrics_series
 from loadgen.report.server_metrics_report import server_metrics_series
 
 __all__ = [
@@ -221,6 +222,7 @@ def report_charts(report: dict[str, Any]) -> list[Chart]:
         *_prompt_length_chart(report),
         *_over_time(report),
         *_server_metrics(report),
+        *_cluster_metrics(report),
         *comparison_charts(report.get("comparison") or []),
     ]
 
@@ -233,6 +235,17 @@ def _server_metrics(report: dict[str, Any]) -> list[Chart]:
         {"id": key, "title": title, "note": note, "config": xy_config(
             [line(n, pts, colors[n]) for n, pts in series], x_title, y_title, y_min=0)}
         for key, title, y_title, note, series in server_metrics_series(report)
+    ]  # fmt: skip
+
+
+def _cluster_metrics(report: dict[str, Any]) -> list[Chart]:
+    """The cluster Prometheus's queries over the run (report/cluster_metrics_report.py), one chart each, on the
+    client timeline's axis; series coloured in turn."""
+    x_title = "seconds from the start of the client timeline"
+    return [
+        {"id": key, "title": title, "note": f"PromQL: {query}", "config": xy_config(
+            [line(label, pts, color(i)) for i, (label, pts) in enumerate(series)], x_title, "value")}
+        for key, title, query, series in cluster_metrics_series(report)
     ]  # fmt: skip
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from loadgen.report.cluster_metrics_report import cluster_metrics_lines
 from loadgen.report.compare_md import comparison_lines
 from loadgen.report.markdown_summary import cold_lines, goodput_lines, summary_lines
 from loadgen.report.server_metrics_report import server_metrics_lines
@@ -121,6 +122,7 @@ def render_markdown(report: dict[str, Any]) -> str:
     lines += _open_loop_lines(report)
     lines += _cache_lines(report)
     lines += server_metrics_lines(report)
+    lines += cluster_metrics_lines(report)
     for metric in _METRIC_LABEL:
         rows = []
         for v in report["variants"]:

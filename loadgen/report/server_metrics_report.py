@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["server_metrics_lines", "server_metrics_series"]
+__all__ = ["server_metrics_lines", "server_metrics_series", "timeline_origin"]
 
 # (series key, chart title, y axis, note)
 _CHARTS = (
@@ -62,11 +62,16 @@ def server_metrics_lines(report: dict[str, Any]) -> list[str]:
     return out + notes
 
 
+def timeline_origin(report: dict[str, Any]) -> float | None:
+    """The wall-clock start of the report's client timeline (the first variant that has one): x = 0 of its charts."""
+    starts = [(v.get("timeline") or {}).get("start_unix_s") for v in report.get("variants", [])]
+    return next((s for s in starts if s is not None), None)
+
+
 def server_metrics_series(report: dict[str, Any]) -> list[tuple[str, str, str, str, list[tuple[str, list[Any]]]]]:
     """Per chart (id, title, y title, note, [(variant, [[x, y], …])]): x in seconds from the start of the report's
     client timeline (`variants[].timeline.start_unix_s`), the axis of the client-latency charts."""
-    starts = [(v.get("timeline") or {}).get("start_unix_s") for v in report.get("variants", [])]
-    origin = next((s for s in starts if s is not None), None)
+    origin = timeline_origin(report)
     out = []
     for key, title, y_title, note in _CHARTS:
         per_variant = []

@@ -6,7 +6,10 @@
   of the TTFT buckets lands in the bucket that holds the report's exact TTFT p99;
 - the Pushgateway holds the final figures after the run (job loadgen, grouped by scenario and run);
 - every query of the Grafana dashboard names only metrics a real scrape exports;
-- the report's timeline holds the simulator's own metrics (vLLM names), on the client timeline's clock.
+- the report's timeline holds the simulator's own metrics (vLLM names), on the client timeline's clock;
+- `metrics.prometheus` reads the same Prometheus as a cluster's: report.json's `cluster_metrics` holds each query's
+  series over the run window, point for point what Prometheus itself answers for that window; a query Prometheus
+  refuses is exit 2 naming it, before any load.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from loadgen.config.live_metrics import DEFAULT_BUCKETS_S
+from loadgen.live.server_metrics import metrics_url
 from loadgen.locust_plugin.launcher import free_port
 from loadgen.sim.launch import start_sim_process
 from tests.integration.harness import read_report, write_scenario
@@ -135,7 +139,8 @@ def test_prometheus_scrapes_the_run_and_the_pushgateway_keeps_it(tmp_path: Path,
     with start_sim_process(["baseline=int8"]) as sim:
         scenario = write_scenario(
             tmp_path / "s.yaml", {"baseline": sim.base_url("baseline")}, load={"users": 8, "duration": "6s"},
-            metrics={"server_scrape_interval": "1s"},
+            metrics={"server_scrape_interval": "1s", "prometheus": {"url": prom["prom"], "step": "1s", "queries": {
+                "requests": "sum(loadgen_requests_total)", "up": 'up{job="loadgen"}'}}},
         )  # fmt: skip
         report_dir = tmp_path / "report"
         cmd = [sys.executable, "-m", "loadgen.cli", "run", str(scenario), "--quiet", "--workers", "1",
@@ -218,3 +223,39 @@ def test_prometheus_scrapes_the_run_and_the_pushgateway_keeps_it(tmp_path: Path,
     )
     md = (report_dir / "report.md").read_text()
     assert "## Server metrics" in md and "| baseline | vllm |" in md
+
+    # The cluster Prometheus's queries over the run window: what Prometheus answers for that window itself.
+    cm = report["cluster_metrics"]
+    assert cm["note"] is None and cm["step_s"] == 1.0 and [q["name"] for q in cm["queries"]] == ["requests", "up"]
+    assert cm["start_unix_s"] >= started - 1 and cm["end_unix_s"] - cm["start_unix_s"] > 5
+    for q in cm["queries"]:
+        assert q["error"] is None and len(q["series"]) == 1, q
+        truth = _query(prom["prom"], q["query"], start=f"{cm['start_unix_s']:.3f}", end=f"{cm['end_unix_s']:.3f}",
+                       step="1.000")  # fmt: skip
+        s = q["series"][0]
+        assert s["labels"] == truth[0]["metric"]
+        pairs = [(round(float(t), 3), float(v)) for t, v in truth[0]["values"]]
+        # The last point may have gained a scrape that landed after the master asked.
+        assert list(zip(s["t_unix_s"], s["values"], strict=True))[:-1] == pairs[: len(s["values"]) - 1]
+        assert s["max"] == max(v for v in s["values"] if v is not None)
+    requests = cm["queries"][0]["series"][0]["values"]
+    assert any(0 < v < count for v in requests if v is not None), requests  # it counted up while the load ran
+    assert "## Cluster metrics" in md and "| requests | (one series) |" in md
+
+
+def test_a_query_prometheus_refuses_is_exit_2_before_load(tmp_path: Path, prom: dict[str, Any]) -> None:
+    with start_sim_process(["baseline=int8"]) as sim:
+        scenario = write_scenario(
+            tmp_path / "s.yaml", {"baseline": sim.base_url("baseline")}, load={"users": 2, "duration": "3s"},
+            metrics={"prometheus": {"url": prom["prom"], "queries": {"fine": "up", "broken": "sum(rate(up[1m]"}}},
+        )  # fmt: skip
+        cmd = [sys.executable, "-m", "loadgen.cli", "run", str(scenario), "--quiet", "--workers", "0",
+               "--report-dir", str(tmp_path / "report")]  # fmt: skip
+        run = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        served = _get(metrics_url(sim.base_url("baseline"))).decode()
+    assert run.returncode == 2, run.stderr[-3000:]
+    assert "metrics.prometheus.queries.broken" in run.stderr and "bad_data" in run.stderr, run.stderr[-2000:]
+    assert "queries.fine" not in run.stderr
+    assert not (tmp_path / "report" / "report.json").exists()
+    # Before any load: the simulator generated no token.
+    assert re.search(r"^vllm:generation_tokens_total(\{[^}]*\})? 0(\.0)?$", served, re.M), served[-2000:]

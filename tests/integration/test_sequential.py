@@ -21,6 +21,7 @@ def test_variants_run_one_after_another_into_one_report(tmp_path: Path) -> None:
                 {"metric": "ttft", "stat": "p50", "max_ms": 60_000},
                 {"metric": "e2e", "stat": "p99", "max_ms": 60_000, "variant": "fast"},
             ],
+            metrics={"server_scrape_interval": "1s"},
         )
         proc = run_loadgen(scenario, "--workers", "1", "--raw-records", str(tmp_path / "raw"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -46,6 +47,9 @@ def test_variants_run_one_after_another_into_one_report(tmp_path: Path) -> None:
         ("slow", "ttft"),
     ]
     slow, fast = (next(v for v in report["variants"] if v["name"] == n) for n in ("slow", "fast"))
+    # Each variant's own /metrics, scraped by its phase's master, survive into the one report, in phase order.
+    assert slow["server_metrics"]["samples"] >= 2 and fast["server_metrics"]["samples"] >= 2
+    assert max(slow["server_metrics"]["t_unix_s"]) < min(fast["server_metrics"]["t_unix_s"])
     assert fast["overall"]["metrics_ms"]["tpot"]["p50"] < slow["overall"]["metrics_ms"]["tpot"]["p50"]
     assert (tmp_path / "report" / "report.md").exists() and (tmp_path / "report" / "aggregate.json").exists()
     rows = read_records(tmp_path / "raw" / "slow") + read_records(tmp_path / "raw" / "fast")

@@ -1,0 +1,148 @@
+"""A cluster Prometheus read over the run window: what the GPUs and nodes did while the load ran (DCGM utilisation,
+framebuffer memory, power; node CPU), beside the client latencies of the same moments.
+
+`check_queries` asks the Prometheus once per query before load (`/api/v1/query`): an unreachable URL, a missing
+token or a query Prometheus refuses is a configuration error then, not an empty section after an hour's run.
+`query_window` evaluates every query over the run (`/api/v1/query_range`) into report.json's `cluster_metrics`; it
+never raises — what fails is a note (the whole section) or an error (one query), and the run's verdict is untouched.
+
+Plain urllib: the master calls this at most once per report, and under Locust's monkey-patching its sockets yield.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping
+from typing import Any
+
+from loadgen.config.live_metrics import ClusterPrometheus
+
+__all__ = ["MAX_POINTS", "MAX_SERIES", "PrometheusError", "check_queries", "cluster_config_problems", "query_window"]
+
+MAX_POINTS = 1000  # per series: the step grows for long runs (Prometheus itself refuses 11,000)
+MAX_SERIES = 64  # per query, the rest counted (a DCGM query by GPU on 8 nodes of 8 GPUs is 64)
+
+
+class PrometheusError(Exception):
+    """The Prometheus answered with an error (`bad_data`: the query) or not at all (`unreachable`)."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+def _headers(cfg: ClusterPrometheus, environ: Mapping[str, str]) -> dict[str, str]:
+    headers = {"Accept": "application/json"}
+    if cfg.bearer_token_env:
+        headers["Authorization"] = f"Bearer {environ.get(cfg.bearer_token_env, '')}"
+    return headers
+
+
+def _api(cfg: ClusterPrometheus, path: str, params: dict[str, str], environ: Mapping[str, str]) -> Any:
+    url = f"{cfg.url}/api/v1/{path}?{urllib.parse.urlencode(params)}"
+    req = urllib.request.Request(url, headers=_headers(cfg, environ))
+    try:
+        with urllib.request.urlopen(req, timeout=cfg.timeout) as r:
+            body = r.read()
+    except urllib.error.HTTPError as e:
+        # Prometheus answers a bad query with 400 / 422 and a JSON error; anything else is the server's problem.
+        try:
+            doc = json.loads(e.read())
+        except (ValueError, OSError):
+            raise PrometheusError("unreachable", f"{cfg.url} answered HTTP {e.code} ({e.reason})") from None
+        raise PrometheusError(str(doc.get("errorType", "error")), str(doc.get("error", f"HTTP {e.code}"))) from None
+    except (OSError, ValueError) as e:
+        reason = getattr(e, "reason", None) or e
+        raise PrometheusError("unreachable", f"cannot reach {cfg.url} ({reason})") from None
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        raise PrometheusError("unreachable", f"{cfg.url} answered something that is not Prometheus JSON") from None
+    if not isinstance(doc, dict) or doc.get("status") != "success":
+        err = doc.get("error", "no status") if isinstance(doc, dict) else "not an object"
+        raise PrometheusError(str(doc.get("errorType", "error") if isinstance(doc, dict) else "error"), str(err))
+    return doc.get("data")
+
+
+def check_queries(cfg: ClusterPrometheus, environ: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
+    """(field, message) per problem: the token variable unset, the Prometheus unreachable, each query it refuses."""
+    env = os.environ if environ is None else environ
+    if cfg.bearer_token_env and not env.get(cfg.bearer_token_env, "").strip():
+        return [("metrics.prometheus.bearer_token_env", f"environment variable {cfg.bearer_token_env} is not set")]
+    problems = []
+    for name, query in cfg.queries.items():
+        try:
+            _api(cfg, "query", {"query": query}, env)
+        except PrometheusError as e:
+            if e.kind == "unreachable":
+                return [("metrics.prometheus.url", str(e))]
+            problems.append((f"metrics.prometheus.queries.{name}", f"Prometheus refuses {query!r}: {e.kind}: {e}"))
+    return problems
+
+
+def cluster_config_problems(cfg: ClusterPrometheus | None, source: str) -> list[str]:
+    """`check_queries` as the lines a command prints before it exits 2 (none without `metrics.prometheus`)."""
+    return [] if cfg is None else [f"{source}: {field}: {message}" for field, message in check_queries(cfg)]
+
+
+def _value(v: Any) -> float | None:
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
+
+
+def _series(result: dict[str, Any]) -> dict[str, Any]:
+    points = result.get("values") or []
+    ts = [round(float(t), 3) for t, _ in points]
+    values = [_value(v) for _, v in points]
+    present = [v for v in values if v is not None]
+    return {
+        "labels": dict(result.get("metric") or {}),
+        "t_unix_s": ts,
+        "values": values,
+        "mean": sum(present) / len(present) if present else None,
+        "min": min(present) if present else None,
+        "max": max(present) if present else None,
+    }
+
+
+def query_window(
+    cfg: ClusterPrometheus, start: float, end: float, environ: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """Every query over [start, end] (unix seconds) as report.json's `cluster_metrics`."""
+    env = os.environ if environ is None else environ
+    end = max(end, start)
+    step = max(cfg.step, (end - start) / MAX_POINTS)
+    out: dict[str, Any] = {
+        "url": cfg.url,
+        "start_unix_s": round(start, 3),
+        "end_unix_s": round(end, 3),
+        "step_s": round(step, 3),
+        "note": None,
+        "queries": [],
+    }
+    params = {"start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:.3f}"}
+    for name, query in cfg.queries.items():
+        entry: dict[str, Any] = {"name": name, "query": query, "error": None, "series": [], "series_left_out": 0}
+        try:
+            data = _api(cfg, "query_range", {"query": query, **params}, env)
+        except PrometheusError as e:
+            if e.kind == "unreachable":
+                out["note"] = f"{e}: cluster metrics not read"
+                out["queries"] = []
+                return out
+            entry["error"] = f"{e.kind}: {e}"
+        else:
+            results = (data.get("result") if isinstance(data, dict) else None) or []
+            results = sorted(results, key=lambda r: sorted((r.get("metric") or {}).items()))
+            entry["series"] = [_series(r) for r in results[:MAX_SERIES]]
+            entry["series_left_out"] = max(0, len(results) - MAX_SERIES)
+        out["queries"].append(entry)
+    return out
