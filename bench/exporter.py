@@ -7,10 +7,13 @@ both times the whole text exposition the /metrics route serves, formatting inclu
 
 `scrape_effect` (skipped with `--no-runs`): the same 8 s run on the simulator (`loadgen run --workers 1`, 16 users)
 alternately without server scraping and scraping every 0.5 s (4× the default rate), twice each: the worker's loop lag
-p99 and the client's TTFT p50 / p99 — the scraper runs on the master and must leave both unchanged within noise.
+p99, the client's TTFT p50 / p99, and the accuracy against the simulator's truth log (measured − written time of
+each request's first chunk, and of every per-token gap: p50 / p99 in ms) — the scraper runs on the master and must
+leave all of them unchanged within noise.
 `ui_poll_effect`: the same load from one Locust process with its web UI, polled every 2 s as the browser polls the
-LLM tab (`/stats/requests`) and the charts page (`/loadgen/charts.json`), or not polled, twice each: that process
-sends and times every request, so the polling's cost shows there if anywhere.
+LLM tab (`/stats/requests`) and the charts page (`/loadgen/charts.json`), or not polled, twice each, the servers'
+metrics scraped every 2 s throughout: that process sends and times every request, so the polling's cost shows
+there if anywhere (the same loop-lag, TTFT and accuracy columns).
 
     python -m bench.exporter [--no-runs]
 """
@@ -98,7 +101,33 @@ def main() -> None:
     print(write_results("exporter", results, machine_info()))
 
 
-def _run_once(tmp: Path, base_url: str, interval: float, i: int) -> dict[str, Any]:
+def _accuracy(raw: Path, truth_log: Path) -> dict[str, float]:
+    """Measured − true (the simulator's write times) for each first chunk and each per-token gap, p50 / p99 in ms."""
+    from loadgen.report.csv_records import read_shards
+    from loadgen.sim.truth import load_truth
+
+    truth = load_truth(truth_log)
+    ttft, itl = [], []
+    for r in read_shards(raw):
+        t = truth.get(r["id"])
+        if r["error"] is not None or r.get("cut_by_stop") or t is None:
+            continue
+        c, w, n = r["chunk_times"], t.chunk_times, t.chunk_tokens
+        ttft.append((c[0] - w[0]) * 1e3)
+        itl += [((c[k] - c[k - 1]) - (w[k] - w[k - 1])) / n[k] * 1e3 for k in range(1, min(len(c), len(w)))]
+
+    def q(xs: list[float], p: float) -> float:
+        return round(sorted(xs)[min(len(xs) - 1, int(p * len(xs)))], 3) if xs else float("nan")
+
+    return {
+        "ttft_error_p50_ms": q(ttft, 0.5),
+        "ttft_error_p99_ms": q(ttft, 0.99),
+        "itl_error_p50_ms": q(itl, 0.5),
+        "itl_error_p99_ms": q(itl, 0.99),
+    }
+
+
+def _run_once(tmp: Path, base_url: str, interval: float, i: int, truth_log: Path) -> dict[str, Any]:
     doc = {
         "name": "scrape-effect",
         "seed": 7,
@@ -117,9 +146,9 @@ def _run_once(tmp: Path, base_url: str, interval: float, i: int) -> dict[str, An
     }
     sc = tmp / f"s{i}.yaml"
     sc.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
-    out = tmp / f"r{i}"
+    out, raw = tmp / f"r{i}", tmp / f"raw{i}"
     cmd = [sys.executable, "-m", "loadgen.cli", "run", str(sc), "--quiet", "--workers", "1", "--report-dir", str(out)]
-    subprocess.run(cmd, capture_output=True, timeout=120, check=False)
+    subprocess.run(cmd + ["--raw-records", str(raw)], capture_output=True, timeout=120, check=False)
     r = orjson.loads((out / "report.json").read_bytes())
     lag = next(iter(r["run"]["workers"].values()))["loop_lag_ms"]
     ttft = r["variants"][0]["overall"]["metrics_ms"]["ttft"]
@@ -129,6 +158,7 @@ def _run_once(tmp: Path, base_url: str, interval: float, i: int) -> dict[str, An
         "ttft_p50_ms": ttft["p50"],
         "ttft_p99_ms": ttft["p99"],
         "scrapes": (r["variants"][0].get("server_metrics") or {}).get("samples", 0),
+        **_accuracy(raw, truth_log),
     }
 
 
@@ -136,13 +166,15 @@ def _scrape_effect() -> list[dict[str, Any]]:
     from loadgen.sim.launch import start_sim_process
 
     rows = []
-    with tempfile.TemporaryDirectory() as d, start_sim_process(["a=int8"]) as sim:
+    with tempfile.TemporaryDirectory() as d:
         for i, interval in enumerate((0.0, 0.5, 0.0, 0.5)):
-            rows.append(_run_once(Path(d), sim.base_url("a"), interval, i))
+            truth = Path(d) / f"truth{i}.jsonl"  # one simulator per run: its truth log holds that run alone
+            with start_sim_process(["a=int8"], truth_log=truth) as sim:
+                rows.append(_run_once(Path(d), sim.base_url("a"), interval, i, truth))
     return rows
 
 
-def _ui_run(tmp: Path, base_url: str, poll: bool, i: int) -> dict[str, Any]:
+def _ui_run(tmp: Path, base_url: str, poll: bool, i: int, truth_log: Path) -> dict[str, Any]:
     """One 8 s web-UI run in a single Locust process (its loop is the one that sends and times every request and
     also serves the UI: the strictest place for the polling's cost), polled like the browser does or not at all."""
     import threading
@@ -166,8 +198,9 @@ def _ui_run(tmp: Path, base_url: str, poll: bool, i: int) -> dict[str, Any]:
     }
     sc = tmp / f"ui{i}.yaml"
     sc.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
-    out, port = tmp / f"ui{i}", free_port()
+    out, raw, port = tmp / f"ui{i}", tmp / f"uiraw{i}", free_port()
     cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--scenario", str(sc), "--report-dir", str(out)]
+    cmd += ["--raw-records", str(raw)]
     cmd += ["--web-host", "127.0.0.1", "--web-port", str(port), "--autostart", "--autoquit", "0", "-t", "8s"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     polls = 0
@@ -197,14 +230,20 @@ def _ui_run(tmp: Path, base_url: str, poll: bool, i: int) -> dict[str, Any]:
         "loop_lag_p99_ms": lag.get("p99"),
         "ttft_p50_ms": ttft["p50"],
         "ttft_p99_ms": ttft["p99"],
+        **_accuracy(raw, truth_log),
     }
 
 
 def _ui_poll_effect() -> list[dict[str, Any]]:
     from loadgen.sim.launch import start_sim_process
 
-    with tempfile.TemporaryDirectory() as d, start_sim_process(["a=int8"]) as sim:
-        return [_ui_run(Path(d), sim.base_url("a"), poll, i) for i, poll in enumerate((False, True, False, True))]
+    rows = []
+    with tempfile.TemporaryDirectory() as d:
+        for i, poll in enumerate((False, True, False, True)):
+            truth = Path(d) / f"uitruth{i}.jsonl"
+            with start_sim_process(["a=int8"], truth_log=truth) as sim:
+                rows.append(_ui_run(Path(d), sim.base_url("a"), poll, i, truth))
+    return rows
 
 
 if __name__ == "__main__":
