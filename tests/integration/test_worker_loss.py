@@ -32,7 +32,13 @@ def test_sigkilled_worker_is_reported_lost_and_nothing_is_double_counted(tmp_pat
         worker_cmd = [*base, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port)]
         workers = [subprocess.Popen(worker_cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(2)]
         try:
-            time.sleep(5)
+            # Killed once it has sent requests and reported to the master at least once (Locust's workers report
+            # every 3 s): on a busy machine a fixed sleep could kill it before the run even started.
+            raw, deadline, pid = tmp_path / "raw", time.monotonic() + 40, str(workers[0].pid)
+            while not any(p.stem.split("-")[3] == pid and p.stat().st_size > 0 for p in raw.glob("records-*.jsonl")):
+                assert time.monotonic() < deadline, "worker 0 sent nothing in 40 s"
+                time.sleep(0.1)
+            time.sleep(3.5)
             os.kill(workers[0].pid, signal.SIGKILL)
             _, err = master.communicate(timeout=60)
         finally:
