@@ -9,8 +9,8 @@ them is +Inf (the report's "censored").
 
 Cost (bench/exporter.py): prometheus_client's per-sample formatting is ~10 µs a sample, and 10 variants × 5 mixes
 are ~7,000 samples, so the scrape path renders the text itself (`MetricsText.render`), walks each histogram's counts
-with numpy over the ctypes array in place (sums in integer µs, slots found by an inline index), formats each group's
-line heads once, and reuses a group's rendered lines while nothing in it changed. For
+with numpy over the ctypes array in place (sums in integer µs, slots found by an inline index), fills each histogram's
+lines from one format string built once per group, and reuses a group's rendered lines while nothing in it changed. For
 `push_to_gateway`, which wants a `CollectorRegistry`, `exporter_registry` wraps the same text in a collector of
 its own registry (no prometheus_client globals).
 """
@@ -92,13 +92,16 @@ class HistFigures:
 @dataclass(frozen=True, slots=True)
 class _Layout:
     """One HDR layout's per-slot highest (float) and median (integer) equivalent values (µs), per bound how many
-    slots from index 0 have a highest value ≤ it (what counts in `le`), and its inline value → slot function."""
+    slots from index 0 have a highest value ≤ it (what counts in `le`), its inline value → slot function, and
+    scratch space for one histogram's walk (a scrape walks one at a time)."""
 
     highest: np.ndarray
     median: np.ndarray
     ends: np.ndarray
     index: Callable[[int], int]
     last: int
+    cum: np.ndarray  # scratch: the running count of one histogram's recorded slots, a leading 0
+    product: np.ndarray  # scratch: its counts × median values
 
 
 def _esc(value: str) -> str:
@@ -131,7 +134,7 @@ class MetricsText:
         self._cache: dict[int, tuple[GroupStats, tuple[int, ...], dict[str, str]]] = {}
         self._views: dict[int, tuple[LatencyHistogram, np.ndarray]] = {}
         self._health_cache: dict[int, tuple[HealthStats, tuple[int, int, int], dict[str, Any]]] = {}
-        self._line_heads: dict[str, dict[str, tuple[list[str], str, str, str, list[str]]]] = {}
+        self._line_templates: dict[str, dict[str, tuple[str, str]]] = {}
 
     def _layout(self, h: Any) -> _Layout:
         key = (hdr.counts_len(h), *hdr.layout_magnitudes(h))
@@ -142,7 +145,9 @@ class MetricsText:
             highest = np.array([highest_of(v) for v in values], dtype=np.float64)
             median = np.array([median_of(v) for v in values], dtype=np.int64)
             ends = np.searchsorted(highest, np.array(self._bounds) * 1e6, side="right")
-            got = self._layouts[key] = _Layout(highest, median, ends, hdr.index_function(h), hdr.counts_len(h) - 1)
+            n = hdr.counts_len(h)
+            scratch = (np.zeros(n + 1, dtype=np.int64), np.zeros(n, dtype=np.int64))
+            got = self._layouts[key] = _Layout(highest, median, ends, hdr.index_function(h), n - 1, *scratch)
         return got
 
     def figures(self, hist: LatencyHistogram, censored: int = 0) -> HistFigures:
@@ -161,19 +166,22 @@ class MetricsText:
             view = self._views[id(hist)] = (hist, np.frombuffer(memoryview(hdr.counts(h)).cast("B"), dtype=np.int64))
         seg = view[1][lo : hi + 1]
         size = len(seg)
-        # cum[i] = samples in slots lo … lo + i - 1: cum[0] = 0 stands for a bound below every recorded slot.
-        cum = np.zeros(size + 1, dtype=np.int64)
-        np.cumsum(seg, out=cum[1:])
+        # cum[i] = samples in slots lo … lo + i - 1: cum[0] = 0 stands for a bound below every recorded slot. Into
+        # scratch arrays kept per layout: a cold scrape is bound by memory traffic, and fresh arrays add to it.
+        cum = lay.cum[: size + 1]
+        seg.cumsum(out=cum[1:])  # (the ndarray methods: numpy's module functions add a wrapper per call)
         recorded = int(cum[-1])
         # (np.clip's wrapper costs more than the clipping here)
         buckets = cum.take(np.minimum(np.maximum(lay.ends - lo, 0), size)).tolist()
         buckets.append(recorded)
         # In integer µs: exact, and twice as fast as in floats. Not `seg @ median`: a BLAS dot (were these floats)
         # may wake its thread pool, which spins on the cores the workers need.
-        total = int((seg * lay.median[lo : hi + 1]).sum()) / 1e6
+        product = lay.product[:size]
+        np.multiply(seg, lay.median[lo : hi + 1], out=product)
+        total = int(product.sum()) / 1e6
         ranks = [max(int(q * (recorded + censored) + 0.5), 1) for q, _ in _QUANTILES]
         # The first slot whose running count reaches the rank; past the last one: the rank is among the censored.
-        pos = np.searchsorted(cum, ranks, side="left").tolist()
+        pos = cum.searchsorted(ranks, side="left").tolist()
         highest = lay.highest
         qs = [float(highest[lo + j - 1]) / 1e6 if j <= size else math.inf for j in pos]
         return HistFigures(buckets, total, qs)
@@ -198,37 +206,39 @@ class MetricsText:
         out["loadgen_censored_samples"] += [
             f'loadgen_censored_samples_total{{{lab},metric="{m}"}} {n}\n' for m, n in sorted(g.censored.items())
         ]
-        heads = self._heads(lab)
+        templates = self._templates(lab)
         for m, _ in _HISTOGRAMS:
             hist = g.hists.get(m)
             if hist is None:
                 continue
             f = self.figures(hist, g.censored.get(m, 0))
-            bucket_heads, inf_head, count_head, sum_head, quantile_heads = heads[m]
-            lines = out[f"loadgen_{m}_seconds"]
-            lines += [f"{head}{c}\n" for head, c in zip(bucket_heads, f.buckets, strict=False)]
-            lines += [f"{inf_head}{f.buckets[-1]}\n", f"{count_head}{f.buckets[-1]}\n", f"{sum_head}{f.sum_s!r}\n"]
-            out[f"loadgen_{m}_quantile_seconds"] += [
-                f"{head}{_num(v)}\n" for head, v in zip(quantile_heads, f.quantiles, strict=False)
-            ]
+            hist_lines, quantile_lines = templates[m]
+            out[f"loadgen_{m}_seconds"].append(hist_lines.format(*f.buckets, f.buckets[-1], repr(f.sum_s)))
+            if f.quantiles:  # all of them, or none for a histogram with no sample and none censored
+                values = [repr(v) if v != math.inf else "+Inf" for v in f.quantiles]
+                out[f"loadgen_{m}_quantile_seconds"].append(quantile_lines.format(*values))
         return {k: "".join(v) for k, v in out.items()}
 
-    def _heads(self, lab: str) -> dict[str, tuple[list[str], str, str, str, list[str]]]:
-        """Each histogram line of one group up to its value, formatted once per group rather than once per scrape
-        (a cold scrape formats ~5,000 such lines)."""
-        heads = self._line_heads.get(lab)
-        if heads is None:
-            heads = self._line_heads[lab] = {
+    def _templates(self, lab: str) -> dict[str, tuple[str, str]]:
+        """Per histogram of one group, its bucket / count / sum lines and its quantile lines as one format string
+        each, built once per group: a cold scrape fills ~5,000 such lines, one `str.format` per histogram."""
+        got = self._line_templates.get(lab)
+        if got is None:
+
+            def line(head: str) -> str:
+                return head.replace("{", "{{").replace("}", "}}") + " {}\n"
+
+            got = self._line_templates[lab] = {
                 m: (
-                    [f'loadgen_{m}_seconds_bucket{{{lab},le="{le}"}} ' for le in self._le],
-                    f'loadgen_{m}_seconds_bucket{{{lab},le="+Inf"}} ',
-                    f"loadgen_{m}_seconds_count{{{lab}}} ",
-                    f"loadgen_{m}_seconds_sum{{{lab}}} ",
-                    [f'loadgen_{m}_quantile_seconds{{{lab},quantile="{qs}"}} ' for _, qs in _QUANTILES],
+                    "".join(
+                        [line(f'loadgen_{m}_seconds_bucket{{{lab},le="{le}"}}') for le in [*self._le, "+Inf"]]
+                        + [line(f"loadgen_{m}_seconds_count{{{lab}}}"), line(f"loadgen_{m}_seconds_sum{{{lab}}}")]
+                    ),
+                    "".join(line(f'loadgen_{m}_quantile_seconds{{{lab},quantile="{qs}"}}') for _, qs in _QUANTILES),
                 )
                 for m, _ in _HISTOGRAMS
             }
-        return heads
+        return got
 
     def render(self) -> bytes:
         view = self._source()
@@ -236,7 +246,7 @@ class MetricsText:
         if view is not None:
             cache, self._cache = self._cache, {}
             if len(self._views) > 8 * len(view.aggregate.groups) + 64:
-                self._views, self._health_cache, self._line_heads = {}, {}, {}  # histograms of earlier runs
+                self._views, self._health_cache, self._line_templates = {}, {}, {}  # histograms of earlier runs
             for (variant, mix), g in sorted(view.aggregate.groups.items()):
                 # Every field a line shows only grows within a run, so these counts change whenever a line would.
                 version = (
