@@ -1,5 +1,6 @@
 # syntax=docker/dockerfile:1
-# loadgen image: Locust master / worker with loadgen's plugin and the compiled wire reader (loadgen.protocol._wire).
+# loadgen image: Locust master / worker with loadgen's plugin and its compiled halves (loadgen.protocol._wire, the
+# wire reader; loadgen.measure._hist_walk, the exporter's histogram walk).
 #   docker build -t REGISTRY/loadgen:0.1.0 . && docker push REGISTRY/loadgen:0.1.0
 # Portable: the C half is built with the flags pyproject.toml gives (-O2 -Wall), never -march=native, so the image
 # runs on any x86-64 (or arm64, built there) node whatever the CPU of the build host.
@@ -18,9 +19,9 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY loadgen ./loadgen
 # Non-editable install into the venv (bytecode compiled now: the root filesystem is read-only at run time); the
-# extension is optional in pyproject.toml, so prove it was built (-I: the venv's copy, not ./loadgen).
+# extensions are optional in pyproject.toml, so prove they were built (-I: the venv's copy, not ./loadgen).
 RUN pip install "./[k8s]" \
-    && python -I -c "import loadgen.protocol._wire"
+    && python -I -c "import loadgen.protocol._wire, loadgen.measure._hist_walk"
 
 FROM ${PYTHON_IMAGE} AS runtime
 LABEL org.opencontainers.image.title="loadgen" \

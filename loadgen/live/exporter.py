@@ -9,8 +9,9 @@ them is +Inf (the report's "censored").
 
 Cost (bench/exporter.py): prometheus_client's per-sample formatting is ~10 µs a sample, and 10 variants × 5 mixes
 are ~7,000 samples, so the scrape path renders the text itself (`MetricsText.render`), walks each histogram's counts
-with numpy over the ctypes array in place (sums in integer µs, slots found by an inline index), fills each histogram's
-lines from one format string built once per group, and reuses a group's rendered lines while nothing in it changed. For
+in place in one C pass (measure/hist_walk.py; numpy where the C is not built; sums in integer µs, slots found by an
+inline index), fills each histogram's lines from one format string built once per group, and reuses a group's
+rendered lines while nothing in it changed. For
 `push_to_gateway`, which wants a `CollectorRegistry`, `exporter_registry` wraps the same text in a collector of
 its own registry (no prometheus_client globals).
 """
@@ -31,6 +32,7 @@ from prometheus_client.registry import Collector
 from loadgen.measure import _hdr_internals as hdr
 from loadgen.measure.aggregate import Aggregate, GroupStats
 from loadgen.measure.health import HealthStats, HealthThresholds, verdict
+from loadgen.measure.hist_walk import Scratch, walk
 from loadgen.measure.histogram import LatencyHistogram
 from loadgen.metric_names import PERCENTILES
 
@@ -100,8 +102,7 @@ class _Layout:
     ends: np.ndarray
     index: Callable[[int], int]
     last: int
-    cum: np.ndarray  # scratch: the running count of one histogram's recorded slots, a leading 0
-    product: np.ndarray  # scratch: its counts × median values
+    scratch: Scratch  # for the numpy walk (where the C one is not built)
 
 
 def _esc(value: str) -> str:
@@ -146,8 +147,7 @@ class MetricsText:
             median = np.array([median_of(v) for v in values], dtype=np.int64)
             ends = np.searchsorted(highest, np.array(self._bounds) * 1e6, side="right")
             n = hdr.counts_len(h)
-            scratch = (np.zeros(n + 1, dtype=np.int64), np.zeros(n, dtype=np.int64))
-            got = self._layouts[key] = _Layout(highest, median, ends, hdr.index_function(h), n - 1, *scratch)
+            got = self._layouts[key] = _Layout(highest, median, ends, hdr.index_function(h), n - 1, Scratch(n))
         return got
 
     def figures(self, hist: LatencyHistogram, censored: int = 0) -> HistFigures:
@@ -164,26 +164,13 @@ class MetricsText:
         if view is None or view[0] is not hist:
             # hdrh adds into its counts array in place: one numpy view of it serves every later scrape.
             view = self._views[id(hist)] = (hist, np.frombuffer(memoryview(hdr.counts(h)).cast("B"), dtype=np.int64))
-        seg = view[1][lo : hi + 1]
-        size = len(seg)
-        # cum[i] = samples in slots lo … lo + i - 1: cum[0] = 0 stands for a bound below every recorded slot. Into
-        # scratch arrays kept per layout: a cold scrape is bound by memory traffic, and fresh arrays add to it.
-        cum = lay.cum[: size + 1]
-        seg.cumsum(out=cum[1:])  # (the ndarray methods: numpy's module functions add a wrapper per call)
-        recorded = int(cum[-1])
-        # (np.clip's wrapper costs more than the clipping here)
-        buckets = cum.take(np.minimum(np.maximum(lay.ends - lo, 0), size)).tolist()
+        ranks = [max(int(q * (n + censored) + 0.5), 1) for q, _ in _QUANTILES]
+        buckets, recorded, total_us, slots = walk(view[1], lo, hi, lay.ends, lay.median, ranks, lay.scratch)
         buckets.append(recorded)
-        # In integer µs: exact, and twice as fast as in floats. Not `seg @ median`: a BLAS dot (were these floats)
-        # may wake its thread pool, which spins on the cores the workers need.
-        product = lay.product[:size]
-        np.multiply(seg, lay.median[lo : hi + 1], out=product)
-        total = int(product.sum()) / 1e6
-        ranks = [max(int(q * (recorded + censored) + 0.5), 1) for q, _ in _QUANTILES]
-        # The first slot whose running count reaches the rank; past the last one: the rank is among the censored.
-        pos = cum.searchsorted(ranks, side="left").tolist()
         highest = lay.highest
-        qs = [float(highest[lo + j - 1]) / 1e6 if j <= size else math.inf for j in pos]
+        # A rank past the last recorded slot is among the censored samples.
+        qs = [float(highest[s]) / 1e6 if s >= 0 else math.inf for s in slots]
+        total = total_us / 1e6
         return HistFigures(buckets, total, qs)
 
     def _group_lines(self, variant: str, mix: str, g: GroupStats) -> dict[str, str]:
