@@ -18,7 +18,6 @@ from loadgen.config.scenario import (
 )
 from loadgen.exit_codes import ExitCode
 from loadgen.k8s.cli import add_k8s_parser, cmd_k8s
-from loadgen.live.cluster_metrics import cluster_config_problems
 from loadgen.report.compare_cli import add_compare_parser, cmd_compare
 from loadgen.report.report_cli import add_report_parser, cmd_report
 from loadgen.report.serve import positive_seconds
@@ -49,7 +48,13 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 def _run(scenario_path: Path, args: argparse.Namespace) -> int:
     from loadgen.k8s.api import K8sError
     from loadgen.k8s.resolve import resolve_scenario_file
-    from loadgen.locust_plugin.launcher import RunOptions, default_workers, preflight, run_scenario, set_aside_reports
+    from loadgen.locust_plugin.launcher import (
+        RunOptions,
+        default_workers,
+        refused_before_load,
+        run_scenario,
+        set_aside_reports,
+    )
 
     try:
         # Variants named by a Kubernetes selector run against a copy with their Services' URLs filled in.
@@ -63,20 +68,13 @@ def _run(scenario_path: Path, args: argparse.Namespace) -> int:
     except ConfigError as e:
         print(e, file=sys.stderr)
         return ExitCode.USAGE
-    cluster = cluster_config_problems(sc.metrics.prometheus, str(scenario_path))  # the cluster Prometheus's queries
-    if cluster:
-        print("\n".join(cluster), file=sys.stderr)
-        return ExitCode.USAGE
     usage = _check_run_flags(args)
     if usage:
         print(f"loadgen: {usage}", file=sys.stderr)
         return ExitCode.USAGE
-    problems = preflight(sc)
-    if problems:
-        print("loadgen: target unreachable, nothing was run:", file=sys.stderr)
-        for p in problems:
-            print(f"  {p}", file=sys.stderr)
-        return ExitCode.UNTRUSTWORTHY
+    refused = refused_before_load(sc, str(scenario_path))
+    if refused is not None:
+        return refused
     report_dir = Path(args.report_dir or sc.report_dir)
     # A report left by an earlier run must never pass for this one's.
     workers = args.workers

@@ -20,7 +20,6 @@ from loadgen.config.errors import ConfigError
 from loadgen.config.scenario import Scenario, check_environment, load_scenario, validate_scenario
 from loadgen.config.variant_doc import single_variant_doc
 from loadgen.exit_codes import ExitCode
-from loadgen.live.cluster_metrics import cluster_config_problems
 from loadgen.metric_names import SCHEDULED_METRICS
 from loadgen.traffic.sweeps import Search, SweepBy, SweepPlan, parse_plan
 
@@ -147,7 +146,13 @@ def _closed_loop_problem(sc: Scenario, plan: SweepPlan) -> str | None:
 def cmd_sweep(args: argparse.Namespace) -> int:
     from loadgen.k8s.api import K8sError
     from loadgen.k8s.resolve import resolve_scenario_file
-    from loadgen.locust_plugin.launcher import RunOptions, default_workers, preflight, run_scenario, set_aside_reports
+    from loadgen.locust_plugin.launcher import (
+        RunOptions,
+        default_workers,
+        refused_before_load,
+        run_scenario,
+        set_aside_reports,
+    )
     from loadgen.report.sweep import concurrency_step_row, render_sweep_markdown, step_outcome, step_row, sweep_json
 
     path = Path(args.file)
@@ -162,10 +167,6 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         check_environment(sc, str(path))
     except ConfigError as e:
         print(e, file=sys.stderr)
-        return ExitCode.USAGE
-    cluster = cluster_config_problems(sc.metrics.prometheus, str(path))  # the cluster Prometheus's queries
-    if cluster:
-        print("\n".join(cluster), file=sys.stderr)
         return ExitCode.USAGE
     chosen = _sweep_plan(args)
     if isinstance(chosen, str):
@@ -206,12 +207,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             print(f"loadgen: the step scenario of variant {v.name!r} is invalid:\n{e}", file=sys.stderr)
             return ExitCode.USAGE
         shutil.rmtree(report_dir / v.name / "check", ignore_errors=True)
-    problems = preflight(sc)
-    if problems:
-        print("loadgen: target unreachable, nothing was run:", file=sys.stderr)
-        for p in problems:
-            print(f"  {p}", file=sys.stderr)
-        return ExitCode.UNTRUSTWORTHY
+    refused = refused_before_load(sc, str(path))
+    if refused is not None:
+        return refused
     for name in ("sweep.json", "sweep.md", "sweep.html"):  # an earlier sweep's result must never pass for this one's
         if (report_dir / name).exists():
             (report_dir / name).replace(report_dir / name.replace("sweep.", "sweep.previous.", 1))

@@ -18,8 +18,18 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from loadgen.config.scenario import Scenario
+from loadgen.exit_codes import ExitCode
+from loadgen.live.cluster_metrics import cluster_config_problems
 
-__all__ = ["REPORT_FILES", "RunOptions", "default_workers", "preflight", "run_scenario", "set_aside_reports"]
+__all__ = [
+    "REPORT_FILES",
+    "RunOptions",
+    "default_workers",
+    "preflight",
+    "refused_before_load",
+    "run_scenario",
+    "set_aside_reports",
+]
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
 REPORT_FILES = ("report.json", "report.md", "report.html")
@@ -87,6 +97,23 @@ def preflight(scenario: Scenario, timeout: float = 3.0) -> list[str]:
         except OSError as e:
             problems.append(f"variant {v.name!r}: cannot connect to {u.hostname}:{port} ({e.strerror or e})")
     return problems
+
+
+def refused_before_load(scenario: Scenario, source: str) -> int | None:
+    """The last checks before a command starts load, the ones that reach over the network: the cluster Prometheus's
+    queries (exit 2 on a refusal, naming the field) and a TCP connect to every variant (exit 3 when one is
+    unreachable). Prints why and returns the exit code; None when the run may start."""
+    cluster = cluster_config_problems(scenario.metrics.prometheus, source)
+    if cluster:
+        print("\n".join(cluster), file=sys.stderr)
+        return ExitCode.USAGE
+    problems = preflight(scenario)
+    if problems:
+        print("loadgen: target unreachable, nothing was run:", file=sys.stderr)
+        for p in problems:
+            print(f"  {p}", file=sys.stderr)
+        return ExitCode.UNTRUSTWORTHY
+    return None
 
 
 def _locust_cmd(opts: RunOptions, report_dir: Path) -> list[str]:
