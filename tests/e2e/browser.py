@@ -20,6 +20,7 @@ from typing import Any
 
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.support.ui import WebDriverWait
 
 CHROMIUM = "chromium"
 CHROMEDRIVER = "chromedriver"
@@ -58,6 +59,14 @@ def chromium(width: int = 1300, height: int = 1000, loopback: bool = False) -> I
         yield drv
     finally:
         drv.quit()
+
+
+def wait_loaded(drv: webdriver.Chrome, timeout: float = 30.0) -> None:
+    """Until the page has loaded (`document.readyState` complete): `get()` usually returns then, but on a busy
+    2-core machine it has returned while a large inlined page was still parsing."""
+    WebDriverWait(drv, timeout, poll_frequency=0.1).until(
+        lambda d: d.execute_script("return document.readyState") == "complete"
+    )
 
 
 def network_events(drv: webdriver.Chrome) -> list[dict[str, Any]]:

@@ -23,7 +23,7 @@ from selenium import webdriver
 
 from loadgen.report.html import render_html
 
-from .browser import chart_state, chromium, network_events, severe_console
+from .browser import chart_state, chromium, network_events, severe_console, wait_loaded
 
 pytestmark = pytest.mark.e2e
 
@@ -62,7 +62,7 @@ def _embedded_ids(page: str) -> list[str]:
 def _open(drv: webdriver.Chrome, path: Path) -> dict[str, dict[str, Any]]:
     network_events(drv)  # drop what an earlier page logged
     drv.get(path.as_uri())
-    assert drv.execute_script("return document.readyState") == "complete"
+    wait_loaded(drv)
     errors = drv.execute_script("return window.loadgenChartErrors")
     assert errors == [], errors
     events = network_events(drv)

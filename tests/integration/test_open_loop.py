@@ -50,8 +50,9 @@ def test_two_workers_send_the_rate_on_time_and_paired(tmp_path: Path) -> None:
             f", achieved {o['achieved_rate_per_s']} req/s, queue delay p50 {qd['p50']} p99 {qd['p99']} ms"
         )
         assert abs(o["arrivals"] - expected) <= 3 * math.sqrt(expected), o
-        # Unsent: at most the arrival falling due as the stop came (the dispatcher had not woken for it yet).
-        assert o["dropped"] == 0 and o["unsent_at_stop"] <= 1 and o["in_warmup"] == 0
+        # Unsent: the arrivals falling due as the stop came (the dispatcher had not woken for them yet): one at
+        # 25 req/s on a quick machine, two seen on a slow sitting of CI.
+        assert o["dropped"] == 0 and o["unsent_at_stop"] <= 3 and o["in_warmup"] == 0
         assert o["sent"] == g["requests"] + g["cut_by_stop"]  # no warm-up: every sent request is in the window
         assert o["requested_rate_per_s"] == rate
         assert qd["p99"] < 20 and qd["count"] == g["ok"]
@@ -122,6 +123,9 @@ def test_an_overloaded_sender_shows_its_lag_or_counts_its_drops(tmp_path: Path, 
                 "overflow": overflow,
             },
             slos=[],
+            # What is counted is under test, not the generator's trust (tests/integration/test_verdict_formats.py):
+            # on a slow sitting of the 2-core CI machine this overloaded single sender tripped the default limits.
+            run_trust={"loop_lag_p99_ms": 200, "schedule_slip_p99_ms": 200},
         )
         proc = run_loadgen(scenario, "--workers", "1")
     assert proc.returncode == 0, proc.stdout + proc.stderr
