@@ -2,9 +2,10 @@
 chunk arrived, not when it got round to reading it.
 
 A plain-thread server (plain TCP, and TLS) writes SSE chunks 10 ms apart and logs the monotonic time just before and
-just after each `send()` (on loopback the kernel queues, and stamps, the data at the receiver inside that call); the
-client (loadgen's connection and reactor, under gevent) reads them while another greenlet blocks the whole loop for
-8 ms at a time. Tolerance: each recorded time within [before − 0.05 ms, after + 1 ms] of its chunk's send, while the
+just after each `send()` (on loopback the kernel usually queues, and stamps, the data at the receiver inside that
+call); the client (loadgen's connection and reactor, under gevent) reads them while another greenlet blocks the whole
+loop for 8 ms at a time. Tolerance: each recorded time within [before − 0.05 ms, after + 1 ms] of its chunk's send,
+but for at most a tenth of the chunks (whose receive the kernel itself deferred), never after the read, while the
 reads themselves are late by up to 8 ms. (Bracketing the send keeps a busy CI machine, which may pause the server
 thread between its clock read and its send, from failing the test.) A reader late by more than the gap between two
 chunks finds both in one read, and TCP keeps one stamp per read: the later arrival. That is what the `late reads`
@@ -155,17 +156,29 @@ def test_chunk_times_are_arrival_times_while_the_loop_is_blocked(
     transport: str, request: pytest.FixtureRequest
 ) -> None:
     certs = request.getfixturevalue("pki") if transport == "tls" else None
-    rec, sent, after, handled, (reads, late, worst) = _stream_while_blocked(0.008, certs)
-    errors_ms = [(t - s) * 1e3 for t, s in zip(rec.chunk_times, sent, strict=True)]
-    late_ms = [(h - s) * 1e3 for h, s in zip(handled, sent, strict=False)]
-    print(f"recorded − written: max {max(errors_ms):.3f} ms; read late by up to {max(late_ms):.1f} ms")
+    # The blocker holds the loop 8 ms at a time. A read later than 100 ms means the whole VM stalled under the test
+    # (seen twice in CI: reads ~380 ms late, and the kernel's own receive processing deferred with it): that
+    # attempt measured the hypervisor, not loadgen, so it is run again, at most twice, and said.
+    for attempt in range(3):
+        rec, sent, after, handled, (reads, late, worst) = _stream_while_blocked(0.008, certs)
+        errors_ms = [(t - s) * 1e3 for t, s in zip(rec.chunk_times, sent, strict=True)]
+        late_ms = [(h - s) * 1e3 for h, s in zip(handled, sent, strict=False)]
+        print(f"recorded − written: max {max(errors_ms):.3f} ms; read late by up to {max(late_ms):.1f} ms")
+        if max(late_ms) < 100:
+            break
+        print(f"attempt {attempt + 1}: the machine stalled (a read {max(late_ms):.0f} ms late); measuring again")
     assert max(late_ms) > 5, "the blocker must really have delayed the reads"
     outside = [
         (i, round((t - b) * 1e3, 3), round((a - b) * 1e3, 3))
         for i, (t, b, a) in enumerate(zip(rec.chunk_times, sent, after, strict=True))
         if not b - 0.05e-3 <= t <= a + 1e-3
     ]
-    assert not outside, f"(chunk, recorded − before, after − before) in ms: {outside}"
+    # Never before the send, never after the read that handed the chunk over; within 1 ms of the send for nearly
+    # every chunk. Not all: on this VM the kernel at times defers loopback receive processing (and so its stamp) by
+    # 5–20 ms for a chunk or three a stream. Read times would fail this: the stalls hold ~70 % of the chunks' reads.
+    assert all(t >= b - 0.05e-3 for t, b in zip(rec.chunk_times, sent, strict=True))
+    assert all(t <= h + 1e-3 for t, h in zip(rec.chunk_times, handled, strict=False))
+    assert len(outside) <= CHUNKS // 10, f"(chunk, recorded − before, after − before) in ms: {outside}"
     # The reactor saw it too: late reads counted, the worst about one stall (a busy machine may add to it).
     assert reads >= CHUNKS and late >= 3 and 0.005 < worst < 0.040
 
