@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from loadgen.config.live_metrics import ClusterPrometheus
+from loadgen.report.cluster_metrics_report import series_summary
 
 __all__ = ["MAX_POINTS", "MAX_SERIES", "PrometheusError", "check_queries", "cluster_config_problems", "query_window"]
 
@@ -102,15 +103,7 @@ def _series(result: dict[str, Any]) -> dict[str, Any]:
     points = result.get("values") or []
     ts = [round(float(t), 3) for t, _ in points]
     values = [_value(v) for _, v in points]
-    present = [v for v in values if v is not None]
-    return {
-        "labels": dict(result.get("metric") or {}),
-        "t_unix_s": ts,
-        "values": values,
-        "mean": sum(present) / len(present) if present else None,
-        "min": min(present) if present else None,
-        "max": max(present) if present else None,
-    }
+    return {"labels": dict(result.get("metric") or {}), "t_unix_s": ts, "values": values, **series_summary(values)}
 
 
 def query_window(

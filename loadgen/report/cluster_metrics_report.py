@@ -11,9 +11,17 @@ from typing import Any
 
 from loadgen.report.server_metrics_report import timeline_origin
 
-__all__ = ["cluster_metrics_lines", "cluster_metrics_series", "join_cluster_sections"]
+__all__ = ["cluster_metrics_lines", "cluster_metrics_series", "join_cluster_sections", "series_summary"]
 
 _MAX_ROWS = 24  # Markdown rows per query; the report.json holds every series
+
+
+def series_summary(values: list[float | None]) -> dict[str, float | None]:
+    """A series' mean / min / max over its points (None: a gap), as report.json's `cluster_metrics` keeps them."""
+    present = [v for v in values if v is not None]
+    if not present:
+        return {"mean": None, "min": None, "max": None}
+    return {"mean": sum(present) / len(present), "min": min(present), "max": max(present)}
 
 
 def _f(v: Any) -> str:
@@ -109,8 +117,5 @@ def join_cluster_sections(sections: list[dict[str, Any]]) -> dict[str, Any] | No
                     same["values"] += s["values"]
     for q in out["queries"]:
         for s in q["series"]:
-            present = [v for v in s["values"] if v is not None]
-            s["mean"] = sum(present) / len(present) if present else None
-            s["min"] = min(present) if present else None
-            s["max"] = max(present) if present else None
+            s.update(series_summary(s["values"]))
     return out
