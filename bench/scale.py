@@ -64,14 +64,15 @@ def worker_reports(n: int, seed: int = 1, chunks: int = 64, mixes: int = 1, hist
         for _ in range(60):
             health.add_lag(rng.expovariate(1000))
         health.add_cpu(rng.uniform(10, 60))
-        payload = {"loadgen": {"agg": agg.pop_delta(histograms=hists), "health": health.to_wire()}}
+        # Between two shipments of its aggregate (histograms with their counters) a worker ships its health alone.
+        payload = {"loadgen": {"health": health.to_wire(), **({"agg": agg.pop_delta()} if hists else {})}}
         out.append(msgpack.dumps(("stats", payload, f"worker-{w}")))
     return out
 
 
 def merge_cost(counts: tuple[int, ...] = (10, 100, 1000), distinct: int = 40, mixes: int = 1) -> list[dict[str, Any]]:
     """Master CPU for one report interval (steady state). With many workers × mixes each worker ships its histograms
-    every few reports (staggered; `locust_plugin.plugin.hist_every`), counters every report: that is what is timed."""
+    every few reports (staggered; `locust_plugin.plugin.hist_every`), health every report: that is what is timed."""
     from loadgen.locust_plugin.plugin import hist_every
 
     full = worker_reports(distinct, mixes=mixes)

@@ -237,12 +237,12 @@ def _on_cadence(environment: Environment, msg: Any, **_: Any) -> None:
 
 
 # How many (worker, variant, mix) histogram sets the master merges per report interval (what one costs: bench/scale.py's
-# merge part). Beyond that, each worker ships its histograms every few intervals, counters every time.
+# merge part). Beyond that, each worker ships its aggregate (histograms with their counters) every few intervals.
 _HIST_SETS_PER_INTERVAL = 200
 
 
 def hist_every(workers: int, groups: int) -> int:
-    """Every how many reports a worker ships its histograms, for `workers` workers × `groups` (variant, mix)."""
+    """Every how many reports a worker ships its aggregate, for `workers` workers × `groups` (variant, mix)."""
     return max(1, -(-workers * max(groups, 1) // _HIST_SETS_PER_INTERVAL))
 
 

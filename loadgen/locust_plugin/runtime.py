@@ -112,9 +112,11 @@ class Runtime:
         self.collector: Collector | None = None
         # The cluster Prometheus's figures of an ended run, (run number, report section): read once, then kept.
         self.cluster_metrics_final: tuple[int, dict[str, Any]] | None = None
-        # Ship histograms every this many reports (the master raises it when many workers report; 1 = every time).
+        # Ship the aggregate every this many reports (the master raises it when many workers report; 1 = every time).
         self.hist_every = 1
         self._reports = 0
+        # Raw-shard rows the shipped aggregates cover: a lost worker's later rows are the master's to recover.
+        self._rows_shipped = 0
         self.stopping = False  # Locust's test_stopping fired: users are being stopped
         self._pending: deque[tuple[RequestRecord, Callable[[RequestRecord], None]]] = deque()
         self._recorder: gevent.Greenlet | None = None
@@ -141,6 +143,7 @@ class Runtime:
         self.health = HealthStats()
         self._pending.clear()
         self._reports = 0
+        self._rows_shipped = 0
         self.worker_tag = f"r{self.run}-w{self.worker_index()}-{os.getpid()}"
         if self.reactor is None:
             self.reactor = Reactor()
@@ -170,7 +173,20 @@ class Runtime:
                 self.count_unsent,
                 self.record_slip,
             )
-            self.dispatcher.start()
+            # Started by `start_arrivals` once every sender exists (Locust's spawning_complete): arrivals due while
+            # users were still spawning would find too few senders and queue or be dropped.
+
+    def start_arrivals(self) -> None:
+        """Open loop: every user is spawned, send the schedule from now (once per run). The schedule's offsets count
+        from this moment; when the spawn outlasted the warm-up, the measured window starts here too (a window
+        without arrivals would understate the rate achieved)."""
+        d = self.dispatcher
+        if d is None or d.started or self.stopping:
+            return
+        now = time.monotonic()
+        d.start(now)
+        if now > self.warmup_end:
+            self.warmup_end = self.aggregate.window_start = now
 
     def record_slip(self, seconds: float) -> None:
         """How late the dispatcher handed out an arrival (this interval's health; its own timer's lateness)."""
@@ -182,12 +198,16 @@ class Runtime:
             self.dispatcher.stop()
 
     def count_unsent(self, variant: str, arrival: Arrival, outcome: str) -> None:
-        """An arrival of `variant` that was not sent: `dropped` (overflow), or `unsent_at_stop`."""
-        if outcome == "dropped" and arrival.at < self.warmup_end:
+        """An arrival of `variant` that was not sent: `dropped` (overflow: drop, or the `late` backlog was full), or
+        `unsent_at_stop`. Inside the window it is a failed request of class `not_sent` (`GroupStats.add_not_sent`):
+        what the client could not send is part of the verdict, not a footnote."""
+        if outcome != "unsent_at_stop" and arrival.at < self.warmup_end:
             outcome = "in_warmup"
         mix = self.assigner.mix_of(arrival.index) if self.assigner is not None else ""
-        counts = self.aggregate.group(variant, mix).arrivals
-        counts[outcome] = counts.get(outcome, 0) + 1
+        group = self.aggregate.group(variant, mix)
+        group.arrivals[outcome] = group.arrivals.get(outcome, 0) + 1
+        if outcome != "in_warmup":
+            group.add_not_sent()
 
     def on_test_stop(self) -> None:
         if self.stopped_at is None and self.started:
@@ -248,10 +268,14 @@ class Runtime:
             after(rec)
 
     def report_since_last(self, final: bool = False) -> dict[str, Any]:
-        """What a worker ships to the master: the delta since its last report (which it resets).
+        """What a worker ships to the master: health every time, and the aggregate's delta since it last shipped one
+        (which it resets) every `hist_every`-th report (staggered by worker index so the master's merging spreads
+        evenly over the intervals) and in the final one.
 
-        Histograms go every `hist_every`-th report (staggered by worker index so the master's merging spreads
-        evenly over the intervals), counters every time, and everything in the final one.
+        The aggregate goes whole or not at all: a histogram travels with the counters of the same requests (the
+        censored samples its percentiles rank above it, the requests and errors beside it), so that the master —
+        its live tab, its exporter, its report — never combines a histogram and a counter from different moments.
+        `raw.rows` says which shard rows the shipped aggregates cover, so a lost worker's later ones are recovered.
         """
         self.drain()
         self.collect_reads()
@@ -260,15 +284,18 @@ class Runtime:
             self.raw.flush()
         self._reports += 1
         every = self.hist_every
-        hists = final or every <= 1 or (self._reports + self.worker_index()) % every == 0
+        ship = final or every <= 1 or (self._reports + self.worker_index()) % every == 0
         out: dict[str, Any] = {
             "run": self.run,
-            "agg": self.aggregate.pop_delta(histograms=hists),
             "health": health.to_wire(),
             "window": [self.warmup_end if self.started else None, self.stopped_at],
         }
+        if ship:
+            out["agg"] = self.aggregate.pop_delta()
+            if self.raw is not None:
+                self._rows_shipped = self.raw.rows
         if self.raw is not None:
-            out["raw"] = {"path": str(self.raw.path.resolve()), "rows": self.raw.rows}
+            out["raw"] = {"path": str(self.raw.path.resolve()), "rows": self._rows_shipped}
         return out
 
     def collect_reads(self) -> None:

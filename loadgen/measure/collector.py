@@ -3,8 +3,9 @@
 Pure (no Locust): the plugin feeds it reports and asks it for the merged aggregate. A worker's report belongs to one
 run (the web UI can run several in one process life); a late one from an earlier run is dropped, never mixed in.
 A worker is lost only when Locust marked it missing or, once the final flush was asked, it never answered; what it
-finished after its last report is recovered from its raw shard when the master can read it, and named as missing
-otherwise.
+finished after the last aggregate it shipped is recovered from its raw shard when the master can read it, and named
+as missing otherwise. (With many workers a report carries the aggregate only every few intervals, health every
+time: `Runtime.report_since_last`.)
 """
 
 from __future__ import annotations
@@ -45,7 +46,12 @@ class Collector:
         if int(data.get("run", self.run)) != self.run:
             return False
         self.seen.add(worker_id)
-        self.aggregate.merge_wire(data["agg"])
+        agg = data.get("agg")
+        if agg is not None:
+            self.aggregate.merge_wire(agg)
+            self.last_report_wall[worker_id] = time.time()
+            done = sum(int(g.get("requests", 0)) + int(g.get("warmup_excluded", 0)) for _, _, g in agg["groups"])
+            self.requests_reported[worker_id] = self.requests_reported.get(worker_id, 0) + done
         health = self.health.get(worker_id)
         if health is None:  # not setdefault(): a HealthStats holds a loop-lag histogram, built only once per worker
             health = self.health[worker_id] = HealthStats()
@@ -54,9 +60,6 @@ class Collector:
             self.raw_position[worker_id] = data["raw"]
         if data.get("window"):
             self.windows[worker_id] = list(data["window"])
-        self.last_report_wall[worker_id] = time.time()
-        done = sum(int(g.get("requests", 0)) + int(g.get("warmup_excluded", 0)) for _, _, g in data["agg"]["groups"])
-        self.requests_reported[worker_id] = self.requests_reported.get(worker_id, 0) + done
         if final:
             self.final.add(worker_id)
         return True
@@ -77,7 +80,7 @@ class Collector:
         return [min(starts), max(ends)]
 
     def recover_lost(self, lost: list[str], label: dict[str, str]) -> list[str]:
-        """For each lost worker: merge the shard rows its reports did not cover, or say what is missing."""
+        """For each lost worker: merge the shard rows its shipped aggregates did not cover, or say what is missing."""
         notes = []
         for wid in lost:
             if wid not in self.recovered:
@@ -91,8 +94,8 @@ class Collector:
         ago = f"{max(0.0, (self.stopped_wall or time.time()) - since):.1f} s" if since else "an unknown time"
         if pos is None:
             return (
-                f"{name}: no raw shard; what it finished in the last {ago} before the stop (after its last report) "
-                f"is missing — it had reported {self.requests_reported.get(wid, 0)} requests"
+                f"{name}: no raw shard; what it finished in the last {ago} before the stop (after the last aggregate "
+                f"it shipped) is missing — it had reported {self.requests_reported.get(wid, 0)} requests"
             )
         window = self.windows.get(wid) or [None]
         start = window[0] if window[0] is not None else float("-inf")

@@ -15,6 +15,12 @@ bootstrap's (Hanley & MacGibbon 2006, Chamandy et al. 2012), and it can be drawn
   then ~sqrt(n) weights instead of n (1,000 resamples of 50,000 pairs: ~20 ms, not seconds). When a resample's
   quantile falls outside its window (about one in 10^4), its cells' sums are spread over their elements (given the
   sum, independent Poissons are multinomial over them), so that resample is exactly what a full draw would have been.
+
+Failed requests are censored samples, +inf: above every measured value and tied with each other, as the report's
+percentiles rank them. Everything here is rank-based (sorts, cumulative counts, order statistics), so an infinite
+value is just the largest rank, never arithmetic: a resample's quantile that falls among them is +inf, and
+`percentile_interval` gives a bound there as ±inf for the caller to report as censored, never NaN.
+
 """
 
 from __future__ import annotations
@@ -218,10 +224,11 @@ def boot_means(values: FloatArray, resamples: int, rng: np.random.Generator) -> 
 
 
 def percentile_interval(stats: FloatArray, confidence: float) -> tuple[float, float] | None:
-    """The percentile interval of bootstrap values (NaN ones left out); None when there are none."""
-    s = stats[~np.isnan(stats)]
+    """The percentile interval of bootstrap values (NaN ones left out; None when there are none), as order
+    statistics (the inverted CDF, as `quantile`): a bound among infinite values (censored) is +-inf, not NaN."""
+    s = np.sort(stats[~np.isnan(stats)])
     if not len(s):
         return None
     tail = (1.0 - confidence) / 2.0
-    lo, hi = np.quantile(s, [tail, 1.0 - tail])
-    return float(lo), float(hi)
+    ranks = _rank(tail, len(s)), _rank(1.0 - tail, len(s))
+    return float(s[int(ranks[0]) - 1]), float(s[int(ranks[1]) - 1])

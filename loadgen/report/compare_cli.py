@@ -5,7 +5,9 @@ output tokens/s) — the change NEW vs BASE with a bootstrap interval of the rat
 requests, so the intervals are unpaired: each report's latency histograms (`variants[].overall.hdr`, failed requests
 as censored samples above every value) are resampled by their buckets' counts; throughput resamples the bins of
 each variant's timeline (interior bins, the first and last of the window being partial) and scales the ratio of
-means to the reports' own rates.
+means to the reports' own rates. A bound that falls among failed requests (NEW's p99 is
+censored in that share of the resamples) is `censored`: the interval is open on that side, and the verdict stands
+on the other bound.
 
 A change is a regression when it is worse than the threshold (latency up, throughput down, by more than
 --max-regression) AND outside noise (its interval excludes no change). A variant of BASE missing in NEW, or a
@@ -133,6 +135,8 @@ def _latency_rows(
             row: dict[str, Any] = {"variant": name, "metric": f"{metric}_{stat}", "kind": "latency"}
             row |= {"base": None, "new": None, "ratio": None, "change": None}
             row |= {"ci_low": None, "ci_high": None, "within_noise": None, "regression": False, "verdict": ""}
+            row |= {"ci_low_censored": False, "ci_high_censored": False, "base_censored": False}
+            row["new_censored"] = False
             if not has_b:
                 row["verdict"] = "not in BASE"
                 rows.append(row)
@@ -148,6 +152,7 @@ def _latency_rows(
             pb, pn = quantile(sb, q), quantile(sn, q)
             row["base"] = None if pb is None or not np.isfinite(pb) else round(pb, 4)
             row["new"] = None if pn is None or not np.isfinite(pn) else round(pn, 4)
+            row["base_censored"], row["new_censored"] = pb is not None and row["base"] is None, row["new"] is None
             if row["new"] is None and row["base"] is not None:
                 row |= {"verdict": "censored in NEW (failed requests rank above it)", "regression": True}
             elif row["base"] is None:
@@ -155,9 +160,8 @@ def _latency_rows(
             elif pb and pn is not None:
                 qb = boot_quantiles(sb, q, resamples, rng)
                 qn = boot_quantiles(sn, q, resamples, rng)
-                lo, hi, noise = ratio_interval(qn, qb, CONFIDENCE)
                 row |= {"ratio": round(pn / pb, 4), "change": round(pn / pb - 1, 4)}
-                row |= {"ci_low": lo, "ci_high": hi, "within_noise": noise}
+                row |= ratio_interval(qn, qb, CONFIDENCE).fields()
                 tail = int(min(sb.total, sn.total) * (1.0 - q))
                 if tail < MIN_TAIL:
                     # An interval that rests on a few values above the statistic is no ground for a verdict.
@@ -186,7 +190,7 @@ def _throughput_rows(
         row: dict[str, Any] = {"variant": name, "metric": key, "kind": "throughput", "regression": False}
         vb, vn = b["overall"].get(key), n["overall"].get(key)
         row |= {"base": vb, "new": vn, "ratio": None, "change": None, "ci_low": None, "ci_high": None}
-        row |= {"within_noise": None, "verdict": ""}
+        row |= {"within_noise": None, "verdict": "", "ci_low_censored": False, "ci_high_censored": False}
         if not vb:
             row["verdict"] = "none in BASE"
         elif vn is None:
@@ -200,8 +204,7 @@ def _throughput_rows(
                 rng = np.random.default_rng(entry_seed(seed, name, key))
                 mb, mn = boot_means(bins_b, resamples, rng), boot_means(bins_n, resamples, rng)
                 scale = point / (bins_n.mean() / bins_b.mean())
-                lo, hi, noise = ratio_interval(mn * scale, mb, CONFIDENCE)
-                row |= {"ci_low": lo, "ci_high": hi, "within_noise": noise}
+                row |= ratio_interval(mn * scale, mb, CONFIDENCE).fields()
             _verdict(row, False, threshold)
         rows.append(row)
     return rows
@@ -256,8 +259,18 @@ def _pct(x: float | None) -> str:
     return "–" if x is None else f"{100 * x:+.1f} %"
 
 
-def _num(x: float | None) -> str:
-    return "–" if x is None else f"{x:,.2f}"
+def _num(x: float | None, censored: bool = False) -> str:
+    return "censored" if censored else "–" if x is None else f"{x:,.2f}"
+
+
+def _ci(r: dict[str, Any]) -> str:
+    """The interval as 0.981–1.040; a bound that fell among failed requests is "censored"."""
+    lo, hi = r.get("ci_low"), r.get("ci_high")
+    if lo is None and hi is None and not (r.get("ci_low_censored") or r.get("ci_high_censored")):
+        return "–"
+    low = "censored" if r.get("ci_low_censored") else "–" if lo is None else f"{lo:.3f}"
+    high = "censored" if r.get("ci_high_censored") else "–" if hi is None else f"{hi:.3f}"
+    return f"{low}–{high}"
 
 
 def render_compare(result: dict[str, Any], base_path: str, new_path: str) -> str:
@@ -278,13 +291,16 @@ def render_compare(result: dict[str, Any], base_path: str, new_path: str) -> str
             metric = f"{_LABEL.get(name, name)} {stat} (ms)"
         elif r["kind"] == "throughput":
             metric = next(label for key, _, label in _THROUGHPUT if key == r["metric"])
-        ci = "–" if r.get("ci_low") is None else f"{r['ci_low']:.3f}–{r['ci_high']:.3f}"
         verdict = f"**{r['verdict']}**" if r["regression"] else r["verdict"]
-        lines.append(
-            f"| {r['variant']} | {metric} | {_num(r.get('base'))} | {_num(r.get('new'))} | {_pct(r.get('change'))} "
-            f"| {ci} | {verdict} |"
-        )
+        base, new = _num(r.get("base"), r.get("base_censored", False)), _num(r.get("new"), r.get("new_censored", False))
+        lines.append(f"| {r['variant']} | {metric} | {base} | {new} | {_pct(r.get('change'))} | {_ci(r)} | {verdict} |")
     lines.append("")
+    if any(r.get(k) for r in result["rows"] for k in ("ci_low_censored", "ci_high_censored", "new_censored")):
+        lines += [
+            "censored: the bound falls among failed requests (they rank above every measured value), so the interval "
+            "is open on that side; a censored percentile has no value.",
+            "",
+        ]
     for u in result["untrustworthy"]:
         lines.append(f"- ⚠ not trustworthy — {u}")
     n = result["regressions"]
