@@ -14,9 +14,12 @@ level of its own (its keys are a subset of the master's, so its level is never a
 keys above it: over a run of n requests a variant's worker ships about cap x (1 + log2(n / cap) / 2) keys (cap
 before the level first rises, then about cap / 2 per level), not n.
 
-Only successful requests of the measured window are kept (no failed, warm-up or cut-by-stop request): a paired
-comparison is over the requests both variants served. Values are integer microseconds; -1: the request has no such
-value (TPOT of a reply in one chunk). A request's mean inter-token gap is its TPOT, so ITL has no column of its own.
+The requests of the measured window are kept (no warm-up or cut-by-stop request), failed ones included: a failed
+request is a censored sample (`CENSORED`), above every measured value, in TTFT when it failed before its first token
+and in E2E always, as the report's percentiles count it — left out, a variant whose stalls end as timeouts would
+drop exactly its worst requests from its paired p99. Values are integer microseconds; `NO_VALUE` (-1): the request
+has no such value (TPOT of a reply in one chunk, or of a failed request: TPOT's percentiles count successes only).
+A request's mean inter-token gap is its TPOT, so ITL has no column of its own.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from typing import Any
 
 from loadgen.measure.records import RequestRecord
 
-__all__ = ["PAIR_CAP", "PAIR_METRICS", "PairSamples", "pair_hash", "pair_key"]
+__all__ = ["CENSORED", "NO_VALUE", "PAIR_CAP", "PAIR_METRICS", "PairSamples", "pair_hash", "pair_key"]
 
 PAIR_METRICS: tuple[str, ...] = ("ttft", "tpot", "e2e")
 # Keys kept per variant at most: 640 KB of arrays per variant on the master; a p99 interval rests on ~200 values
@@ -35,6 +38,8 @@ PAIR_METRICS: tuple[str, ...] = ("ttft", "tpot", "e2e")
 # ~0.5 s (at 50,000, ~1 s: build_report shares the issue's 2 s budget for a report of 10 variants).
 PAIR_CAP = 20_000
 _BITS = 63
+NO_VALUE = -1
+CENSORED = -2
 
 
 def pair_key(rec: RequestRecord) -> str | None:
@@ -63,7 +68,15 @@ def _zeros(h: int) -> int:
 
 
 def _us(seconds: float | None) -> int:
-    return -1 if seconds is None else max(int(seconds * 1e6 + 0.5), 0)
+    return NO_VALUE if seconds is None else max(int(seconds * 1e6 + 0.5), 0)
+
+
+def _row(rec: RequestRecord) -> list[int]:
+    """The record's values in `PAIR_METRICS` order."""
+    if rec.error is None:
+        return [_us(rec.ttft), _us(rec.tpot), _us(rec.e2e)]
+    ttft = rec.ttft
+    return [CENSORED if ttft is None else _us(ttft), NO_VALUE, CENSORED]
 
 
 class _Column:
@@ -129,7 +142,7 @@ class PairSamples:
         return col
 
     def add(self, rec: RequestRecord) -> None:
-        if rec.error is not None or rec.warmup or rec.cut_by_stop:
+        if rec.warmup or rec.cut_by_stop:
             return
         key = pair_key(rec)
         if key is None:
@@ -138,7 +151,7 @@ class PairSamples:
         if _zeros(h) < self.level:
             return
         col = self._column(rec.variant)
-        col.append(h, [_us(rec.ttft), _us(rec.tpot), _us(rec.e2e)])
+        col.append(h, _row(rec))
         if col.kept > self.cap:
             self._settle()
 
@@ -191,6 +204,7 @@ class PairSamples:
         self.merge_wire(other.to_wire())
 
     def samples(self, variant: str) -> tuple[array[int], dict[str, array[int]]]:
-        """The variant's kept keys and, per metric, its values (µs; -1: none), row for row."""
+        """The variant's kept keys and, per metric, its values (µs; `NO_VALUE`: none; `CENSORED`: failed), row for
+        row."""
         col = self.columns.get(variant) or _Column()
         return col.keys, col.values

@@ -26,7 +26,14 @@ from loadgen.measure.aggregate import (
 )
 from loadgen.measure.histogram import RELATIVE_ERROR, LatencyHistogram
 from loadgen.protocol.dialects import output_length
-from loadgen.report.compare import build_comparison, comparison_method, hdr_json
+from loadgen.report.compare import (
+    COMPARE_METRICS,
+    COMPARE_STATS,
+    build_comparison,
+    comparison_method,
+    hdr_json,
+    speedups_by_stat,
+)
 from loadgen.report.html import render_html
 from loadgen.report.markdown import render_markdown
 from loadgen.report.provenance import environment, safe_url, scenario_record
@@ -195,12 +202,6 @@ def _stat(group: dict[str, Any], metric: str, stat: str) -> float | None:
     return float(v) if v is not None else None
 
 
-def _speedup(base: float | None, value: float | None) -> float | None:
-    if base is None or value is None or value <= 0:
-        return None
-    return round(base / value, 3)
-
-
 def _cdf_json(g: GroupStats) -> dict[str, list[list[float]]]:
     """[ms, cumulative fraction] per metric; failed requests rank above everything (`LatencyHistogram.cdf_ms`)."""
     out = {}
@@ -265,12 +266,19 @@ def build_report(
             entry["open_loop"] = open_loop
         variants.append(entry)
     window_s = whole_window
-    base = next(x for x in variants if x["baseline"])
+    comparison = build_comparison(agg, [v.name for v in scenario.variants], baseline, scenario.seed)
     for x in variants:
-        x["speedup_vs_baseline"] = {
-            f"{m}_{s}": _speedup(_stat(base["overall"], m, s), _stat(x["overall"], m, s))
-            for m, s in (("ttft", "p99"), ("e2e", "p99"), ("tpot", "p50"), ("itl", "p50"))
-        }
+        # The comparison's speedups (compare.SPEEDUP_DEFINITION), not a second definition; the baseline's own are 1
+        # where it has a measured statistic.
+        x["speedup_vs_baseline"] = (
+            speedups_by_stat(comparison, x["name"])
+            if not x["baseline"]
+            else {
+                f"{m}_{s}": None if _stat(x["overall"], m, s) is None else 1.0
+                for m in COMPARE_METRICS
+                for s, _ in COMPARE_STATS
+            }
+        )
     stats: dict[tuple[str, str | None, str | None], GroupStats] = {}
     for (vn, m), g in agg.groups.items():
         stats[(vn, m, None)] = g
@@ -302,7 +310,7 @@ def build_report(
         "variants": variants,
         "slos": slos,
         "slos_passed": all(s["passed"] for s in slos),
-        "comparison": build_comparison(agg, [v.name for v in scenario.variants], baseline, scenario.seed),
+        "comparison": comparison,
         "comparison_method": comparison_method(scenario.seed),
         "timeline": [[s, *row] for s, row in sorted(agg.timeline.items())],
         # How prompt lengths were made: exact in the target's tokens with a tokenizer, else words taken as tokens.

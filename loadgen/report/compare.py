@@ -2,17 +2,23 @@
 
 For p50 and p99 of TTFT, TPOT and E2E, the speedup is the baseline's statistic over the variant's (> 1: the variant
 is faster), with a percentile interval from `RESAMPLES` bootstrap resamples at `CONFIDENCE`, and `within_noise`
-when the interval holds 1.0 (None, no verdict, when fewer than `MIN_TAIL` values lie above the statistic). Which
-data it rests on, in order of preference (`source`):
+when the interval holds 1.0 (None, no verdict, when fewer than `MIN_TAIL` values lie above the statistic). This is
+the report's one definition of a speedup: the summary's `speedup_vs_baseline` holds these same numbers
+(`SPEEDUP_DEFINITION`). Which data it rests on, in order of preference (`source`):
 
-- `pairs`: the requests both variants served successfully, matched by identity (measure/pairs.py: stream, index,
+- `pairs`: the requests both variants sent in the window, matched by identity (measure/pairs.py: stream, index,
   turn), at least `MIN_PAIRS` of them. Resampling draws pairs, so both statistics of a resample come from the same
   requests; the per-request differences also give the median paired difference (variant − baseline, p50 entries).
-- `samples`: no pairs (the variants did not replay the same requests) but each variant's hash-sampled successful
-  requests, resampled each on its own.
+- `samples`: no pairs (the variants did not replay the same requests) but each variant's hash-sampled requests,
+  resampled each on its own.
 - `histograms`: neither (no per-request values reached the report): each variant's HDR histogram, resampled as its
-  buckets' values by their counts, failed requests included as censored samples above every value (as the
-  report's percentiles count them); a statistic that falls among them has no speedup.
+  buckets' values by their counts.
+
+In all three a failed request is a censored sample above every measured value (+inf; in TTFT when it failed before
+its first token, in E2E always), as the report's percentiles count it: a variant whose stalls end as timeouts cannot
+drop its worst requests from its p99. A statistic that falls among them (either variant's) has no speedup
+(`censored`); an interval bound that falls among them in that share of the resamples is censored
+(`ci_low_censored` / `ci_high_censored`, the bound itself null): the interval is open on that side.
 
 Seeds: each (variant, metric) has its own generator, seeded with crc32 of "<scenario seed>/<variant>/<metric>" and
 drawn from for p50, then p99 (then the median paired difference), so a report rebuilt from the same data gives the
@@ -22,13 +28,13 @@ same intervals, and one variant's do not depend on the others'.
 from __future__ import annotations
 
 import zlib
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from loadgen.measure.aggregate import Aggregate, GroupStats
 from loadgen.measure.histogram import LatencyHistogram
-from loadgen.measure.pairs import PAIR_CAP, PAIR_METRICS
+from loadgen.measure.pairs import CENSORED, NO_VALUE, PAIR_CAP, PAIR_METRICS
 from loadgen.report.bootstrap import (
     FloatArray,
     IntArray,
@@ -46,12 +52,15 @@ __all__ = [
     "MIN_PAIRS",
     "MIN_TAIL",
     "RESAMPLES",
+    "SPEEDUP_DEFINITION",
+    "RatioInterval",
     "build_comparison",
     "comparison_method",
     "entry_seed",
     "hdr_json",
     "histogram_sample",
     "ratio_interval",
+    "speedups_by_stat",
 ]
 
 COMPARE_METRICS: tuple[str, ...] = PAIR_METRICS
@@ -67,6 +76,11 @@ MIN_PAIRS = 30
 # excluded 1.0 far more often than 5 % of the time.
 MIN_TAIL = 10
 _HDR_METRICS = ("ttft", "itl", "tpot", "e2e")
+SPEEDUP_DEFINITION = (
+    "baseline's percentile ÷ variant's over the requests both sent (paired; else each variant's sampled requests, "
+    "else its histogram), failed requests censored above every measured value; a percentile among them: no speedup. "
+    "The summary's speedup_vs_baseline is this number."
+)
 
 
 def entry_seed(seed: int, variant: str, metric: str) -> int:
@@ -87,7 +101,11 @@ def comparison_method(seed: int, resamples: int = RESAMPLES, confidence: float =
         "min_pairs": MIN_PAIRS,
         "min_tail": MIN_TAIL,
         "pair_cap": PAIR_CAP,
-        "pairs_of": "successful requests of the measured window, matched by (stream, index, turn)",
+        "pairs_of": (
+            "requests of the measured window, matched by (stream, index, turn); a failed one censored above every "
+            "measured value (TTFT when it failed before its first token, E2E always)"
+        ),
+        "speedup": SPEEDUP_DEFINITION,
     }
 
 
@@ -112,27 +130,54 @@ def histogram_sample(h: LatencyHistogram | None, censored: int = 0) -> Sample:
 
 
 def _ratio(num: FloatArray, den: FloatArray) -> FloatArray:
-    """num / den where two censored (infinite) values compare equal and a zero denominator is no value."""
+    """num / den, ranked as censored values rank: a censored (infinite) num over a measured den is above every ratio
+    (+inf), a measured num over a censored den below every ratio (-inf, not 0, so that it stays apart from a real
+    ratio), two censored values compare equal (1: tied above everything), and a zero denominator is no value."""
     with np.errstate(divide="ignore", invalid="ignore"):
         r = num / den
+    r[np.isfinite(num) & np.isinf(den)] = -np.inf
     r[np.isinf(num) & np.isinf(den)] = 1.0
     r[den == 0] = np.nan
     return r
 
 
-def ratio_interval(
-    num: FloatArray, den: FloatArray, confidence: float
-) -> tuple[float | None, float | None, bool | None]:
-    """(low, high, within noise) of the bootstrap values of num / den."""
+class RatioInterval(NamedTuple):
+    """A percentile interval of a ratio. A censored bound (it fell among failed requests: +-inf in rank) is None
+    with its flag set; `within_noise` is decided on the bounds as ranked (a censored low bound is below 1.0)."""
+
+    low: float | None
+    high: float | None
+    within_noise: bool | None
+    low_censored: bool = False
+    high_censored: bool = False
+
+    def fields(self) -> dict[str, Any]:
+        """The JSON fields of an entry or a row."""
+        return {
+            "ci_low": self.low,
+            "ci_high": self.high,
+            "within_noise": self.within_noise,
+            "ci_low_censored": self.low_censored,
+            "ci_high_censored": self.high_censored,
+        }
+
+
+def ratio_interval(num: FloatArray, den: FloatArray, confidence: float) -> RatioInterval:
+    """The interval of the bootstrap values of num / den (`_ratio`); no interval when no resample gave a value."""
     ci = percentile_interval(_ratio(num, den), confidence)
     if ci is None:
-        return None, None, None
+        return RatioInterval(None, None, None)
     lo, hi = ci
-    return _round(lo), _round(hi), bool(lo <= 1.0 <= hi)
+    return RatioInterval(_round(lo), _round(hi), bool(lo <= 1.0 <= hi), bool(np.isinf(lo)), bool(np.isinf(hi)))
 
 
 def _round(x: float) -> float | None:
     return None if not np.isfinite(x) else round(float(x), 4)
+
+
+def _point(x: float | None) -> float | None:
+    """A statistic in ms; None when there is none or it is censored."""
+    return None if x is None else _round(x)
 
 
 def _common(agg: Aggregate, base: str, variant: str) -> tuple[IntArray, IntArray]:
@@ -143,20 +188,38 @@ def _common(agg: Aggregate, base: str, variant: str) -> tuple[IntArray, IntArray
     return ib, iv
 
 
+def _ms(us: IntArray) -> FloatArray:
+    """Pair samples (µs) in ms, a censored one (a failed request) +inf."""
+    out = us / 1e3
+    out[us == CENSORED] = np.inf
+    return out
+
+
 def _paired_values(
     agg: Aggregate, base: str, variant: str, rows: tuple[IntArray, IntArray], metric: str
 ) -> tuple[FloatArray, FloatArray]:
-    """The metric (ms) of the requests both variants served, pair by pair."""
+    """The metric (ms) of the requests both variants sent, pair by pair (+inf: censored); a request either variant
+    has no value of (TPOT of a one-chunk reply, or of a failed request) is left out."""
     a = np.frombuffer(agg.pairs.samples(base)[1][metric], dtype=np.int64)[rows[0]]
     b = np.frombuffer(agg.pairs.samples(variant)[1][metric], dtype=np.int64)[rows[1]]
-    keep = (a >= 0) & (b >= 0)
-    return a[keep] / 1e3, b[keep] / 1e3
+    keep = (a != NO_VALUE) & (b != NO_VALUE)
+    return _ms(a[keep]), _ms(b[keep])
 
 
 def _sample_values(agg: Aggregate, variant: str, metric: str) -> FloatArray:
     _, values = agg.pairs.samples(variant)
     v = np.frombuffer(values[metric], dtype=np.int64)
-    return v[v >= 0] / 1e3
+    return _ms(v[v != NO_VALUE])
+
+
+def _censored_point(out: dict[str, Any], pa: float | None, pb: float | None) -> bool:
+    """When either statistic is missing or falls among failed requests: no speedup and no interval, `censored`
+    saying which. True when it did."""
+    if pa is not None and pb is not None and np.isfinite(pa) and np.isfinite(pb) and pb > 0:
+        return False
+    out |= {"speedup": None, **RatioInterval(None, None, None).fields()}
+    out["censored"] = pa is not None and pb is not None and not (np.isfinite(pa) and np.isfinite(pb))
+    return True
 
 
 def _entry(variant: str, baseline: str, metric: str, stat: str) -> dict[str, Any]:
@@ -171,23 +234,20 @@ def _paired_entries(
     boots = boot_paired(a, b, [q for _, q in COMPARE_STATS], resamples, rng)
     for out, (_, q), (qa, qb) in zip(entries, COMPARE_STATS, boots, strict=True):
         pa, pb = quantile(sa, q), quantile(sb, q)
-        lo, hi, noise = ratio_interval(qa, qb, confidence)
-        out |= {
-            "speedup": _round(pa / pb) if pa is not None and pb else None,
-            "ci_low": lo,
-            "ci_high": hi,
-            "within_noise": noise,
-            "paired": True,
-            "source": "pairs",
-            "n": len(a),
-            "baseline_ms": _round(pa) if pa is not None else None,
-            "variant_ms": _round(pb) if pb is not None else None,
-            "tail_n": int(len(a) * (1.0 - q)),
-        }
+        out |= {"paired": True, "source": "pairs", "n": len(a), "tail_n": int(len(a) * (1.0 - q))}
+        out |= {"baseline_ms": _point(pa), "variant_ms": _point(pb)}
+        if _censored_point(out, pa, pb):
+            continue
+        assert pa is not None and pb is not None
+        out |= {"speedup": _round(pa / pb), "censored": False, **ratio_interval(qa, qb, confidence).fields()}
         if out["tail_n"] < MIN_TAIL:
             out["within_noise"] = None
-    # The per-request view, on the p50 entry: how much later (ms) the variant's copy of a request came, at the median.
-    ds = Sample.sorted_of(b - a)
+    # The per-request view, on the p50 entry: how much later (ms) the variant's copy of a request came, at the median;
+    # a request only one variant failed is later (or earlier) than every measured difference, one both failed ties.
+    with np.errstate(invalid="ignore"):
+        diffs = b - a
+    diffs[np.isinf(a) & np.isinf(b)] = 0.0
+    ds = Sample.sorted_of(diffs)
     med, dci = quantile(ds, 0.5), percentile_interval(boot_quantiles(ds, 0.5, resamples, rng), confidence)
     p50 = next(e for e, (stat, _) in zip(entries, COMPARE_STATS, strict=True) if stat == "p50")
     p50["diff_ms"] = _round(med) if med is not None else None
@@ -202,17 +262,15 @@ def _unpaired_entries(
         pa, pb = quantile(sa, q), quantile(sb, q)
         out |= {"paired": False, "source": source, "n": min(sa.total, sb.total)}
         out |= {"n_baseline": sa.total, "n_variant": sb.total, "tail_n": int(min(sa.total, sb.total) * (1.0 - q))}
-        out |= {"baseline_ms": None if pa is None else _round(pa), "variant_ms": None if pb is None else _round(pb)}
-        if pa is None or pb is None or not np.isfinite(pa) or not np.isfinite(pb) or pb <= 0:
-            # No data, or the statistic falls among failed requests (censored): no speedup to put an interval on.
-            out |= {"speedup": None, "ci_low": None, "ci_high": None, "within_noise": None}
-            out["censored"] = pa is not None and pb is not None and not (np.isfinite(pa) and np.isfinite(pb))
-            continue
+        out |= {"baseline_ms": _point(pa), "variant_ms": _point(pb)}
+        if _censored_point(out, pa, pb):
+            continue  # no data, or the statistic falls among failed requests: no speedup to put an interval on
+        assert pa is not None and pb is not None
         qa = boot_quantiles(sa, q, resamples, rng)
         qb = boot_quantiles(sb, q, resamples, rng)
-        lo, hi, noise = ratio_interval(qa, qb, confidence)
-        out |= {"speedup": _round(pa / pb), "ci_low": lo, "ci_high": hi}
-        out["within_noise"] = noise if out["tail_n"] >= MIN_TAIL else None
+        out |= {"speedup": _round(pa / pb), "censored": False, **ratio_interval(qa, qb, confidence).fields()}
+        if out["tail_n"] < MIN_TAIL:
+            out["within_noise"] = None
 
 
 def build_comparison(
@@ -254,3 +312,9 @@ def build_comparison(
                 e |= {"resamples": resamples, "confidence": confidence, "seed": seed_vm}
             out += entries
     return out
+
+
+def speedups_by_stat(comparison: list[dict[str, Any]], variant: str) -> dict[str, float | None]:
+    """`{metric}_{stat}` -> the comparison's speedup of `variant` (None: censored or no data): the summary's
+    `speedup_vs_baseline`, so that a report has one definition of a speedup."""
+    return {f"{e['metric']}_{e['stat']}": e["speedup"] for e in comparison if e["variant"] == variant}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["comparison_lines", "describe"]
+__all__ = ["comparison_lines", "describe", "speedup_lines"]
 
 _LABEL = {"ttft": "TTFT", "tpot": "TPOT", "e2e": "E2E", "itl": "ITL"}
 
@@ -14,8 +14,29 @@ def _x(v: float | None) -> str:
     return "–" if v is None else f"{v:.2f}"
 
 
+def _ms(e: dict[str, Any], key: str) -> str:
+    """A statistic; in a censored entry a missing one is the censored one."""
+    return "censored" if e.get(key) is None and e.get("censored") else _x(e.get(key))
+
+
+def _diff(v: float | None) -> str:
+    """A bound of the median paired difference; None beside a numeric one: it fell among failed requests."""
+    return "censored" if v is None else f"{v:+.2f}"
+
+
+def _bound(e: dict[str, Any], side: str) -> str:
+    return "censored" if e.get(f"ci_{side}_censored") else _x(e.get(f"ci_{side}"))
+
+
 def _ci(e: dict[str, Any]) -> str:
-    return "–" if e.get("ci_low") is None else f"{_x(e['ci_low'])}–{_x(e['ci_high'])}"
+    """The interval as 1.58–1.66; a bound that fell among failed requests is "censored" ("censored–1.04")."""
+    if not _has_ci(e):
+        return "–"
+    return f"{_bound(e, 'low')}–{_bound(e, 'high')}"
+
+
+def _has_ci(e: dict[str, Any]) -> bool:
+    return any(e.get(f"ci_{side}") is not None or e.get(f"ci_{side}_censored") for side in ("low", "high"))
 
 
 def _basis(e: dict[str, Any]) -> str:
@@ -36,8 +57,33 @@ def describe(e: dict[str, Any], confidence: float) -> str:
         return f"{what} within noise ({_ci(e)})"
     s = e["speedup"]
     way = "faster" if s >= 1 else "slower"
-    ci = f"{pct} {_ci(e)}" if e.get("ci_low") is not None else "no interval"
+    ci = f"{pct} {_ci(e)}" if _has_ci(e) else "no interval"
     return f"{what} {s:.2f}× {way} ({ci}, {_basis(e)})"
+
+
+_SPEEDUP_KEYS = ("ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99", "e2e_p50", "e2e_p99")
+
+
+def speedup_lines(report: dict[str, Any]) -> list[str]:
+    """The comparison's point speedups per variant (`speedup_vs_baseline`: the same numbers, one definition)."""
+    censored = {
+        (e["variant"], f"{e['metric']}_{e['stat']}") for e in report.get("comparison") or [] if e.get("censored")
+    }
+    lines = ["", f"## Speedup vs baseline `{report['baseline']}` (baseline ÷ variant; > 1 is faster)", ""]
+    lines.append(
+        "The comparison's speedups below: each variant's percentile against the baseline's over the requests both "
+        "sent (paired when they replayed the same requests), failed requests ranking above every measured value; "
+        "*censored*: the percentile falls among them."
+    )
+    lines += ["", "| variant | TTFT p50 | TTFT p99 | TPOT p50 | TPOT p99 | E2E p50 | E2E p99 |", "|---|" + "---:|" * 6]
+    for v in report["variants"]:
+        s = v["speedup_vs_baseline"]
+        cells = [
+            "censored" if (v["name"], k) in censored else "–" if s.get(k) is None else f"{s[k]:.2f}×"
+            for k in _SPEEDUP_KEYS
+        ]
+        lines.append(f"| {v['name']} | {' | '.join(cells)} |")
+    return lines
 
 
 def comparison_lines(report: dict[str, Any]) -> list[str]:
@@ -53,8 +99,10 @@ def comparison_lines(report: dict[str, Any]) -> list[str]:
         "",
         f"{pct} percentile intervals from {method.get('resamples', '?'):,} bootstrap resamples (Poisson weights), "
         f"each seeded with {method.get('seed_rule', '?')} (scenario seed {method.get('scenario_seed', '?')}). Paired "
-        "entries resample the requests both variants served successfully, matched by stream, index and turn; "
-        "unpaired ones resample each variant on its own. Within noise: the interval holds 1.0; no verdict when "
+        "entries resample the requests both variants sent, matched by stream, index and turn; "
+        "unpaired ones resample each variant on its own. A failed request ranks above every measured value "
+        "(censored): a statistic among them has no speedup, and a bound among them shows as *censored* (the "
+        "interval is open on that side). Within noise: the interval holds 1.0; no verdict when "
         f"fewer than {method.get('min_tail', 10)} requests lie above the statistic.",
         "",
         "| variant | vs | metric | baseline ms | variant ms | speedup | " + pct + " CI | basis | |",
@@ -62,11 +110,13 @@ def comparison_lines(report: dict[str, Any]) -> list[str]:
     ]
     for e in entries:
         verdict = {True: "within noise", False: "**differs**"}.get(e.get("within_noise"), "no verdict")
+        if e.get("censored"):
+            verdict = "censored"
         tail = f" ({e['tail_n']} above)" if e.get("within_noise") is None and e.get("speedup") is not None else ""
+        base_ms, var_ms = (_ms(e, k) for k in ("baseline_ms", "variant_ms"))
         lines.append(
             f"| {e['variant']} | {e['baseline']} | {_LABEL.get(e['metric'], e['metric'])} {e['stat']} "
-            f"| {_x(e.get('baseline_ms'))} | {_x(e.get('variant_ms'))} | {_x(e.get('speedup'))} | {_ci(e)} "
-            f"| {_basis(e)}{tail} | {verdict} |"
+            f"| {base_ms} | {var_ms} | {_x(e.get('speedup'))} | {_ci(e)} | {_basis(e)}{tail} | {verdict} |"
         )
     lines.append("")
     by_variant: dict[str, list[dict[str, Any]]] = {}
@@ -89,8 +139,8 @@ def comparison_lines(report: dict[str, Any]) -> list[str]:
         for e in diffs:
             lines.append(
                 f"- {e['variant']} {_LABEL.get(e['metric'], e['metric'])}: {e['diff_ms']:+.2f} ms "
-                f"({pct} CI {e['diff_ci_low_ms']:+.2f} … {e['diff_ci_high_ms']:+.2f})"
-                if e.get("diff_ci_low_ms") is not None
+                f"({pct} CI {_diff(e.get('diff_ci_low_ms'))} … {_diff(e.get('diff_ci_high_ms'))})"
+                if e.get("diff_ci_low_ms") is not None or e.get("diff_ci_high_ms") is not None
                 else f"- {e['variant']} {_LABEL.get(e['metric'], e['metric'])}: {e['diff_ms']:+.2f} ms"
             )
     return lines

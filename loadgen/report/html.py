@@ -119,12 +119,17 @@ def _summary(report: dict[str, Any]) -> str:
         "<th>output tok/s</th><th>TTFT p50</th><th>TTFT p99</th><th>ITL p50</th><th>TPOT p50</th><th>E2E p99</th>"
         "<th>TTFT p99 speedup</th></tr>"
     )
+    # The comparison's speedups (speedup_vs_baseline holds the same numbers); censored: among failed requests.
+    censored = {(e["variant"], e["metric"], e["stat"]) for e in report.get("comparison") or [] if e.get("censored")}
     rows = []
     for v in report["variants"]:
         g = v["overall"]
         cls, words = verdicts[v["name"]]
         rate = g.get("success_rate")
         speed = (v.get("speedup_vs_baseline") or {}).get("ttft_p99")
+        speed_cell = "–" if speed is None else f"{speed:.2f}×"
+        if (v["name"], "ttft", "p99") in censored:
+            speed_cell = "censored"
         name = _e(v["name"]) + (" <small>(baseline)</small>" if v.get("baseline") else "")
         rows.append(
             f'<tr class="{"fail" if cls != "pass" else ""}"><td class=text>{name}</td>'
@@ -132,7 +137,7 @@ def _summary(report: dict[str, Any]) -> str:
             f"<td>{'–' if rate is None else f'{100 * rate:.2f} %'}</td><td>{_fmt(g.get('requests_per_s'), 2)}</td>"
             f"<td>{_fmt(g.get('output_tokens_per_s'))}</td><td>{_stat(g, 'ttft', 'p50')}</td>"
             f"<td>{_stat(g, 'ttft', 'p99')}</td><td>{_stat(g, 'itl', 'p50')}</td><td>{_stat(g, 'tpot', 'p50')}</td>"
-            f"<td>{_stat(g, 'e2e', 'p99')}</td><td>{'–' if speed is None else f'{speed:.2f}×'}</td></tr>"
+            f"<td>{_stat(g, 'e2e', 'p99')}</td><td>{speed_cell}</td></tr>"
         )
     return f"<h2>Summary per variant</h2><table>{head}{''.join(rows)}</table><p class=note>Latencies in ms.</p>"
 
@@ -214,11 +219,29 @@ def _comparison_words(r: dict[str, Any]) -> str:
         return "not compared: the percentile falls among failed requests (censored)"
     if not isinstance(sp, int | float):
         return "not compared (too few requests)"
-    if r.get("within_noise"):
-        return "within noise: the interval contains 1.0, no difference shown"
-    if r.get("ci_low") is None:
+    if r.get("ci_low") is None and r.get("ci_high") is None and not _censored_bound(r):
         return "no interval"
-    return "faster than the baseline" if sp > 1 else "slower than the baseline" if sp < 1 else "the same"
+    open_side = " (a bound falls among failed requests: censored, open on that side)" if _censored_bound(r) else ""
+    if r.get("within_noise"):
+        return "within noise: the interval contains 1.0, no difference shown" + open_side
+    if r.get("within_noise") is None:
+        return f"no verdict: only {r.get('tail_n', 0)} requests above the percentile" + open_side
+    way = "faster than the baseline" if sp > 1 else "slower than the baseline" if sp < 1 else "the same"
+    return way + open_side
+
+
+def _censored_bound(r: dict[str, Any]) -> bool:
+    return bool(r.get("ci_low_censored") or r.get("ci_high_censored"))
+
+
+def _interval(r: dict[str, Any]) -> str:
+    """The interval as 1.580 – 1.660; a bound among failed requests is "censored"."""
+    lo, hi = r.get("ci_low"), r.get("ci_high")
+    if (lo is None or hi is None) and not _censored_bound(r):
+        return "–"
+    low = "censored" if r.get("ci_low_censored") else _fmt(lo, 3)
+    high = "censored" if r.get("ci_high_censored") else _fmt(hi, 3)
+    return f"{low} – {high}"
 
 
 def _comparison_table(report: dict[str, Any]) -> str:
@@ -227,8 +250,7 @@ def _comparison_table(report: dict[str, Any]) -> str:
         return ""
     out = []
     for r in rows:
-        lo, hi = r.get("ci_low"), r.get("ci_high")
-        interval = "–" if lo is None or hi is None else f"{lo:.3f} – {hi:.3f}"
+        interval = _interval(r)
         paired = {True: "paired", False: "unpaired"}.get(r.get("paired"), "–")
         out.append(
             f"<tr><td class=text>{_e(r.get('variant'))}</td>"

@@ -265,9 +265,17 @@ def comparison_charts(rows: Iterable[dict[str, Any]]) -> list[Chart]:
             return "#9e9e9e"
         return "#59a14f" if (_num(r.get("speedup")) or 0) > 1 else "#e15759"
 
-    intervals = [
-        [_num(r.get("ci_low")), _num(r.get("ci_high"))] if _num(r.get("ci_low")) is not None else None for r in rows
-    ]
+    # A bound that fell among failed requests (censored) has no number: its bar runs to the axis on that side (0,
+    # or past every drawn value), so the interval shows as open there.
+    drawn = [x for r in rows for x in (_num(r.get("speedup")), _num(r.get("ci_low")), _num(r.get("ci_high"))) if x]
+    edge = 1.25 * max([*drawn, 1.0])
+
+    def interval(r: dict[str, Any]) -> list[float] | None:
+        lo = 0.0 if r.get("ci_low_censored") else _num(r.get("ci_low"))
+        hi = edge if r.get("ci_high_censored") else _num(r.get("ci_high"))
+        return None if lo is None or hi is None else [lo, hi]
+
+    intervals = [interval(r) for r in rows]
     datasets: list[dict[str, Any]] = [
         {
             "type": "line",
@@ -301,7 +309,8 @@ def comparison_charts(rows: Iterable[dict[str, Any]]) -> list[Chart]:
     }
     note = (
         "Point: the speedup; bar: its confidence interval. Grey: the interval contains 1.0 (within noise); "
-        "green: faster; red: slower."
+        "green: faster; red: slower. A bar that reaches 0 or the right edge has a censored bound there (it fell "
+        "among failed requests): the interval is open on that side."
     )
     return [{"id": "comparison", "title": "Speedup vs baseline, with intervals", "note": note, "config": config}]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from loadgen.report.cluster_metrics_report import cluster_metrics_lines
-from loadgen.report.compare_md import comparison_lines
+from loadgen.report.compare_md import comparison_lines, speedup_lines
 from loadgen.report.markdown_summary import cold_lines, goodput_lines, summary_lines
 from loadgen.report.server_metrics_report import server_metrics_lines
 
@@ -140,15 +140,7 @@ def render_markdown(report: dict[str, Any]) -> str:
     lines += _bucket_lines(report)
     lines += _turn_lines(report)
     lines += _class_lines(report)
-    lines += ["", f"## Speedup vs baseline `{report['baseline']}` (baseline ÷ variant; > 1 is faster)", ""]
-    lines.append("| variant | TTFT p99 | E2E p99 | TPOT p50 | ITL p50 |")
-    lines.append("|---|---:|---:|---:|---:|")
-    for v in report["variants"]:
-        s = v["speedup_vs_baseline"]
-        cells = " | ".join(
-            "–" if s[k] is None else f"{s[k]:.2f}×" for k in ("ttft_p99", "e2e_p99", "tpot_p50", "itl_p50")
-        )
-        lines.append(f"| {v['name']} | {cells} |")
+    lines += speedup_lines(report)
     lines += comparison_lines(report)
     if report["slos"]:
         by_class = any(s.get("class") for s in report["slos"])

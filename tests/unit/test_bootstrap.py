@@ -9,7 +9,13 @@ import numpy as np
 import pytest
 
 from loadgen.report import bootstrap
-from loadgen.report.bootstrap import Sample, boot_paired, boot_quantiles, percentile_interval, quantile
+from loadgen.report.bootstrap import (
+    Sample,
+    boot_paired,
+    boot_quantiles,
+    percentile_interval,
+    quantile,
+)
 from loadgen.report.compare import ratio_interval
 
 _Z99 = 2.3263478740408408  # the standard normal's 0.99 quantile
@@ -35,7 +41,7 @@ def _coverage(n: int, q: float, paired: bool, reps: int = 200) -> float:
             b = np.exp(_MU + _SHIFT + math.hypot(_SIGMA, _NOISE) * g.standard_normal(n))
             rng = np.random.default_rng(k)
             qa, qb = boot_quantiles(Sample.of(a), q, 1000, rng), boot_quantiles(Sample.of(b), q, 1000, rng)
-        lo, hi, _ = ratio_interval(qa, qb, 0.95)
+        lo, hi, *_ = ratio_interval(qa, qb, 0.95)
         assert lo is not None and hi is not None
         hits += lo <= _true_ratio(q) <= hi
     return hits / reps
@@ -103,3 +109,16 @@ def test_identical_samples_give_an_interval_of_exactly_one() -> None:
     a = np.exp(np.random.default_rng(0).standard_normal(500))
     for qa, qb in boot_paired(a, a.copy(), [0.5, 0.99], 500, np.random.default_rng(1)):
         assert percentile_interval(qa / qb, 0.95) == (1.0, 1.0)
+
+
+def test_intervals_over_censored_values_are_ranked_never_nan() -> None:
+    # A resample whose quantile fell among failed requests is +inf; the bounds are order statistics, so a bound
+    # there is +inf (censored), not NaN; a measured value over a censored one ranks below every ratio.
+    stats = np.array([0.9] * 50 + [1.0] * 900 + [np.inf] * 50)
+    assert percentile_interval(stats, 0.95) == (0.9, np.inf)
+    r = ratio_interval(np.array([1.0] * 960 + [np.inf] * 40), np.ones(1000), 0.95)
+    assert (r.low, r.high, r.within_noise, r.low_censored, r.high_censored) == (1.0, None, True, False, True)
+    r = ratio_interval(np.ones(1000), np.array([1.1] * 950 + [np.inf] * 50), 0.95)
+    assert (r.low, r.high, r.within_noise, r.low_censored, r.high_censored) == (None, 0.9091, False, True, False)
+    both = ratio_interval(np.full(10, np.inf), np.full(10, np.inf), 0.95)
+    assert (both.low, both.high, both.within_noise) == (1.0, 1.0, True)  # tied above every value

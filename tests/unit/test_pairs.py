@@ -11,7 +11,7 @@ from array import array
 import orjson
 
 from loadgen.measure.aggregate import Aggregate
-from loadgen.measure.pairs import PAIR_METRICS, PairSamples, pair_hash, pair_key
+from loadgen.measure.pairs import CENSORED, NO_VALUE, PAIR_METRICS, PairSamples, pair_hash, pair_key
 from loadgen.measure.records import ErrorKind, RequestRecord
 from loadgen.report.combine import _text
 
@@ -38,20 +38,24 @@ def test_the_key_is_stream_index_and_turn_whatever_the_worker_and_variant() -> N
     assert 0 <= pair_hash("7-3-3") < 2**63 and pair_hash("7-3-3") == pair_hash("7-3-3")
 
 
-def test_only_successful_requests_of_the_window_are_kept() -> None:
+def test_requests_of_the_window_are_kept_and_a_failed_one_is_censored() -> None:
     p = PairSamples()
     p.add(_rec("a", 1, 0))
-    failed = _rec("a", 1, 1)
+    failed = _rec("a", 1, 1)  # streamed its first tokens, then timed out: a measured TTFT, a censored E2E
     failed.error = ErrorKind.TIMEOUT
+    refused = RequestRecord("r1-w0-4242-a-1-4", "a", "chat", sent=10.0, error=ErrorKind.HTTP_5XX)
     warm = _rec("a", 1, 2)
     warm.warmup = True
     cut = _rec("a", 1, 3)
     cut.cut_by_stop = True
-    for r in (failed, warm, cut):
+    for r in (failed, refused, warm, cut):
         p.add(r)
     keys, values = p.samples("a")
-    assert list(keys) == [pair_hash("1-0-0")]
+    assert list(keys) == [pair_hash("1-0-0"), pair_hash("1-1-0"), pair_hash("1-4-0")]
     assert values["ttft"][0] == 50_000 and values["e2e"][0] == 90_000 and values["tpot"][0] == 10_000
+    # Failed: censored (above every measured value) where it never got to; no TPOT, as TPOT counts successes.
+    assert [values[m][1] for m in PAIR_METRICS] == [50_000, NO_VALUE, CENSORED]
+    assert [values[m][2] for m in PAIR_METRICS] == [CENSORED, NO_VALUE, CENSORED]
 
 
 def _kept(p: PairSamples, variant: str) -> set[int]:
