@@ -4,8 +4,9 @@ Per variant (matched by name) and metric — p50 / p99 of TTFT, TPOT and E2E, an
 output tokens/s) — the change NEW vs BASE with a bootstrap interval of the ratio NEW ÷ BASE. The two runs share no
 requests, so the intervals are unpaired: each report's latency histograms (`variants[].overall.hdr`, failed requests
 as censored samples above every value) are resampled by their buckets' counts; throughput resamples the bins of
-each variant's timeline (interior bins, the first and last of the window being partial) and scales the ratio of
-means to the reports' own rates. A bound that falls among failed requests (NEW's p99 is
+each variant's timeline (interior bins, the first and last of the window being partial) by the circular block
+bootstrap (per-second counts are autocorrelated: blocks of the length Politis & White's rule gives, `block_bins`)
+and scales the ratio of means to the reports' own rates. A bound that falls among failed requests (NEW's p99 is
 censored in that share of the resamples) is `censored`: the interval is open on that side, and the verdict stands
 on the other bound.
 
@@ -30,7 +31,7 @@ import orjson
 
 from loadgen.exit_codes import ExitCode
 from loadgen.measure.histogram import LatencyHistogram
-from loadgen.report.bootstrap import FloatArray, Sample, boot_means, boot_quantiles, quantile
+from loadgen.report.bootstrap import FloatArray, Sample, block_length, boot_block_means, boot_quantiles, quantile
 from loadgen.report.compare import (
     COMPARE_METRICS,
     COMPARE_STATS,
@@ -202,9 +203,12 @@ def _throughput_rows(
             bins_n = _interior((n.get("timeline") or {}).get(column) or [])
             if len(bins_b) and len(bins_n) and bins_b.mean() > 0 and bins_n.mean() > 0:
                 rng = np.random.default_rng(entry_seed(seed, name, key))
-                mb, mn = boot_means(bins_b, resamples, rng), boot_means(bins_n, resamples, rng)
+                blocks = block_length(bins_b), block_length(bins_n)
+                mb = boot_block_means(bins_b, resamples, rng, blocks[0])
+                mn = boot_block_means(bins_n, resamples, rng, blocks[1])
                 scale = point / (bins_n.mean() / bins_b.mean())
                 row |= ratio_interval(mn * scale, mb, CONFIDENCE).fields()
+                row["block_bins"] = list(blocks)
             _verdict(row, False, threshold)
         rows.append(row)
     return rows
@@ -241,7 +245,10 @@ def compare_reports(
     return {
         "max_regression": max_regression,
         "method": {
-            "bootstrap": "poisson, unpaired (histogram buckets by their counts; timeline bins for throughput)",
+            "bootstrap": (
+                "poisson, unpaired (histogram buckets by their counts); throughput: circular block bootstrap of the "
+                "timeline's interior bins, block length by Politis & White (2004, corrected 2009)"
+            ),
             "interval": "percentile",
             "resamples": resamples,
             "confidence": CONFIDENCE,
