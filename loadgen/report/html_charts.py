@@ -365,7 +365,7 @@ def sweep_charts(sweep: dict[str, Any]) -> list[Chart]:
                     "id": f"sweep-{metric}",
                     "title": f"Sweep: {title} vs {x_title.split(' (')[0]}",
                     "note": "One point per step; a censored percentile (among failed requests) is not drawn. "
-                    f"Knee (highest passing step): {', '.join(_knee(v) for v in variants)}.",
+                    f"Knee (last passing step before the first failing one): {', '.join(_knee(v) for v in variants)}.",
                     "config": xy_config(datasets, x_title, f"{title} (ms)", y_min=0),
                 }
             )

@@ -188,7 +188,7 @@ def _intro(doc: dict[str, Any]) -> list[str]:
             head + f"closed loop (think time {think:g} s; achieved req/s counts the successful requests). A step "
             "passes when it meets every SLO and its users still bought throughput (else: saturated — its req/s grew "
             "by less than 5 % over the nearest lower concurrency, and by less than a quarter of the users' growth, "
-            "while its E2E p50 rose); the knee is the highest passing concurrency.",
+            "while its E2E p50 rose); the knee is the last passing concurrency before the first failing one.",
             "",
             "| variant | knee (users) |",
             "|---|---:|",
@@ -196,7 +196,7 @@ def _intro(doc: dict[str, Any]) -> list[str]:
     return [
         head + f"open loop ({plan.get('arrival', 'poisson')} arrivals). A step passes when it meets every SLO and "
         "sends at least 90 % of the arrivals its schedule put in the window (else: saturated); the knee is the "
-        "highest passing rate.",
+        "last passing rate before the first failing one.",
         "",
         "| variant | knee (req/s) |",
         "|---|---:|",

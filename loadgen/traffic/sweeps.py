@@ -11,10 +11,12 @@ Pure (no clock, no I/O): the CLI runs each step and feeds its outcome back. Thre
   step (throughput stopped growing, see ``throughput_stalled``) is a failing step: more users only wait longer in
   the server's queue, which harms no measurement, and one short step's plateau may be noise the next one corrects;
 - ``Search`` — bisection for the highest level meeting every SLO between MIN and MAX, as vLLM's ``serve_sla``
-  search does: MIN, then MAX, then the midpoint of the highest passing and lowest failing level, until the two are
+  search does: MIN, then MAX, then the midpoint of the knee (below) and the lowest failing level, until the two are
   within ``rel_tol`` of each other (or adjacent whole numbers, for concurrencies) or ``max_steps`` steps have run.
 
-The knee is the highest level of a passing step (None when none passed).
+The knee is the last level before the first failure: the highest passing level below the lowest failing one (None
+when none passed). A pass above a failure (2 ✓ 4 ✗ 8 ✓) is not the knee: the load between them already failed once,
+and a capacity that holds only at some rates above it is no capacity to plan on.
 """
 
 from __future__ import annotations
@@ -109,8 +111,10 @@ def throughput_stalled(
 
 
 def knee(history: Sequence[StepOutcome]) -> float | None:
-    """The highest level whose step passed, or None."""
-    passing = [h.level for h in history if h.passed]
+    """The highest passing level below the lowest level that did not pass (saturated and untrustworthy steps do
+    not), in level order whatever order the steps ran in; None when none passed below it."""
+    first_fail = min((h.level for h in history if not h.passed), default=math.inf)
+    passing = [h.level for h in history if h.passed and h.level < first_fail]
     return max(passing) if passing else None
 
 
@@ -149,7 +153,8 @@ class Ladder:
 
 @dataclass(frozen=True, slots=True)
 class Search:
-    """Bisection for the highest passing level in [lo, hi]; over whole numbers with ``integer``."""
+    """Bisection for the knee in [lo, hi] (the last passing level before the first failure); over whole numbers
+    with ``integer``."""
 
     lo: float
     hi: float
@@ -175,11 +180,14 @@ class Search:
             return None  # even MIN fails: no knee in the range
         if len(history) == 1:
             return self.hi
-        best = max(h.level for h in history if h.passed)
-        above = [h.level for h in history if not h.passed and h.level > best]
-        if not above:
+        # Bisect between the knee and the lowest failing level above it, as `knee` reads the steps.
+        best = knee(history)
+        fails = [h.level for h in history if not h.passed]
+        if not fails:
             return None  # MAX passed
-        worst = min(above)
+        if best is None:
+            return None  # not reached: MIN passed, and it is the lowest level
+        worst = min(fails)
         if worst - best <= self.rel_tol * best:
             return None
         if self.integer:

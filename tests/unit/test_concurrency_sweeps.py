@@ -98,9 +98,10 @@ def test_a_concurrency_ladder_climbs_past_one_saturated_step_and_stops_after_two
     history = _drive(plan, lambda n: StepOutcome(n, slos_passed=True, saturated=n >= 16))
     assert [h.level for h in history] == [2, 4, 8, 16, 32]
     assert knee(history) == 8  # a saturated step never passes
-    # A one-step plateau (noise) followed by growth: the climb goes on and the knee is above it.
+    # A one-step plateau followed by growth: the climb goes on (the curve is drawn), but the knee is the last step
+    # before the first failing one, as for SLOs.
     history = _drive(plan, lambda n: StepOutcome(n, slos_passed=n <= 32, saturated=n == 8))
-    assert [h.level for h in history] == [2, 4, 8, 16, 32, 64] and knee(history) == 32
+    assert [h.level for h in history] == [2, 4, 8, 16, 32, 64] and knee(history) == 4
     # An untrustworthy step still stops it at once (the load generator, not the server, was measured).
     history = _drive(plan, lambda n: StepOutcome(n, slos_passed=True, untrustworthy=n >= 8))
     assert [h.level for h in history] == [2, 4, 8] and knee(history) == 4

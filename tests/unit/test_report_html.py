@@ -124,7 +124,7 @@ def test_comparison_and_sweep_are_drawn_when_given() -> None:
     assert len(_data(page)["charts"][-1]["config"]["data"]["labels"]) == 2
     ttft = {ds["label"]: ds["data"] for ds in charts["sweep-ttft"]["config"]["data"]["datasets"]}
     assert ttft == {"base p50": [[1.98, 40.0], [3.9, 80.0]], "base p99": [[3.9, 300.0]]}  # censored: not drawn
-    assert "Knee (highest passing step): base 2 req/s" in charts["sweep-ttft"]["note"]
+    assert "Knee (last passing step before the first failing one): base 2 req/s" in charts["sweep-ttft"]["note"]
     # A concurrency sweep: steps are users, drawn against the successful requests/s they achieved.
     users = [{"concurrency": n, "requests_per_s": 10.0 * n, "e2e_p50_ms": 100.0 + n} for n in (1, 2, 4)]
     page = render_html(report, {"variants": [{"name": "base", "knee_concurrency": 2, "steps": users}]})

@@ -72,11 +72,32 @@ def test_a_ladder_climbs_until_two_fails_in_a_row() -> None:
     assert knee(history) == 4
 
 
-def test_one_fail_then_a_pass_keeps_climbing_and_the_knee_is_the_highest_pass() -> None:
+def test_one_fail_then_a_pass_keeps_climbing_but_the_knee_is_the_last_pass_before_the_first_fail() -> None:
     flaky = {2.0}
     history = _drive(Ladder((1, 2, 4, 8, 16)), lambda r: StepOutcome(r, slos_passed=r not in flaky and r <= 4))
     assert [h.level for h in history] == [1, 2, 4, 8, 16]
-    assert knee(history) == 4
+    assert knee(history) == 1
+
+
+def test_the_knee_is_the_last_level_before_the_first_failing_level() -> None:
+    # 2 ✓ 4 ✗ 8 ✓: the knee is 2, not 8 — 4 req/s already failed once.
+    steps = [StepOutcome(2, True), StepOutcome(4, False), StepOutcome(8, True)]
+    assert knee(steps) == 2
+    assert knee(list(reversed(steps))) == 2  # level order, not the order they ran in (a search)
+    # A saturated or untrustworthy step is a failing one too.
+    assert knee([StepOutcome(2, True), StepOutcome(4, True, saturated=True), StepOutcome(8, True)]) == 2
+    assert knee([StepOutcome(2, True), StepOutcome(4, True, untrustworthy=True), StepOutcome(8, True)]) == 2
+    assert knee([StepOutcome(2, False), StepOutcome(4, True)]) is None
+    assert knee([StepOutcome(2, True), StepOutcome(4, True)]) == 4
+
+
+def test_a_search_bisects_below_the_first_failure() -> None:
+    # MIN passes, MAX fails, the midpoint fails, then a level under it passes but one above the midpoint would:
+    # the search narrows between the knee and the lowest failure, never above a failure.
+    outcome = {1.0: True, 64.0: False, 32.5: False, 16.75: True, 24.625: False}
+    history = _drive(Search(1, 64, max_steps=5, rel_tol=0.01), lambda r: StepOutcome(r, outcome.get(r, True)))
+    assert [h.level for h in history] == [1, 64, 32.5, 16.75, 24.625]
+    assert knee(history) == 16.75
 
 
 def test_a_saturated_or_untrustworthy_step_stops_the_climb_at_once() -> None:
@@ -147,6 +168,11 @@ def test_step_rows_and_the_sweep_document() -> None:
     assert rows[2]["saturated"] and not rows[2]["passed"]
     doc = sweep_json("s", {"kind": "rates", "spec": "2,4,8"}, 3.0, {"a": rows, "b": rows[1:]})
     assert [v["knee_rate_per_s"] for v in doc["variants"]] == [2, None]
+    # 2 ✓ 4 ✗ 8 ✓: the knee is 2, not 8.
+    recovered = [*rows[:2], step_row(8, _report(8.0, 80, 0, True), "a/3/report.json", 0)]
+    assert recovered[2]["passed"]
+    doc8 = sweep_json("s", {"kind": "rates", "spec": "2,4,8"}, 3.0, {"a": recovered})
+    assert doc8["variants"][0]["knee_rate_per_s"] == 2
     assert doc["exit_code"] == ExitCode.SLO_BREACHED
     md = render_sweep_markdown(doc)
     assert "| a | 2.00 |" in md and "| b | – |" in md and "saturated" in md and "censored" in md
