@@ -326,14 +326,15 @@ def build_objects(values: dict[str, Any], release: str, namespace: str) -> list[
         job: dict[str, Any] = {"backoffLimit": 0, "ttlSecondsAfterFinished": h["ttlSecondsAfterFinished"]}
         if h["activeDeadlineSeconds"]:
             job["activeDeadlineSeconds"] = h["activeDeadlineSeconds"]
-        # Never rerun a verdict (1 breached, 2 bad config, 3 untrustworthy); an evicted pod is not a verdict.
+        # Never rerun a verdict (1 breached, 2 bad config, 3 untrustworthy) nor a failed run (4, or 128 + N for a
+        # master killed by signal N): any exit but 0. An evicted pod (it exits 4 on SIGTERM) is no verdict: first.
         job["podFailurePolicy"] = {
             "rules": [
+                {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
                 {
                     "action": "FailJob",
-                    "onExitCodes": {"containerName": "master", "operator": "In", "values": [1, 2, 3]},
+                    "onExitCodes": {"containerName": "master", "operator": "NotIn", "values": [0]},
                 },
-                {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
             ]
         }
         job["template"] = _template(v, release, "master", "master", {"restartPolicy": "Never", **master_spec})

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from loadgen.exit_codes import ExitCode
 from loadgen.k8s.api import Cluster, api_exception
 from loadgen.k8s.objects import build_objects, fullname, merge_values
 
@@ -158,7 +159,10 @@ def follow(
             pass  # the master is still running the load (nothing listens on 8089 until then)
         code = _master_exit(cluster, ns, release)
         if code is not None:
-            return RunResult(code or 3, status="the master ended without serving its reports (see its log)")
+            # No report served: the run failed (4), unless the master refused its configuration (2) or was killed
+            # by signal N (128 + N); never a verdict.
+            failed = code if code == ExitCode.USAGE or code > 128 else ExitCode.RUN_FAILED
+            return RunResult(failed, status="the master ended without serving its reports (see its log)")
         if timeout is not None and time.monotonic() - started > timeout:
             return RunResult(3, status=f"no reports after {timeout:g}s")
         time.sleep(interval)

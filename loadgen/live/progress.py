@@ -42,6 +42,9 @@ def progress_line(summary: dict[str, Any], elapsed_s: float, total_s: float | No
     parts.append(f"errors {n_err} ({top})" if n_err else "errors 0")
     run = summary["run"]
     bad = len(run.get("untrustworthy_reasons") or []) + len(run.get("lost_workers") or [])
+    failed = len(run.get("failed") or [])
+    if failed:  # something crashed: say it first, whatever the trust
+        parts.append(f"RUN FAILED ({failed} crash{'es' if failed > 1 else ''})")
     parts.append("trust ok" if not bad else f"NOT TRUSTWORTHY ({bad} reason{'s' if bad > 1 else ''})")
     return " | ".join(parts)
 

@@ -75,6 +75,9 @@ def _slo_status(slos: list[dict[str, Any]]) -> str:
 def _trust(run: dict[str, Any]) -> str:
     reasons = run.get("untrustworthy_reasons") or []
     lost = run.get("lost_workers") or []
+    failed = run.get("failed") or []
+    if failed:  # something crashed: no verdict, whatever else holds
+        return "RUN FAILED: " + "; ".join(failed)
     if not reasons and not lost:
         return "ok"
     words = [*reasons, *(f"lost {w}" for w in lost)]

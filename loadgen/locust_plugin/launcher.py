@@ -1,7 +1,9 @@
 """Runs a scenario headless: a Locust master and N worker processes on loopback (or one local process).
 
 Each process runs the packaged locustfile; the master's exit code is the run's (0 SLOs met, 1 breached,
-2 bad configuration, 3 not trustworthy). Locust's own console output goes to log files in the report folder so
+2 bad configuration, 3 not trustworthy, 4 the run failed) when it wrote its report; a master that crashed without
+one, or was killed (128 + N for signal N), failed the run, whose report is then rebuilt from the raw shards where
+there are any (report/failed_run.py). Locust's own console output goes to log files in the report folder so
 that what the user reads is loadgen's report (and, during the run, the master's status line on stderr).
 """
 
@@ -20,6 +22,7 @@ from urllib.parse import urlsplit
 from loadgen.config.scenario import Scenario
 from loadgen.exit_codes import ExitCode
 from loadgen.live.cluster_metrics import cluster_config_problems
+from loadgen.report.failed_run import settle_run
 
 __all__ = [
     "REPORT_FILES",
@@ -144,6 +147,7 @@ def run_scenario(scenario: Scenario, opts: RunOptions) -> int:
     base = _locust_cmd(opts, report_dir)
     procs: list[subprocess.Popen[bytes]] = []
     logs = []
+    started = time.time() - 1.0  # shards written from now on are this run's (mtime, to the second on some systems)
     try:
         if opts.workers <= 0:
             master_cmd = base
@@ -202,7 +206,15 @@ def run_scenario(scenario: Scenario, opts: RunOptions) -> int:
                 p.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 p.kill()
-        return code
+        # The workers are done (their shards complete) before a failed run's report is rebuilt from them.
+        settled, failed = settle_run(code, report_dir, scenario, opts.raw_records, started)
+        if failed:
+            print(
+                f"loadgen: the run failed (exit {settled}): {failed}; see {report_dir}/locust-master.log",
+                file=sys.stderr,
+                flush=True,
+            )
+        return settled
     finally:
         for p in procs:
             if p.poll() is None:

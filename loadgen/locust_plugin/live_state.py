@@ -2,6 +2,11 @@
 runner's facts, turned into the report (`current_report`, as the run's end writes it) or into the cheap live summary
 (`live_summary`: the web UI's LLM tab, its charts page, the headless progress line; see live/summary.py for what it
 keeps and why). Both read the same state, so the numbers after the stop are the report's.
+
+Two things Locust keeps apart from the figures enter the run's facts here. What crashed in any process (the
+master's own `CrashLog`, the workers' as they reported it) fails the run: `run.failed`, exit 4. The exceptions
+Locust caught in users' tasks (`runner.exceptions`: the user went on, but its request did not run as the scenario
+says) make it untrustworthy and are named: `run.user_exceptions`, and a reason.
 """
 
 from __future__ import annotations
@@ -47,8 +52,9 @@ def users_per_variant(environment: Environment) -> dict[str, int]:
     return counts
 
 
-def live_state(environment: Environment) -> tuple[Aggregate, float, dict[str, Any]]:
-    """(merged aggregate, measured window in s, the report's `run` facts), as `build_report` takes them."""
+def live_state(environment: Environment, failed: list[str] | None = None) -> tuple[Aggregate, float, dict[str, Any]]:
+    """(merged aggregate, measured window in s, the report's `run` facts), as `build_report` takes them. `failed`:
+    why the run failed besides what crashed (e.g. it was stopped before its end)."""
     rt = runtime_of(environment)
     col = rt.collector
     assert col is not None
@@ -86,6 +92,12 @@ def live_state(environment: Environment) -> tuple[Aggregate, float, dict[str, An
     recovered = col.recover_lost(lost, label) if col.flushed else []
     workers = {label[wid]: h.summary() for wid, h in sorted(col_view.health.items())}
     reasons = verdict(workers, HealthThresholds(**scenario.run_trust.model_dump()))
+    exceptions = _user_exceptions(runner, label)
+    if exceptions:
+        reasons.append(_exceptions_reason(exceptions))
+    failures = [*(failed or []), *_crashes(rt.crashes.entries(), "master" if isinstance(runner, MasterRunner) else "")]
+    for wid, entries in sorted(col.crashes.items()):
+        failures += _crashes(entries, label.get(wid, wid))
     run = {
         "duration_s": round(stopped - started, 3),
         "warmup_s": scenario.load.warmup,
@@ -99,6 +111,10 @@ def live_state(environment: Environment) -> tuple[Aggregate, float, dict[str, An
         # False while the run is live (the web UI's report): counts still grow, no worker has been asked to flush.
         "finished": col.flushed,
     }
+    if exceptions:
+        run["user_exceptions"] = exceptions
+    if failures:
+        run["failed"] = failures
     mono = col.window_monotonic()
     if mono is not None:
         # The workers' own window on this host's monotonic clock (what a truth log can be cut at).
@@ -106,10 +122,10 @@ def live_state(environment: Environment) -> tuple[Aggregate, float, dict[str, An
     return col_view.aggregate, window, run
 
 
-def current_report(environment: Environment) -> dict[str, Any]:
+def current_report(environment: Environment, failed: list[str] | None = None) -> dict[str, Any]:
     """The full report of the run so far (the one the run's end writes, when the run is over), each variant's
     server-metrics timeline and the cluster Prometheus's figures so far included."""
-    agg, window, run = live_state(environment)
+    agg, window, run = live_state(environment, failed)
     report = build_report(runtime_of(environment).scenario, agg, window, run)
     attach_server_metrics(environment, report)
     attach_cluster_metrics(environment, report)
@@ -127,4 +143,40 @@ def _combined(a: Collector, b: Collector) -> Collector:
     out.aggregate.merge(a.aggregate)
     out.aggregate.merge(b.aggregate)
     out.health = {**a.health, **b.health}
+    return out
+
+
+def _user_exceptions(runner: Any, label: dict[str, str]) -> list[dict[str, Any]]:
+    """Locust's `runner.exceptions` (what users' tasks raised, deduplicated by traceback), most frequent first."""
+    rows = []
+    for row in (getattr(runner, "exceptions", None) or {}).values():
+        tb = [ln.strip() for ln in str(row.get("traceback", "")).strip().splitlines() if ln.strip()]
+        files = [ln for ln in tb if ln.startswith("File ")]
+        rows.append(
+            {
+                "message": str(row.get("msg", "")),
+                "count": int(row.get("count", 0)),
+                "nodes": sorted(label.get(n, n) for n in row.get("nodes", ())),
+                "where": files[-1].replace("File ", "", 1) if files else "",
+            }
+        )
+    return sorted(rows, key=lambda r: (-r["count"], r["message"]))
+
+
+def _exceptions_reason(rows: list[dict[str, Any]]) -> str:
+    total = sum(r["count"] for r in rows)
+    named = "; ".join(f"{r['message'] or '(no message)'} ×{r['count']}" for r in rows[:3])
+    more = f"; and {len(rows) - 3} more" if len(rows) > 3 else ""
+    return (
+        f"Locust users raised {total} exception{'s' if total != 1 else ''} ({named}{more}): those requests did not run "
+        "as the scenario says (run.user_exceptions)"
+    )
+
+
+def _crashes(entries: list[dict[str, Any]], node: str) -> list[str]:
+    out = []
+    for e in entries:
+        times = f" ×{e['count']}" if int(e.get("count", 1)) > 1 else ""
+        where = f" ({e['where']})" if e.get("where") else ""
+        out.append(f"{node + ': ' if node else ''}unhandled exception {e['what']}{times}{where}")
     return out

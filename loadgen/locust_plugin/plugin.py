@@ -7,6 +7,11 @@ still running users (Locust's `-t` quits without stopping them first) stops them
 then write the report and exit with its code. A worker is lost only when Locust marked it missing or it never
 answered the flush: what it reported before is kept, its last rows are recovered from its raw shard where the
 master can read it, and nothing is counted twice. Each Start begins a new run: counts from zero, fresh request ids.
+
+A crash is never a verdict. Every process watches for unhandled exceptions (locust_plugin/crashes.py); one in any
+of them fails the run (`run.failed`, exit 4), and so does a report that cannot be built (it would otherwise leave
+the master waiting for ever), a headless run stopped before its end (SIGTERM: an eviction, a deleted Job), and a
+headless master that quits before any run began.
 """
 
 from __future__ import annotations
@@ -127,6 +132,7 @@ def _on_init(environment: Environment, **_: Any) -> None:
             sys.exit(ExitCode.USAGE)
     _use_variant_classes(environment, scenario)
     rt = Runtime(environment, scenario, getattr(opts, "raw_records", "") or None)
+    rt.crashes.install()
     environment.loadgen = rt  # type: ignore[attr-defined]
     if scenario.load.stages is not None and not isinstance(runner, WorkerRunner):
         # Locust reads the shape after init (headless: start_shape; the web UI: shape mode), so it can be set here.
@@ -280,6 +286,8 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
             for c in runner.clients.all:
                 runner.send_message("loadgen_cadence", {"hist_every": every}, client_id=c.id)
     if rt.collector is not None:
+        if rt.collector.started_wall is not None:
+            rt.crashes.clear()  # what crashed in an earlier run was that run's
         # A new run starts from zero: nothing of the previous one (the web UI's Start → Stop → Start).
         col = rt.collector = Collector(run)
         col.started_wall = time.time()
@@ -333,15 +341,37 @@ def _run_for_duration(environment: Environment) -> None:
     finish_run(environment)
 
 
-def finish_run(environment: Environment) -> dict[str, Any]:
+def finish_run(environment: Environment) -> dict[str, Any] | None:
     """Stop the users (which collects every worker's last delta), write the report, set the exit code, quit."""
     runner = environment.runner
     assert runner is not None
-    runner.stop()
-    report = write_final_report(environment)
-    environment.process_exit_code = report["exit_code"]
+    try:
+        runner.stop()
+        report = write_final_report(environment)
+        environment.process_exit_code = report["exit_code"]
+    except Exception as e:  # noqa: BLE001 - whatever it is, the run ends, as failed
+        _report_failed(environment, e)
+        report = None
     runner.quit()
     return report
+
+
+def _report_failed(environment: Environment, e: Exception) -> None:
+    """The report could not be made: say why, keep the exact histograms if they can be kept, exit 4. (This is the
+    greenlet that ends the run: had it died, the master would have waited for ever.)"""
+    log.exception("loadgen: the run's report could not be written; the run failed (exit %d)", ExitCode.RUN_FAILED)
+    rt = runtime_of(environment)
+    rt.crashes.add(f"writing the report: {type(e).__name__}: {e}")
+    environment.process_exit_code = ExitCode.RUN_FAILED
+    if rt.collector is not None:
+        rt.collector.reported = True  # not again at quitting
+        with contextlib.suppress(Exception):
+            write_aggregate(rt.collector.aggregate, _report_dir(environment))
+
+
+def _report_dir(environment: Environment) -> Path:
+    opts = environment.parsed_options
+    return Path(getattr(opts, "report_dir", "") or runtime_of(environment).scenario.report_dir)
 
 
 def _collect_local_final(rt: Runtime) -> None:
@@ -352,12 +382,11 @@ def _collect_local_final(rt: Runtime) -> None:
     rt.collector.flushed = True
 
 
-def write_final_report(environment: Environment) -> dict[str, Any]:
+def write_final_report(environment: Environment, failed: list[str] | None = None) -> dict[str, Any]:
     rt = runtime_of(environment)
     assert rt.collector is not None
-    report = current_report(environment)  # each variant's own /metrics over the run included
-    opts = environment.parsed_options
-    out_dir = Path(getattr(opts, "report_dir", "") or rt.scenario.report_dir)
+    report = current_report(environment, failed)  # each variant's own /metrics over the run included
+    out_dir = _report_dir(environment)
     write_reports(report, out_dir)
     write_aggregate(rt.collector.aggregate, out_dir)  # the exact histograms, to rebuild or combine reports
     rt.collector.reported = True
@@ -369,13 +398,38 @@ def _on_quitting(environment: Environment, **_: Any) -> None:
     rt = getattr(environment, "loadgen", None)
     if rt is None or rt.collector is None or rt.collector.reported:
         return
+    opts = environment.parsed_options
+    headless = bool(opts is not None and opts.headless)
     if rt.collector.started_wall is None:
+        # No run, no report: a crash, or a headless master stopped before its run began, is no success (Locust
+        # would exit 0, or 2 — "bad configuration" — for a crash).
+        if environment.process_exit_code is None and (headless or rt.crashes.entries()):
+            log.error("loadgen: no run was made; exit %d", ExitCode.RUN_FAILED)
+            environment.process_exit_code = ExitCode.RUN_FAILED
         return
-    if not isinstance(environment.runner, MasterRunner) and not rt.collector.flushed:
-        _collect_local_final(rt)
-    report = write_final_report(environment)
+    try:
+        if not isinstance(environment.runner, MasterRunner) and not rt.collector.flushed:
+            _collect_local_final(rt)
+        cut = _cut_short(environment, rt) if headless else None
+        report = write_final_report(environment, [cut] if cut else None)
+    except Exception as e:  # noqa: BLE001
+        _report_failed(environment, e)
+        return
     if environment.process_exit_code is None:
         environment.process_exit_code = report["exit_code"]
+
+
+def _cut_short(environment: Environment, rt: Runtime) -> str | None:
+    """A headless run whose report is written at quitting before its planned end was stopped from outside (SIGTERM:
+    an eviction, a deleted Job, Ctrl-C through `loadgen run`): what it measured is reported, but as no verdict."""
+    col = rt.collector
+    assert col is not None and col.started_wall is not None
+    run_time = getattr(environment.parsed_options, "run_time", None)
+    planned = float(run_time) if run_time else rt.scenario.load.duration
+    ran = (col.stopped_wall or time.time()) - col.started_wall
+    if ran >= planned - 1.0:  # (Locust's -t and a stages shape end the run at quitting, on time)
+        return None
+    return f"the run was stopped {ran:.0f} s into its {planned:g} s (a SIGTERM, or the master quit before the end)"
 
 
 def register() -> None:

@@ -23,6 +23,7 @@ from locust.env import Environment
 from loadgen.client.dial import Dialer
 from loadgen.client.reactor import Reactor
 from loadgen.config.scenario import Scenario
+from loadgen.locust_plugin.crashes import CrashLog
 from loadgen.locust_plugin.open_loop import Arrival, ArrivalDispatcher
 from loadgen.locust_plugin.request_stream import StreamAssigner
 from loadgen.measure.aggregate import Aggregate
@@ -117,6 +118,8 @@ class Runtime:
         self._reports = 0
         # Raw-shard rows the shipped aggregates cover: a lost worker's later rows are the master's to recover.
         self._rows_shipped = 0
+        # What crashed in this process (unhandled greenlet exceptions, swallowed listener exceptions): a failed run.
+        self.crashes = CrashLog()
         self.stopping = False  # Locust's test_stopping fired: users are being stopped
         self._pending: deque[tuple[RequestRecord, Callable[[RequestRecord], None]]] = deque()
         self._recorder: gevent.Greenlet | None = None
@@ -173,20 +176,7 @@ class Runtime:
                 self.count_unsent,
                 self.record_slip,
             )
-            # Started by `start_arrivals` once every sender exists (Locust's spawning_complete): arrivals due while
-            # users were still spawning would find too few senders and queue or be dropped.
-
-    def start_arrivals(self) -> None:
-        """Open loop: every user is spawned, send the schedule from now (once per run). The schedule's offsets count
-        from this moment; when the spawn outlasted the warm-up, the measured window starts here too (a window
-        without arrivals would understate the rate achieved)."""
-        d = self.dispatcher
-        if d is None or d.started or self.stopping:
-            return
-        now = time.monotonic()
-        d.start(now)
-        if now > self.warmup_end:
-            self.warmup_end = self.aggregate.window_start = now
+            self.dispatcher.start()
 
     def record_slip(self, seconds: float) -> None:
         """How late the dispatcher handed out an arrival (this interval's health; its own timer's lateness)."""
@@ -198,16 +188,12 @@ class Runtime:
             self.dispatcher.stop()
 
     def count_unsent(self, variant: str, arrival: Arrival, outcome: str) -> None:
-        """An arrival of `variant` that was not sent: `dropped` (overflow: drop, or the `late` backlog was full), or
-        `unsent_at_stop`. Inside the window it is a failed request of class `not_sent` (`GroupStats.add_not_sent`):
-        what the client could not send is part of the verdict, not a footnote."""
-        if outcome != "unsent_at_stop" and arrival.at < self.warmup_end:
+        """An arrival of `variant` that was not sent: `dropped` (overflow), or `unsent_at_stop`."""
+        if outcome == "dropped" and arrival.at < self.warmup_end:
             outcome = "in_warmup"
         mix = self.assigner.mix_of(arrival.index) if self.assigner is not None else ""
-        group = self.aggregate.group(variant, mix)
-        group.arrivals[outcome] = group.arrivals.get(outcome, 0) + 1
-        if outcome != "in_warmup":
-            group.add_not_sent()
+        counts = self.aggregate.group(variant, mix).arrivals
+        counts[outcome] = counts.get(outcome, 0) + 1
 
     def on_test_stop(self) -> None:
         if self.stopped_at is None and self.started:
@@ -296,6 +282,9 @@ class Runtime:
                 self._rows_shipped = self.raw.rows
         if self.raw is not None:
             out["raw"] = {"path": str(self.raw.path.resolve()), "rows": self._rows_shipped}
+        crashes = self.crashes.pop()
+        if crashes:
+            out["crashes"] = crashes
         return out
 
     def collect_reads(self) -> None:

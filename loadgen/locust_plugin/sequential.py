@@ -67,7 +67,7 @@ def run_sequential(sc: Scenario, raw: dict[str, Any], opts: RunOptions, report_d
         report_file, agg_file = out / "report.json", out / AGGREGATE_FILE
         if not (report_file.exists() and agg_file.exists()):
             _say(f"sequential: variant {name!r} wrote no report (exit {code}); see the logs in {out}/locust-*.log")
-            return code or ExitCode.UNTRUSTWORTHY
+            return code or ExitCode.RUN_FAILED  # (a phase with no report failed: run_scenario settled its code)
         report = orjson.loads(report_file.read_bytes())
         phases.append(Phase(name, report, read_aggregate(agg_file), str(out), code))
         _say(f"sequential: variant {name!r} done (exit {code})")

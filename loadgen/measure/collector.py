@@ -5,7 +5,7 @@ run (the web UI can run several in one process life); a late one from an earlier
 A worker is lost only when Locust marked it missing or, once the final flush was asked, it never answered; what it
 finished after the last aggregate it shipped is recovered from its raw shard when the master can read it, and named
 as missing otherwise. (With many workers a report carries the aggregate only every few intervals, health every
-time: `Runtime.report_since_last`.)
+time: `Runtime.report_since_last`.) What crashed in a worker (unhandled exceptions: a failed run) is kept per worker.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ class Collector:
         self.last_report_wall: dict[str, float] = {}
         self.requests_reported: dict[str, int] = {}
         self.recovered: dict[str, str] = {}
+        self.crashes: dict[str, list[dict[str, Any]]] = {}
 
     def merge_report(self, worker_id: str, data: dict[str, Any], final: bool = False) -> bool:
         """Merge one report; False (and nothing merged) when it belongs to another run."""
@@ -60,9 +61,21 @@ class Collector:
             self.raw_position[worker_id] = data["raw"]
         if data.get("window"):
             self.windows[worker_id] = list(data["window"])
+        for crash in data.get("crashes") or ():
+            self._add_crash(worker_id, crash)
         if final:
             self.final.add(worker_id)
         return True
+
+    def _add_crash(self, worker_id: str, crash: dict[str, Any]) -> None:
+        kept = self.crashes.setdefault(worker_id, [])
+        for entry in kept:
+            if entry["what"] == crash.get("what") and entry["where"] == crash.get("where"):
+                entry["count"] += int(crash.get("count", 1))
+                return
+        kept.append(
+            {"what": str(crash.get("what")), "where": str(crash.get("where", "")), "count": int(crash.get("count", 1))}
+        )
 
     def lost_workers(self, missing: set[str] | frozenset[str] = frozenset()) -> list[str]:
         """Workers Locust marks missing, and (after the final flush) those that never answered it."""

@@ -388,6 +388,8 @@ def _evaluate_slos(
 
 
 def exit_code(report: dict[str, Any]) -> ExitCode:
+    if report["run"].get("failed"):  # something crashed, or the run was cut short: its figures are no verdict
+        return ExitCode.RUN_FAILED
     if not report["run"]["trustworthy"]:
         return ExitCode.UNTRUSTWORTHY
     return ExitCode.OK if report["slos_passed"] else ExitCode.SLO_BREACHED

@@ -65,6 +65,7 @@ def combine_phases(scenario: Scenario, phases: list[Phase], pause_s: float) -> t
     windows: dict[str, float] = {}
     workers: dict[str, Any] = {}
     reasons: list[str] = []
+    failed: list[str] = []
     lost: list[str] = []
     recovered: list[Any] = []
     for p in phases:
@@ -74,6 +75,7 @@ def combine_phases(scenario: Scenario, phases: list[Phase], pause_s: float) -> t
         workers |= {f"{p.variant}/{w}": h for w, h in run.get("workers", {}).items()}
         # Each phase's reasons name its variant (its own "no request succeeded" is about that variant alone).
         reasons += [f"{p.variant}: {r}" for r in run.get("untrustworthy_reasons", [])]
+        failed += [f"{p.variant}: {r}" for r in run.get("failed", [])]  # a phase that failed fails the run
         lost += [f"{p.variant}/{w}" for w in run.get("lost_workers", [])]
         recovered += run.get("recovered", [])
     run_facts = {
@@ -101,6 +103,8 @@ def combine_phases(scenario: Scenario, phases: list[Phase], pause_s: float) -> t
         "run_number": 1,
         "finished": all(p.report["run"].get("finished", True) for p in phases),
     }
+    if failed:
+        run_facts["failed"] = failed
     report = build_report(scenario, agg, max(windows.values(), default=0.0), run_facts, windows=windows)
     # What each phase's master read beside its aggregate: its variant's own /metrics, the cluster Prometheus.
     own = {p.variant: v for p in phases for v in p.report.get("variants", []) if v.get("name") == p.variant}

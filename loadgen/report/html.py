@@ -29,7 +29,13 @@ __all__ = ["chart_library", "page", "render_html"]
 
 _CSP = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:"
 _METRICS = (("ttft", "TTFT"), ("itl", "ITL"), ("tpot", "TPOT"), ("e2e", "E2E"), ("queue_delay", "Queue delay"))
-_EXIT_MEANING = {0: "all SLOs met", 1: "an SLO was breached", 2: "bad usage", 3: "run not trustworthy"}
+_EXIT_MEANING = {
+    0: "all SLOs met",
+    1: "an SLO was breached",
+    2: "bad usage",
+    3: "run not trustworthy",
+    4: "the run failed: no verdict",
+}
 
 
 @cache
@@ -175,6 +181,15 @@ def _slo_table(report: dict[str, Any]) -> str:
     return f"<h2>SLOs</h2><table>{head}{''.join(rows)}</table>"
 
 
+def _failed(run: dict[str, Any]) -> str:
+    """Why the run failed (something crashed, or it was cut short): its figures below are what it measured."""
+    reasons = run.get("failed") or []
+    if not reasons:
+        return ""
+    items = "".join(f"<li>{_e(r)}</li>" for r in reasons)
+    return f"<ul>{items}</ul>The figures below are what it measured until then, and no verdict."
+
+
 def _trust(report: dict[str, Any]) -> str:
     run = report["run"]
     reasons = run.get("untrustworthy_reasons") or []
@@ -310,7 +325,7 @@ def render_html(report: dict[str, Any], sweep: dict[str, Any] | None = None) -> 
         f"from HDR histograms, ±{100 * report['histogram']['relative_error']:g} %</p>"
         f'<div class="banner {banner}"><span class=verdict>Exit code {_e(code)}: '
         f"{_e(_EXIT_MEANING.get(code, '?') if isinstance(code, int) else '?')}</span>"
-        f"{'' if trusted else ' — the run is not trustworthy (below).'}</div>"
+        f"{'' if trusted else ' — the run is not trustworthy (below).'}{_failed(run)}</div>"
     )
     charts = report_charts(report) + (sweep_charts(sweep) if sweep else [])
     body = "".join(

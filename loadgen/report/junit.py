@@ -2,8 +2,8 @@
 
 One test suite per run, one test case per evaluated SLO (per variant, and mix where the SLO names one), failing with
 the measured value against its threshold, plus one case for the run's trust (failing with every reason, e.g. the
-worker whose loop lagged). A report whose run was not trustworthy also marks its SLO cases, since their numbers
-may be the load generator's own queueing.
+worker whose loop lagged; an error, not a failure, when the run failed: no verdict). A report whose run was not
+trustworthy also marks its SLO cases, since their numbers may be the load generator's own queueing.
 """
 
 from __future__ import annotations
@@ -39,7 +39,8 @@ def render_junit(report: dict[str, Any]) -> str:
     slos = report.get("slos", [])
     run = report["run"]
     trusted = bool(run.get("trustworthy"))
-    failures = sum(not s["passed"] for s in slos) + (not trusted)
+    crashed = run.get("failed") or []  # the run failed: an error of the run's own case, whatever its trust
+    failures = sum(not s["passed"] for s in slos) + (not trusted and not crashed)
     suites = ET.Element("testsuites", name="loadgen", tests=str(len(slos) + 1), failures=str(failures))
     suite = ET.SubElement(
         suites,
@@ -47,7 +48,7 @@ def render_junit(report: dict[str, Any]) -> str:
         name=suite_name,
         tests=str(len(slos) + 1),
         failures=str(failures),
-        errors="0",
+        errors=str(int(bool(crashed))),
         skipped="0",
         time=f"{float(run.get('window_s') or 0.0):.3f}",
         timestamp=str(report.get("generated_at", "")),
@@ -64,7 +65,10 @@ def render_junit(report: dict[str, Any]) -> str:
         else:
             ET.SubElement(case, "system-out").text = f"met: {measured}"
     trust = ET.SubElement(suite, "testcase", classname=f"{suite_name}.run", name="run trust")
-    if not trusted:
+    if crashed:
+        error = ET.SubElement(trust, "error", message="run failed: " + "; ".join(crashed), type="RunFailed")
+        error.text = "\n".join(crashed)
+    elif not trusted:
         reasons = run.get("untrustworthy_reasons") or ["not trustworthy"]
         failure = ET.SubElement(
             trust, "failure", message="run not trustworthy: " + "; ".join(reasons), type="Untrustworthy"

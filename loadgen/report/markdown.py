@@ -57,6 +57,7 @@ def render_markdown(report: dict[str, Any]) -> str:
     run = report["run"]
     lines = [f"# loadgen report — {report['scenario']}", ""]
     verdict = "trustworthy" if run["trustworthy"] else "**NOT trustworthy**"
+    verdict = "**FAILED** (no verdict)" if run.get("failed") else verdict
     lines.append(
         f"Measured window {run['window_s']:.1f} s (warm-up excluded) · seed {report['seed']} · "
         f"percentiles from HDR histograms, ±{report['histogram']['relative_error'] * 100:g} % · run {verdict}"
@@ -76,8 +77,13 @@ def render_markdown(report: dict[str, Any]) -> str:
         lines.append(f"Output lengths: max_tokens only a cap (a request may stop early at EOS) for {', '.join(capped)}")
     if len(capped) < len(report["variants"]):
         lines.append("Output lengths: exactly max_tokens (EOS ignored)" + (" for the others" if capped else ""))
+    for r in run.get("failed", []):
+        lines.append(f"- ✖ run failed: {r}")
     for r in run.get("untrustworthy_reasons", []):
         lines.append(f"- ⚠ {r}")
+    for e in run.get("user_exceptions", []):
+        where = f" at {e['where']}" if e.get("where") else ""
+        lines.append(f"- ⚠ exception in users ×{e['count']} ({', '.join(e['nodes'])}){where}: {e['message']}")
     for w in run.get("lost_workers", []):
         lines.append(f"- ⚠ lost worker {w}: its in-flight requests and anything after its last report are missing")
     for note in run.get("recovered", []):

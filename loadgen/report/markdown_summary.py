@@ -66,8 +66,12 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
     if breached:
         lines += ["", "Breached:"]
         lines += [f"- {_breach(s)}" for s in breached]
+    crashed = report["run"].get("failed") or []
+    if crashed:  # exit 4 over any other verdict: what crashed (or cut the run short) first
+        lines += ["", "**Run failed** (exit 4): these figures are what it measured, and no verdict:"]
+        lines += [f"- {r}" for r in crashed]
     if not report["run"]["trustworthy"]:
-        lines += ["", "Not trustworthy (exit 3):"]
+        lines += ["", "Not trustworthy" + ("" if crashed else " (exit 3)") + ":"]
         lines += [f"- {r}" for r in report["run"].get("untrustworthy_reasons", [])]
     return lines
 

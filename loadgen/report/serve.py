@@ -8,7 +8,9 @@ run's exit code either way. Only regular files directly in the directory are ser
 
 ``python -m loadgen.report.serve --dir D --for 10m -- COMMAND ...`` does the same after any command (the Helm chart's
 headless master runs ``locust --master`` this way, its workers being other pods): it runs COMMAND, forwards SIGTERM
-and SIGINT to it, serves D, and exits with COMMAND's code.
+and SIGINT to it, serves D, and exits with the run's code: COMMAND's when it wrote its report in D with that code,
+else the run failed — 4, or 128 + N when COMMAND was killed by signal N — with any report in D marked so
+(report/failed_run.py; a COMMAND that exits 2 with no report refused its configuration, and that stays 2).
 """
 
 from __future__ import annotations
@@ -155,10 +157,15 @@ def main(argv: list[str] | None = None) -> int:
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, forward)
-    code = child.wait()
-    # A child killed by a signal reports -N; the shell convention 128 + N keeps it apart from the verdict codes.
-    code = 128 - code if code < 0 else code
+    returncode = child.wait()
     args.dir.mkdir(parents=True, exist_ok=True)
+    from loadgen.report.failed_run import settle_run
+
+    # A master that wrote no report (Locust's "gave up waiting for workers" exits 1: never "SLO breached"), or was
+    # killed (-N: 128 + N, the shell's convention, apart from the verdict codes), failed the run.
+    code, failed = settle_run(returncode, args.dir)
+    if failed:
+        print(f"loadgen: the run failed (exit {code}): {failed}", file=sys.stderr, flush=True)
     return serve_reports(args.dir, code, args.seconds, port=args.port)
 
 

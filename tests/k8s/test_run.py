@@ -150,14 +150,19 @@ def test_a_run_creates_follows_copies_returns_its_code_and_cleans_up(tmp_path: P
     assert c.objects == {}
 
 
-def test_a_master_that_ends_without_reports_gives_its_exit_code_and_is_cleaned_up(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("exit_code", "code"), [(2, 2), (1, 4), (0, 4), (137, 137)])
+def test_a_master_that_ends_without_reports_failed_the_run_and_is_cleaned_up(
+    tmp_path: Path, exit_code: int, code: int
+) -> None:
+    # Its code stands when it refused its configuration (2) or was killed by signal N (128 + N); any other end
+    # without reports is a failed run (4), never a verdict ("1: SLO breached", "0: met").
     with fake_api(tmp_path) as (c, kubeconfig):
-        Run(c, exit_code=2, serve_after=None)
+        Run(c, exit_code=exit_code, serve_after=None)
         cluster = connect(kubeconfig=str(kubeconfig))
         result = run_in_cluster(cluster, _values(), "lg-test", tmp_path / "out", interval=0.01, status=lambda s: None)
         cluster.close()
         left = dict(c.objects)
-    assert result.code == 2 and result.files == []
+    assert result.code == code and result.files == []
     assert "without serving its reports" in result.status
     assert left == {}
 

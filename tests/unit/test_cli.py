@@ -130,7 +130,7 @@ def test_run_never_prints_a_report_left_by_an_earlier_run(
     (report_dir / "report.json").write_text('{"old": true}', encoding="utf-8")
     _fake_run(monkeypatch)  # writes nothing, like a master that died before its report
     args = ["run", _write(tmp_path, GOOD.replace("PORT", "9")), "--workers", "0", "--report-dir", str(report_dir)]
-    assert main(args) == 3
+    assert main(args) == 4  # the run failed: no verdict (never 1, "SLO breached", nor 3)
     out, err = capsys.readouterr()
     assert "OLD REPORT" not in out and "wrote no report" in err
     assert not (report_dir / "report.md").exists() and not (report_dir / "report.json").exists()

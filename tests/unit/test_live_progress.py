@@ -34,6 +34,8 @@ def test_before_any_data_and_when_untrustworthy() -> None:
     assert line == "2s | users — | 0.0 req/s | a TTFT p50 — p99 — ms | errors 0 | NOT TRUSTWORTHY (1 reason)"
     bad = {**empty, "run": {"untrustworthy_reasons": ["x"], "lost_workers": ["worker-1"]}}
     assert progress_line(bad, 2.0, None, None).endswith("NOT TRUSTWORTHY (2 reasons)")
+    crashed = {**empty, "run": {"untrustworthy_reasons": [], "failed": ["worker-0: unhandled exception …"]}}
+    assert progress_line(crashed, 2.0, None, None).endswith("errors 0 | RUN FAILED (1 crash) | trust ok")
 
 
 def test_a_log_gets_plain_lines() -> None:

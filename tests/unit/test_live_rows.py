@@ -91,6 +91,9 @@ def test_the_live_rows_are_the_reports_rows() -> None:
     # The rag rows carry the rag-only SLO, the chat rows none.
     assert rows[2]["slo"] == "pass (1)" and rows[1]["slo"] == "—"
     assert all(r["trust"].startswith("NOT TRUSTWORTHY: worker worker-1: event-loop lag") for r in rows)
+    # Something crashed (a worker's greenlet): the tab says the run failed, over any other trust.
+    crashed = llm_rows(live_summary(scenario, agg, 30.0, {**RUN, "failed": ["worker-0: unhandled exception …"]}))
+    assert all(r["trust"] == "RUN FAILED: worker-0: unhandled exception …" for r in crashed)
 
 
 def test_worker_rows_judge_each_worker_and_name_the_lost() -> None:

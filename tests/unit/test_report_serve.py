@@ -118,9 +118,12 @@ def test_cli_refuses_a_bad_duration(tmp_path: Path) -> None:
 
 def test_wrapper_runs_the_command_then_serves_its_code(tmp_path: Path) -> None:
     """The chart's headless master: `python -m loadgen.report.serve --dir D --for T -- COMMAND` exits with COMMAND's
-    code after serving what COMMAND wrote."""
+    code after serving what COMMAND wrote (its report, with that code)."""
     port = _free_port()
-    write = "import pathlib, sys; pathlib.Path(sys.argv[1], 'report.md').write_text('# breached'); sys.exit(1)"
+    write = (
+        "import pathlib, sys; d = pathlib.Path(sys.argv[1]); (d / 'report.md').write_text('# breached'); "
+        "(d / 'report.json').write_text('{\"run\": {}, \"exit_code\": 1}'); sys.exit(1)"
+    )
     proc = subprocess.Popen(
         [sys.executable, "-m", "loadgen.report.serve", "--dir", str(tmp_path), "--for", "60s", "--port", str(port)]
         + ["--", sys.executable, "-c", write, str(tmp_path)],
@@ -134,10 +137,31 @@ def test_wrapper_runs_the_command_then_serves_its_code(tmp_path: Path) -> None:
                 break
             except OSError:
                 time.sleep(0.05)
-        assert doc == {"exit_code": 1, "files": ["report.md"]}
+        assert doc == {"exit_code": 1, "files": ["report.json", "report.md"]}
         assert _get(f"http://127.0.0.1:{port}/report.md")[1] == b"# breached"
         _get(f"http://127.0.0.1:{port}/done")
         assert proc.wait(20) == 1
     finally:
         proc.kill()
         proc.wait()
+
+
+@pytest.mark.parametrize(
+    ("command", "code"),
+    [
+        ("import sys; sys.exit(1)", 4),  # no report: the run failed (Locust's "gave up waiting for workers" is 1)
+        ("import os, signal; os.kill(os.getpid(), signal.SIGKILL)", 137),  # killed by signal 9: 128 + 9
+        ("import sys; sys.exit(2)", 2),  # refused its configuration before any load
+    ],
+)
+def test_wrapper_says_the_run_failed_when_the_command_wrote_no_report(tmp_path: Path, command: str, code: int) -> None:
+    port = _free_port()
+    r = subprocess.run(
+        [sys.executable, "-m", "loadgen.report.serve", "--dir", str(tmp_path), "--for", "0.2s", "--port", str(port)]
+        + ["--", sys.executable, "-c", command],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == code, r.stderr
+    assert ("the run failed" in r.stderr) == (code != 2)
