@@ -47,8 +47,9 @@ def _common(row: dict[str, Any], report: dict[str, Any]) -> dict[str, Any]:
     for metric in _METRICS:
         for stat in ("p50", "p99"):
             row[f"{metric}_{stat}_ms"] = _stat(overall, metric, stat)
-    row["trustworthy"] = bool(report["run"]["trustworthy"])
-    row["untrustworthy_reasons"] = list(report["run"].get("untrustworthy_reasons", []))
+    failed = list(report["run"].get("failed") or [])  # a step whose run failed (a crash) is no pass either
+    row["trustworthy"] = bool(report["run"]["trustworthy"]) and not failed
+    row["untrustworthy_reasons"] = failed + list(report["run"].get("untrustworthy_reasons", []))
     row["slos_passed"] = bool(report["slos_passed"])
     row["failed_slos"] = [s["slo"] for s in report.get("slos", []) if not s.get("passed")]
     return row
@@ -154,7 +155,11 @@ def sweep_json(
 
 
 def sweep_exit_code(doc: dict[str, Any]) -> ExitCode:
-    """3 if a step was untrustworthy, else 1 if a variant never passed, else 0."""
+    """4 if a step's run failed (exit 4, or 128 + N: no verdict), else 3 if a step was untrustworthy, else 1 if a
+    variant never passed, else 0."""
+    codes = [int(s.get("exit_code") or 0) for v in doc["variants"] for s in v["steps"]]
+    if any(c == ExitCode.RUN_FAILED or c > 128 for c in codes):
+        return ExitCode.RUN_FAILED
     if any(v["untrustworthy_steps"] for v in doc["variants"]):
         return ExitCode.UNTRUSTWORTHY
     key = _knee_key(doc["plan"])

@@ -139,3 +139,14 @@ def test_a_master_whose_exit_disagrees_with_its_report_crashed_after_writing_it(
     settled, why = settle_run(-signal.SIGTERM, tmp_path)
     assert settled == 143 and "SIGTERM" in str(why)
     assert orjson.loads((tmp_path / "report.json").read_bytes())["exit_code"] == 4
+
+
+def test_a_sweep_step_whose_run_failed_is_no_pass_and_the_sweep_failed() -> None:
+    from loadgen.report.sweep import step_row, sweep_json
+
+    crashed = mark_failed(_report(), "worker-0: unhandled exception in a greenlet: ValueError: boom")
+    row = step_row(2, crashed, "a/1/report.json", 4)
+    assert not row["passed"] and not row["trustworthy"] and "ValueError: boom" in row["untrustworthy_reasons"][0]
+    assert sweep_json("s", {"kind": "rates", "spec": "2"}, 3.0, {"a": [row]})["exit_code"] == 4
+    killed = step_row(2, None, "a/1/report.json", 137)  # its master was SIGKILLed and wrote nothing
+    assert sweep_json("s", {"kind": "rates", "spec": "2"}, 3.0, {"a": [killed]})["exit_code"] == 4
