@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import Literal, get_args
 
 # Only open-loop runs (load.arrival) have a schedule to measure against.
-SCHEDULED_METRICS: tuple[str, ...] = ("queue_delay", "e2e_from_schedule")
+SCHEDULED_METRICS: tuple[str, ...] = ("queue_delay", "ttft_from_schedule", "e2e_from_schedule")
 
 __all__ = ["SCHEDULED_METRICS", "METRICS", "PERCENTILES", "STATS", "MetricName", "SLOMetricName", "StatName"]
 
-MetricName = Literal["ttft", "itl", "icl", "tpot", "e2e", "queue_delay", "e2e_from_schedule"]
+MetricName = Literal["ttft", "itl", "icl", "tpot", "e2e", "queue_delay", "ttft_from_schedule", "e2e_from_schedule"]
 # The SLO that is a share of requests, not a latency.
 SLOMetricName = Literal[MetricName, "success_rate"]
 StatName = Literal["p50", "p90", "p95", "p99", "p99.9", "mean", "max"]

@@ -7,7 +7,7 @@ re-exports every name.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, model_validator
 
@@ -127,6 +127,29 @@ class Load(BaseModel):
         description="Open loop only: what an arrival that finds every user of its variant busy becomes. late "
         "(default): sent by the next free user, its lag counted in queue_delay; drop: not sent, counted as dropped.",
     )
+    drain: Duration = Field(
+        default=30.0,
+        ge=0,
+        description="At the stop, how long the requests in flight (and open-loop arrivals already due, sent by the "
+        "senders as they come free) are given to finish: measured whole, in the latencies and the success rate, "
+        "while throughput stays over the window. The stop ends sooner when nothing is left. A request still "
+        "running after it is cut by the stop: a censored sample of E2E (and of TTFT without a first token), a TTFT "
+        "it measured kept; an arrival still waiting is not sent (a failed request). 0: cut at once.",
+    )
+    latency_from: Literal["schedule", "send"] | None = Field(
+        default=None,
+        description="Open loop only: where the ttft and e2e SLOs start the clock. schedule (default): at the "
+        "arrival's scheduled time, so an arrival that waited in the client for a free sender counts its wait "
+        "(ttft_from_schedule, e2e_from_schedule: what a user of the service waits); send: at the request write "
+        "(the server's part alone).",
+    )
+    max_not_sent_percent: Annotated[float, Field(ge=0, le=100, allow_inf_nan=False)] = Field(
+        default=1.0,
+        description="Open loop (closed loop has no schedule; ignored there): the share of the window's arrivals that "
+        "may go unsent (dropped, or still "
+        "waiting for a sender at the stop) before the run is a breach (exit 1): the target did not sustain the "
+        "requested rate.",
+    )
     sequential: StrictBool = Field(
         default=False,
         description="Run the variants one after another instead of together (variants that share one GPU): "
@@ -168,6 +191,8 @@ class Load(BaseModel):
                     "or nothing is measured",
                 )
             )
+        if self.arrival is None and self.latency_from is not None:
+            issues.append((("latency_from",), "applies to open loop only: set load.arrival, or leave it out"))
         if self.arrival is None and self.overflow is not None:
             issues.append((("overflow",), "applies to open loop only: set load.arrival, or leave overflow out"))
         if not self.sequential and self.sequential_pause > 0:
@@ -182,6 +207,11 @@ class Load(BaseModel):
         if issues:
             raise SubpathIssues(issues)
         return self
+
+    @property
+    def latency_clock(self) -> str:
+        """Where ttft / e2e SLOs start: "schedule" in open loop unless `latency_from: send`; "send" in closed loop."""
+        return "send" if self.arrival is None else (self.latency_from or "schedule")
 
     @property
     def overflow_policy(self) -> Overflow:

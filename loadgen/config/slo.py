@@ -27,7 +27,9 @@ class SLO(BaseModel):
     metric: SLOMetricName = Field(
         description="ttft: time to first token; itl: inter-token latency (per token); icl: inter-chunk latency; "
         "tpot: time per output token (per request); e2e: whole request; queue_delay: send lag behind the open-loop "
-        "schedule; e2e_from_schedule: done − scheduled (both open loop only: they need load.arrival); "
+        "schedule (connect start − scheduled); ttft_from_schedule: first token − scheduled; e2e_from_schedule: done − "
+        "scheduled (these three open loop only: they need load.arrival; in open loop, ttft and e2e SLOs are judged "
+        "from the schedule unless load.latency_from is send); "
         "success_rate: share of the requests completed in the measured window that succeeded (with `min_percent`)."
     )
     stat: StatName | None = Field(

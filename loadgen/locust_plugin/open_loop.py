@@ -10,7 +10,9 @@ every user busy becomes). `RequestRecord.scheduled` is the arrival's absolute ti
 `sent − scheduled`.
 
 Nothing is lost silently: every arrival the dispatcher reaches is sent, dropped (counted) or, at the stop, counted
-as `unsent_at_stop` (queued, or handed to a user that was stopped before writing it).
+as `unsent_at_stop` (queued, or handed to a user that was stopped before writing it). The stop has two steps: the
+window ends (`end_schedule`: no arrival after it; those already due still go out, sent by the senders as they come
+free during the drain, `load.drain`), then the drain ends (`stop`: what is still queued was never sent).
 """
 
 from __future__ import annotations
@@ -47,7 +49,17 @@ def _ignore(_: float) -> None:
 class ArrivalDispatcher:
     """This worker's share of the schedule, handed to the users of each variant at its times."""
 
-    __slots__ = ("_arrivals", "_start", "_handoffs", "_on_unsent", "_on_slip", "_greenlet", "_waiting", "stopped")
+    __slots__ = (
+        "_arrivals",
+        "_start",
+        "_handoffs",
+        "_on_unsent",
+        "_on_slip",
+        "_greenlet",
+        "_waiting",
+        "ended",
+        "stopped",
+    )
 
     def __init__(
         self,
@@ -71,9 +83,25 @@ class ArrivalDispatcher:
         self._greenlet: gevent.Greenlet | None = None
         # The arrival the dispatcher is waiting to send (its time not yet reached, or reached while it was late).
         self._waiting: Arrival | None = None
+        self.ended = False  # the schedule ended (the window is over; the drain may still send what is queued)
         self.stopped = False
 
-    def start(self) -> None:
+    @property
+    def queued(self) -> int:
+        """Arrivals due and waiting for a sender, over every variant."""
+        return sum(h.queued for h in self._handoffs.values())
+
+    @property
+    def started(self) -> bool:
+        return self._greenlet is not None
+
+    def start(self, origin: float | None = None) -> None:
+        """Send from now on; `origin` (monotonic) is where the schedule's offsets count from (default: the start
+        given at construction). Once: a later call does nothing."""
+        if self._greenlet is not None or self.ended:
+            return
+        if origin is not None:
+            self._start = origin
         self._greenlet = gevent.spawn(self._run)
 
     def _run(self) -> None:
@@ -85,7 +113,7 @@ class ArrivalDispatcher:
             for index, t in self._arrivals:
                 arrival = self._waiting = Arrival(index, start + t)
                 timer.sleep_until(arrival.at)
-                if self.stopped:
+                if self.ended:
                     return
                 self._waiting = None
                 slip(time.monotonic() - arrival.at)
@@ -99,35 +127,39 @@ class ArrivalDispatcher:
             outcome, sender = handoff.arrive(arrival)
             if sender is not None:
                 sender.set(arrival)
-            elif outcome == "dropped":
-                self._on_unsent(variant, arrival, "dropped")
+            elif outcome != "queued":  # dropped, or the late backlog is full: never sent
+                self._on_unsent(variant, arrival, outcome)
 
-    def next_arrival(self, variant: str) -> Arrival:
-        """Block the calling user until an arrival of `variant` is due for it (at once when one is queued)."""
+    def next_arrival(self, variant: str) -> Arrival | None:
+        """Block the calling user until an arrival of `variant` is due for it (at once when one is queued); None
+        once the schedule has ended and nothing is queued (the user has nothing more to send)."""
         handoff = self._handoffs[variant]
+        queued = handoff.take_queued()
+        if queued is not None or self.ended:
+            return queued
         slot = AsyncResult()
         queued = handoff.take(slot)
         if queued is not None:
             return queued
         try:
-            arrival: Arrival = slot.get()
+            arrival: Arrival | None = slot.get()
         except gevent.GreenletExit:
             # Stopped while waiting: an arrival handed to it just now was never sent.
             handoff.leave(slot)
-            if slot.ready() and slot.successful():
+            if slot.ready() and slot.successful() and slot.value is not None:
                 self._on_unsent(variant, slot.value, "unsent_at_stop")
             raise
         return arrival
 
-    def stop(self) -> None:
-        """No more arrivals; what was queued, or due but not yet reached, and never sent is counted
-        `unsent_at_stop`. Idempotent."""
-        if self.stopped:
+    def end_schedule(self) -> None:
+        """The window ends: no arrival after this moment. Those already due that a late dispatcher had not reached
+        are dispatched now (the senders that come free in the drain send what is queued), and every idle sender is
+        told there is nothing more (`next_arrival` returns None), so that its user can stop. Idempotent."""
+        if self.ended:
             return
-        self.stopped = True
+        self.ended = True
         if self._greenlet is not None:
             self._greenlet.kill(block=False)
-        # Arrivals already due that a late dispatcher had not reached yet were never sent either: count them.
         now = time.monotonic()
         overdue: list[Arrival] = []
         if self._waiting is not None and self._waiting.at <= now:
@@ -137,6 +169,18 @@ class ArrivalDispatcher:
                     break
                 overdue.append(Arrival(index, self._start + t))
         self._waiting = None
+        for arrival in overdue:
+            self.dispatch(arrival)
+        for handoff in self._handoffs.values():
+            for sender in handoff.release_idle():
+                sender.set(None)
+
+    def stop(self) -> None:
+        """The drain is over: what is still queued was never sent, counted `unsent_at_stop`. Idempotent."""
+        self.end_schedule()
+        if self.stopped:
+            return
+        self.stopped = True
         for variant, handoff in self._handoffs.items():
-            for arrival in [*handoff.close(), *overdue]:  # every variant is sent every arrival
+            for arrival in handoff.close():  # every variant is sent every arrival
                 self._on_unsent(variant, arrival, "unsent_at_stop")

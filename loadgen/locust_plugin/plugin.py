@@ -134,6 +134,11 @@ def _on_init(environment: Environment, **_: Any) -> None:
     rt = Runtime(environment, scenario, getattr(opts, "raw_records", "") or None)
     rt.crashes.install()
     environment.loadgen = rt  # type: ignore[attr-defined]
+    if isinstance(runner, MasterRunner) and not environment.stop_timeout:
+        # The drain (load.drain) runs on each worker inside its stop (Runtime.drain_in_flight, at test_stopping);
+        # the master's stop waits stop_timeout + 60 s for the workers. Not Locust's own graceful stop on the
+        # workers: after it a worker's message loop sleeps stop_timeout more, and the final flush is lost.
+        environment.stop_timeout = scenario.load.drain
     if scenario.load.stages is not None and not isinstance(runner, WorkerRunner):
         # Locust reads the shape after init (headless: start_shape; the web UI: shape mode), so it can be set here.
         shape = StagesShape(scenario)
@@ -152,6 +157,9 @@ def _on_init(environment: Environment, **_: Any) -> None:
         # run: keep it out of the cyclic GC's scans, whose full collections otherwise pause the loop that times
         # every stream.
         gc.freeze()
+        if not isinstance(runner, MasterRunner):
+            # Every user of the run exists (a worker hears it from its master): open-loop arrivals start now.
+            rt.start_arrivals()
 
     environment.events.spawning_complete.add_listener(_spawned)
     # report_to_master / worker_report carry no environment: these listeners close over it.
@@ -303,7 +311,13 @@ def _on_test_stopping(environment: Environment, **_: Any) -> None:
     rt = getattr(environment, "loadgen", None)
     if rt is not None:
         rt.stopping = True
-        rt.stop_arrivals()
+        rt.begin_stop()
+        if not isinstance(environment.runner, MasterRunner):
+            rt.drain_in_flight()  # before Locust kills the users: what is in flight finishes, measured whole
+            # Then Locust kills at once what is left (it is cut by the stop). A master sends its stop_timeout to its
+            # workers with every spawn; left there, a worker would wait that long again for users that have nothing
+            # more to send, then sleep as long again before it answers the final flush.
+            environment.stop_timeout = 0
         # The window ends when the stop begins: a master's stop then waits (in 1 s steps) for the workers' users.
         if rt.collector is not None and rt.collector.stopped_wall is None:
             rt.collector.stopped_wall = time.time()

@@ -43,6 +43,8 @@ _LAG_PERIOD = 0.01
 # Finished requests waiting to be recorded beyond which the recorder stops waiting for idle moments.
 _RECORD_BACKLOG = 2048
 _CPU_PERIOD = 1.0
+# How often the drain at the stop looks whether anything is still in flight.
+_DRAIN_POLL = 0.05
 _RAW_FLUSH_S = 0.25
 
 
@@ -121,6 +123,7 @@ class Runtime:
         # What crashed in this process (unhandled greenlet exceptions, swallowed listener exceptions): a failed run.
         self.crashes = CrashLog()
         self.stopping = False  # Locust's test_stopping fired: users are being stopped
+        self.in_flight = 0  # requests being sent or streamed by this process's users
         self._pending: deque[tuple[RequestRecord, Callable[[RequestRecord], None]]] = deque()
         self._recorder: gevent.Greenlet | None = None
         # The scenario's tokenizer, to count the chunks of replies whose server streamed no counts (the streams
@@ -176,28 +179,65 @@ class Runtime:
                 self.count_unsent,
                 self.record_slip,
             )
-            self.dispatcher.start()
+            # Started by `start_arrivals` once every sender exists (Locust's spawning_complete): arrivals due while
+            # users were still spawning would find too few senders and queue or be dropped.
+
+    def start_arrivals(self) -> None:
+        """Open loop: every user is spawned, send the schedule from now (once per run). The schedule's offsets count
+        from this moment; when the spawn outlasted the warm-up, the measured window starts here too (a window
+        without arrivals would understate the rate achieved)."""
+        d = self.dispatcher
+        if d is None or d.started or self.stopping:
+            return
+        now = time.monotonic()
+        d.start(now)
+        if now > self.warmup_end:
+            self.warmup_end = self.aggregate.window_start = now
 
     def record_slip(self, seconds: float) -> None:
-        """How late the dispatcher handed out an arrival (this interval's health; its own timer's lateness)."""
-        self.health.add_slip(seconds)
+        """How late the dispatcher handed out an arrival (this interval's health; its own timer's lateness). The
+        measured window only, as for the loop lag: not the warm-up (the loop is busy opening connections)."""
+        if time.monotonic() >= self.warmup_end:
+            self.health.add_slip(seconds)
+
+    def begin_stop(self) -> None:
+        """Locust is stopping the users (test_stopping): the measured window ends now; no arrival is scheduled
+        after it. What is in flight gets `load.drain` to finish (Locust's stop_timeout: a user stops after its
+        current request), and the senders that come free in it send the arrivals already due."""
+        now = time.monotonic()
+        if self.stopped_at is None and self.started:
+            self.stopped_at = now
+            self.aggregate.window_end = now
+        if self.dispatcher is not None:
+            self.dispatcher.end_schedule()
+
+    def drain_in_flight(self) -> None:
+        """Wait (the loop runs on) until no request is in flight and no due arrival is queued, or `load.drain` has
+        passed: then Locust kills the users, and what is still running is cut by the stop."""
+        deadline = time.monotonic() + self.scenario.load.drain
+        d = self.dispatcher
+        while (self.in_flight or (d is not None and d.queued)) and time.monotonic() < deadline:
+            gevent.sleep(_DRAIN_POLL)
 
     def stop_arrivals(self) -> None:
-        """The run is stopping: no arrival after this moment (open loop; nothing in closed loop)."""
+        """The drain is over: what is still waiting for a sender is counted unsent (open loop)."""
         if self.dispatcher is not None:
             self.dispatcher.stop()
 
     def count_unsent(self, variant: str, arrival: Arrival, outcome: str) -> None:
-        """An arrival of `variant` that was not sent: `dropped` (overflow), or `unsent_at_stop`."""
-        if outcome == "dropped" and arrival.at < self.warmup_end:
+        """An arrival of `variant` that was not sent: `dropped` (overflow: drop, or the `late` backlog was full), or
+        `unsent_at_stop`. Inside the window it is a failed request of class `not_sent` (`GroupStats.add_not_sent`):
+        what the client could not send is part of the verdict, not a footnote."""
+        if outcome != "unsent_at_stop" and arrival.at < self.warmup_end:
             outcome = "in_warmup"
         mix = self.assigner.mix_of(arrival.index) if self.assigner is not None else ""
-        counts = self.aggregate.group(variant, mix).arrivals
-        counts[outcome] = counts.get(outcome, 0) + 1
+        group = self.aggregate.group(variant, mix)
+        group.arrivals[outcome] = group.arrivals.get(outcome, 0) + 1
+        if outcome != "in_warmup":
+            group.add_not_sent()
 
     def on_test_stop(self) -> None:
-        if self.stopped_at is None and self.started:
-            self.stopped_at = time.monotonic()
+        self.begin_stop()  # (when Locust stopped without test_stopping first)
         self.stop_arrivals()
         self.drain()
         for g in self._monitors:
@@ -207,18 +247,22 @@ class Runtime:
             self.raw.flush()
 
     def record(self, rec: RequestRecord) -> None:
-        if self._goodput:
-            rec.goodput_misses = goodput_misses(rec, self._goodput)
         tok = self._tokenizer
         if tok is not None and rec.chunk_text_ends is not None and rec.token_source != TokenSource.SERVER:
             # Here, not as chunks arrive: tokenizing a reply takes ~0.1-1 ms, which the recorder spends at idle
             # priority; the whole reply at once is also what makes the count exact at chunk boundaries.
             apply_token_ends(rec, tok.token_ends(rec.output_text))
+        if self._goodput:  # after the recount: TPOT and the ITL gaps depend on the per-chunk counts
+            rec.goodput_misses = goodput_misses(rec, self._goodput)
         self.aggregate.add(rec, time.time())
         if rec.scheduled is not None:
             counts = self.aggregate.group(rec.variant, rec.mix).arrivals
             key = "sent" if rec.sent >= self.warmup_end else "in_warmup"
             counts[key] = counts.get(key, 0) + 1
+            if key == "sent" and self.stopped_at is not None and rec.sent > self.stopped_at:
+                # Of the sent, those that went out in the drain (due in the window, sent after it): not in the rate
+                # achieved over the window.
+                counts["sent_in_drain"] = counts.get("sent_in_drain", 0) + 1
         if self.raw is not None:
             self.raw.write(rec)
 

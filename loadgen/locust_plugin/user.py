@@ -14,9 +14,10 @@ sessions in flight. A failed turn ends its session; a turn cut by the stop is re
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NoReturn
 
 import gevent
+from gevent.event import Event
 from locust import User, task
 from locust.env import Environment
 
@@ -76,10 +77,15 @@ class LLMUser(User):
 
     @task
     def stream(self) -> None:
-        dispatcher = self._rt.dispatcher
+        rt = self._rt
+        dispatcher = rt.dispatcher
         arrival = None
         spec = self._next_turn
         self._next_turn = None
+        if rt.stopping and (dispatcher is None or spec is not None):
+            # The window is over: the drain waits for the requests in flight, this user starts none (a closed-loop
+            # request, a session's next turn); Locust kills it when the drain ends.
+            _idle_until_killed()
         try:
             if spec is None:
                 if dispatcher is None:
@@ -88,6 +94,8 @@ class LLMUser(User):
                 else:
                     # Open loop: wait for this worker's next arrival of the variant (due now, or late), and send it.
                     arrival = dispatcher.next_arrival(self._variant)
+                    if arrival is None:  # the schedule ended and nothing is queued: nothing more to send
+                        _idle_until_killed()
                     spec = self._requests.draw(arrival.index)
                     scheduled = arrival.at
                 self._session = Conversation(self._requests.sampler, spec) if spec.turns else None
@@ -96,7 +104,11 @@ class LLMUser(User):
             session = self._session
             # Keep a turn's reply text when a later turn sends it back; other requests keep the C read path.
             self._requests.keep_text = self._keep_text or (session is not None and not session.over)
-            rec = self._requests.send_next(self._rt.warmup_end, scheduled=scheduled, spec=spec)
+            rt.in_flight += 1  # what the drain at the stop waits for
+            try:
+                rec = self._requests.send_next(rt.warmup_end, scheduled=scheduled, spec=spec)
+            finally:
+                rt.in_flight -= 1
         except CutByStop as cut:
             if arrival is not None and not cut.written:
                 # Stopped before the request went out: an arrival never sent, not a request cut short.
@@ -164,3 +176,9 @@ def variant_user_classes(base: type[LLMUser], scenario: Scenario) -> list[type[L
         }
         classes.append(type(f"{base.__name__}-{v.name}", (base,), attrs))
     return classes
+
+
+def _idle_until_killed() -> NoReturn:
+    """Wait for Locust to kill this user (at the end of the drain): it has nothing more to send."""
+    Event().wait()
+    raise AssertionError("unreachable: nothing sets this event")

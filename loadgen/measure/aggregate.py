@@ -16,6 +16,7 @@ from typing import Any
 from loadgen.measure.histogram import LatencyHistogram, merge_encoded_into, record_chunk_gaps
 from loadgen.measure.pairs import PairSamples
 from loadgen.measure.records import RequestRecord
+from loadgen.measure.slices import BucketStats, add_counts
 from loadgen.measure.timeline import Timeline
 from loadgen.metric_names import METRICS
 
@@ -24,6 +25,7 @@ __all__ = [
     "CENSORED_METRICS",
     "CONNECTION_METRICS",
     "METRICS",
+    "NOT_SENT",
     "Aggregate",
     "BucketStats",
     "GroupStats",
@@ -32,8 +34,10 @@ __all__ = [
 
 # Opening a connection: beside TTFT, not in it (TTFT runs from the request write).
 CONNECTION_METRICS: tuple[str, ...] = ("connect", "tls")
+# The error class of an open-loop arrival that was never sent (`GroupStats.add_not_sent`).
+NOT_SENT = "not_sent"
 # Metrics where a request that never got there is a censored sample (above everything measured).
-CENSORED_METRICS: tuple[str, ...] = ("ttft", "e2e", "e2e_from_schedule")
+CENSORED_METRICS: tuple[str, ...] = ("ttft", "e2e", "ttft_from_schedule", "e2e_from_schedule")
 # 7: the per-variant timeline (measure/timeline.py). 8: per (variant, priority class) groups ("classes").
 # 9: per-request samples for the variants' paired comparison ("pairs", measure/pairs.py).
 WIRE_VERSION = 9
@@ -52,6 +56,8 @@ _COUNTERS = (
     "shared_prefix_tokens",
     "warmup_excluded",
     "cut_by_stop",
+    "drained",
+    "drained_ok",
     "ok_without_tokens",
     "goodput_judged",
     "goodput_ok",
@@ -59,17 +65,12 @@ _COUNTERS = (
 _COUNTS = ("errors", "token_sources", "censored", "finish_reasons", "arrivals", "goodput_misses")
 
 
-def _add_counts(into: dict[str, int], other: dict[str, int]) -> None:
-    for k, v in other.items():
-        into[k] = into.get(k, 0) + v
-
-
-def _tokens_from(rec: RequestRecord, start: float) -> int:
-    """Tokens of the chunks that arrived at or after `start` (all of them when the request began after it)."""
+def _tokens_from(rec: RequestRecord, start: float, end: float = math.inf) -> int:
+    """Tokens of the chunks that arrived in [`start`, `end`] (all of them when the request lies inside)."""
     t, n = rec.chunk_times, rec.chunk_tokens
-    if not t or t[0] >= start:
+    if not t or (t[0] >= start and t[-1] <= end):
         return sum(n)
-    return sum(k for ti, k in zip(t, n, strict=False) if ti >= start)
+    return sum(k for ti, k in zip(t, n, strict=False) if start <= ti <= end)
 
 
 @dataclass(slots=True)
@@ -98,7 +99,13 @@ class GroupStats:
     target_prompt_tokens: int = 0
     shared_prefix_tokens: int = 0
     warmup_excluded: int = 0
+    # Still running when the drain ended (`load.drain`): censored in E2E (and TTFT without a first token), their
+    # age at the cut in the "cut_age" histogram.
     cut_by_stop: int = 0
+    # Completed during the drain (after the window's end): in the latencies and the success rate, not in
+    # requests/s (throughput is over the window); `drained_ok` of them succeeded.
+    drained: int = 0
+    drained_ok: int = 0
     ok_without_tokens: int = 0
     token_sources: dict[str, int] = field(default_factory=dict)
     censored: dict[str, int] = field(default_factory=dict)
@@ -122,19 +129,21 @@ class GroupStats:
     def _censor(self, metric: str) -> None:
         self.censored[metric] = self.censored.get(metric, 0) + 1
 
-    def add(self, rec: RequestRecord, window_start: float = -math.inf) -> None:
+    def add(self, rec: RequestRecord, window_start: float = -math.inf, window_end: float = math.inf) -> None:
         if rec.cut_by_stop:
-            self.cut_by_stop += 1
-            self.output_tokens += _tokens_from(rec, window_start)
+            self._add_cut(rec, window_start, window_end)
             return
         if rec.warmup:
             self.warmup_excluded += 1
-            self.output_tokens += _tokens_from(rec, window_start)
+            self.output_tokens += _tokens_from(rec, window_start, window_end)
             return
         self.requests += 1
+        if rec.done is not None and rec.done > window_end:
+            self.drained += 1
+            self.drained_ok += rec.error is None
         self.target_prompt_tokens += rec.prompt_tokens_target
         self.shared_prefix_tokens += rec.shared_prefix_tokens
-        tokens = _tokens_from(rec, window_start)
+        tokens = _tokens_from(rec, window_start, window_end)
         if rec.connect_s is not None:
             self._hist("connect").record(rec.connect_s)
         if rec.tls_s is not None:
@@ -149,8 +158,12 @@ class GroupStats:
             ttft = rec.ttft
             if ttft is None:
                 self._censor("ttft")
+                if rec.scheduled is not None:
+                    self._censor("ttft_from_schedule")
             else:
                 self._hist("ttft").record(ttft)
+                if rec.scheduled is not None:
+                    self._hist("ttft_from_schedule").record(rec.chunk_times[0] - rec.scheduled)
             self._censor("e2e")
             if rec.scheduled is not None:
                 self._censor("e2e_from_schedule")
@@ -162,7 +175,7 @@ class GroupStats:
         if misses is not None:
             self.goodput_judged += 1
             if misses:
-                _add_counts(self.goodput_misses, dict.fromkeys(misses, 1))
+                add_counts(self.goodput_misses, dict.fromkeys(misses, 1))
             else:
                 self.goodput_ok += 1
         # The server's usage may count a token that never came as a chunk (EOS with an empty delta).
@@ -180,6 +193,8 @@ class GroupStats:
         ttft = rec.ttft
         if ttft is not None:
             self._hist("ttft").record(ttft)
+            if rec.scheduled is not None:
+                self._hist("ttft_from_schedule").record(rec.chunk_times[0] - rec.scheduled)
         else:
             self.ok_without_tokens += 1
         e2e = rec.e2e
@@ -194,13 +209,45 @@ class GroupStats:
         if len(t) > 1:
             record_chunk_gaps(self._hist("itl"), self._hist("icl"), t, rec.chunk_tokens)
 
+    def _add_cut(self, rec: RequestRecord, window_start: float, window_end: float) -> None:
+        """A request the stop cut after the drain: it had run `done − sent` at least, so it is a censored sample of
+        E2E (above every measured one: a p99 must not improve because the slowest requests were still running), and
+        of TTFT when no token had come; a TTFT it did measure is kept. Not in the success rate: it neither
+        succeeded nor failed. Its tokens inside the window count for throughput."""
+        self.cut_by_stop += 1
+        self.output_tokens += _tokens_from(rec, window_start, window_end)
+        if rec.warmup or rec.done is None:
+            return
+        self._hist("cut_age").record(rec.done - (rec.scheduled if rec.scheduled is not None else rec.sent))
+        ttft = rec.ttft
+        if ttft is None:
+            self._censor("ttft")
+        else:
+            self._hist("ttft").record(ttft)
+        self._censor("e2e")
+        if rec.scheduled is not None:
+            if ttft is None:
+                self._censor("ttft_from_schedule")
+            else:
+                self._hist("ttft_from_schedule").record(rec.chunk_times[0] - rec.scheduled)
+            self._censor("e2e_from_schedule")
+
+    def add_not_sent(self) -> None:
+        """An open-loop arrival of the window that was never sent (dropped: every sender was busy; or still waiting
+        for one at the stop): a failed request of its own class, `not_sent`, in the success rate, and a censored
+        sample of every latency it would have had (above every measured one)."""
+        self.requests += 1
+        self.errors[NOT_SENT] = self.errors.get(NOT_SENT, 0) + 1
+        for metric in CENSORED_METRICS:
+            self._censor(metric)
+
     def merge(self, other: GroupStats) -> None:
         for m, h in other.hists.items():
             self._hist(m).merge(h)
         for name in _COUNTERS:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         for name in _COUNTS:
-            _add_counts(getattr(self, name), getattr(other, name))
+            add_counts(getattr(self, name), getattr(other, name))
 
     def reset_counters(self) -> None:
         """Zero the counters and keep the histograms (a report interval that ships counters only)."""
@@ -238,77 +285,7 @@ class GroupStats:
         for name in _COUNTERS:
             setattr(self, name, getattr(self, name) + int(w.get(name, 0)))
         for name in _COUNTS:
-            _add_counts(getattr(self, name), w.get(name, {}))
-
-
-@dataclass(slots=True)
-class BucketStats:
-    """One (variant, mix, bucket) (a mix's length class: short / medium / long), or one (variant, mix, turn) of a
-    multi-turn session: requests, successes, and TTFT / E2E with the same censoring as `GroupStats` (a failed
-    request is a censored E2E sample, and a censored TTFT sample when it failed before its first token); the prompt
-    tokens the server reported over the successful requests that reported them (their mean is exact: a sum and a
-    count, no histogram). Warm-up and cut-by-stop requests are not counted."""
-
-    hists: dict[str, LatencyHistogram] = field(default_factory=dict)
-    requests: int = 0
-    ok: int = 0
-    censored: dict[str, int] = field(default_factory=dict)
-    prompt_reported: int = 0
-    prompt_tokens: int = 0
-
-    def _hist(self, metric: str) -> LatencyHistogram:
-        h = self.hists.get(metric)
-        if h is None:
-            h = self.hists[metric] = LatencyHistogram()
-        return h
-
-    def add(self, rec: RequestRecord) -> None:
-        self.requests += 1
-        ttft = rec.ttft
-        if ttft is not None:
-            self._hist("ttft").record(ttft)
-        elif rec.error is not None:
-            self.censored["ttft"] = self.censored.get("ttft", 0) + 1
-        if rec.error is not None:
-            self.censored["e2e"] = self.censored.get("e2e", 0) + 1
-            return
-        self.ok += 1
-        e2e = rec.e2e
-        if e2e is not None:
-            self._hist("e2e").record(e2e)
-        if rec.prompt_tokens is not None:
-            self.prompt_reported += 1
-            self.prompt_tokens += rec.prompt_tokens
-
-    def merge(self, other: BucketStats) -> None:
-        for m, h in other.hists.items():
-            self._hist(m).merge(h)
-        for name in _SLICE_COUNTERS:
-            setattr(self, name, getattr(self, name) + getattr(other, name))
-        _add_counts(self.censored, other.censored)
-
-    def reset_counters(self) -> None:
-        for name in _SLICE_COUNTERS:
-            setattr(self, name, 0)
-        self.censored = {}
-
-    def to_wire(self, histograms: bool = True) -> dict[str, Any]:
-        hists = {m: h.encode() for m, h in self.hists.items() if h.count} if histograms else {}
-        return {
-            "hists": hists,
-            **{name: getattr(self, name) for name in _SLICE_COUNTERS},
-            "censored": dict(self.censored),
-        }
-
-    def merge_wire(self, w: dict[str, Any]) -> None:
-        for m, blob in w.get("hists", {}).items():
-            merge_encoded_into(blob, [self._hist(m)])
-        for name in _SLICE_COUNTERS:
-            setattr(self, name, getattr(self, name) + int(w.get(name, 0)))
-        _add_counts(self.censored, w.get("censored", {}))
-
-
-_SLICE_COUNTERS = ("requests", "ok", "prompt_reported", "prompt_tokens")
+            add_counts(getattr(self, name), w.get(name, {}))
 
 
 class Aggregate:
@@ -332,6 +309,7 @@ class Aggregate:
         "variant_timeline",
         "pairs",
         "window_start",
+        "window_end",
     )
 
     def __init__(self, window_start: float = -math.inf) -> None:
@@ -344,8 +322,10 @@ class Aggregate:
         self.variant_timeline = Timeline()
         # Hash-sampled per-request values, for the variants' paired comparison (report/compare.py).
         self.pairs = PairSamples()
-        # Start of the measured window (monotonic): where this process's warm-up ended.
+        # The measured window (monotonic): where this process's warm-up ended, and where its stop began (set at
+        # the stop; what completes after it, in the drain, is measured but outside throughput).
         self.window_start = window_start
+        self.window_end = math.inf
 
     def group(self, variant: str, mix: str) -> GroupStats:
         key = (variant, mix)
@@ -379,9 +359,9 @@ class Aggregate:
         return self.starts.get((variant, state)) or self.starts.setdefault((variant, state), BucketStats())
 
     def add(self, rec: RequestRecord, wall_time: float) -> None:
-        self.group(rec.variant, rec.mix).add(rec, self.window_start)
+        self.group(rec.variant, rec.mix).add(rec, self.window_start, self.window_end)
         if rec.priority_class:  # warm-up and cut-by-stop requests too: a group counts them as such
-            self.priority_class(rec.variant, rec.priority_class).add(rec, self.window_start)
+            self.priority_class(rec.variant, rec.priority_class).add(rec, self.window_start, self.window_end)
         self.variant_timeline.add(rec, wall_time, self.window_start)
         if rec.warmup or rec.cut_by_stop:
             return

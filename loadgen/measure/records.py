@@ -149,12 +149,37 @@ class RequestRecord:
         return None if self.done is None else self.done - self.sent
 
     @property
+    def connect_start(self) -> float:
+        """When the request began to go out: before the TCP connect and TLS handshake it opened, if any (`sent` is
+        stamped after them, at the request write)."""
+        return self.sent - (self.connect_s or 0.0) - (self.tls_s or 0.0)
+
+    @property
     def queue_delay(self) -> float | None:
-        return None if self.scheduled is None else self.sent - self.scheduled
+        """Open loop: how long the arrival waited in the client for a free sender, connect start − scheduled (the
+        time to open a connection is the target's, reported apart as `connect_s` / `tls_s`)."""
+        return None if self.scheduled is None else self.connect_start - self.scheduled
+
+    @property
+    def ttft_from_schedule(self) -> float | None:
+        """Open loop: first token − scheduled, what a user of the service waits for the first token."""
+        if self.scheduled is None or not self.chunk_times:
+            return None
+        return self.chunk_times[0] - self.scheduled
+
+    @property
+    def e2e_from_schedule(self) -> float | None:
+        """Open loop: done − scheduled, client-side queueing included."""
+        return None if self.scheduled is None or self.done is None else self.done - self.scheduled
 
     @property
     def tokens_received(self) -> int:
         return sum(self.chunk_tokens)
+
+    @property
+    def output_count_beyond_chunks(self) -> int:
+        """How many more tokens the server's usage counts than the chunks carried (0 without usage)."""
+        return 0 if self.output_tokens is None else max(self.output_tokens - self.tokens_received, 0)
 
     @property
     def output_token_count(self) -> int:
@@ -186,6 +211,10 @@ class RequestRecord:
             denom = self.tokens_received - self.chunk_tokens[0]
         else:
             denom = self.output_token_count - self.chunk_tokens[0]
+            if self.token_source == TokenSource.ONE_PER_CHUNK and self.output_count_beyond_chunks == 1:
+                # A usage total one above the chunks is the end-of-sequence token (the accumulator's rule), which
+                # came with no text after the last chunk: outside the (first, last) span.
+                denom -= 1
         if denom <= 0:
             return None
         return (self.chunk_times[-1] - self.chunk_times[0]) / denom

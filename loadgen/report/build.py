@@ -37,6 +37,7 @@ from loadgen.report.compare import (
 from loadgen.report.html import render_html
 from loadgen.report.markdown import render_markdown
 from loadgen.report.provenance import environment, safe_url, scenario_record
+from loadgen.report.sustained_rate import sustained_rate_slos
 from loadgen.traffic.arrivals import schedule_for
 
 __all__ = ["SCHEMA", "build_report", "exit_code", "open_loop_json", "render_markdown", "write_reports"]
@@ -57,6 +58,14 @@ def _goodput_json(g: GroupStats, window_s: float) -> dict[str, Any]:
     }
 
 
+def _age_json(h: LatencyHistogram | None) -> dict[str, Any] | None:
+    """How long the requests the stop cut had run (from their send, or their schedule in open loop)."""
+    if h is None or not h.count:
+        return None
+    summary = h.summary_ms()
+    return {k: summary.get(k) for k in ("count", "p50", "max")}
+
+
 def _group_json(g: GroupStats, window_s: float, goodput: bool = False) -> dict[str, Any]:
     """`goodput`: the scenario sets per-request SLOs (then every group says how many met them, 0 included)."""
     w = window_s if window_s > 0 else float("nan")
@@ -72,15 +81,18 @@ def _group_json(g: GroupStats, window_s: float, goodput: bool = False) -> dict[s
         "ok": g.ok,
         "errors": dict(sorted(g.errors.items())),
         "success_rate": round(g.ok / g.requests, 6) if g.requests else None,
-        # In flight when the run stopped: their tokens inside the window are in output_tokens; they are neither
-        # errors nor latency samples.
+        # Still in flight when the drain ended (load.drain): censored in E2E (and TTFT without a first token), not
+        # in the success rate; their tokens inside the window are in output_tokens. Their age at the cut.
         "cut_by_stop": g.cut_by_stop,
+        "cut_by_stop_age_ms": _age_json(g.hists.get("cut_age")),
+        # Completed during the drain, after the window: in the latencies and the success rate, not in requests/s.
+        "drained": g.drained,
         # Failed requests in the latency percentiles: above every measured value (see report text).
         "censored": dict(sorted(g.censored.items())),
         "ok_without_tokens": g.ok_without_tokens,
         "output_tokens": g.output_tokens,
         "prompt_tokens": g.prompt_tokens,
-        "requests_per_s": round(g.ok / w, 4) if window_s > 0 else None,
+        "requests_per_s": round((g.ok - g.drained_ok) / w, 4) if window_s > 0 else None,
         "output_tokens_per_s": round(g.output_tokens / w, 2) if window_s > 0 else None,
         "input_tokens_per_s": round(g.prompt_tokens / w, 2) if window_s > 0 else None,
         # Cached ÷ prompt tokens over the successful requests whose server said how many it served from its prefix
@@ -179,7 +191,8 @@ def open_loop_json(scenario: Scenario, g: GroupStats, window_s: float) -> dict[s
     load = scenario.load
     # Staged rates: what the stages ask for on average over the measured window (warm-up end to the end).
     requested = arrival.mean_rate() if profile is None else round(profile.mean_rate(load.warmup, load.duration), 4)
-    achieved = counts["sent"] / window_s if window_s > 0 else None
+    in_drain = g.arrivals.get("sent_in_drain", 0)  # of the sent: due in the window, sent in the drain after it
+    achieved = (counts["sent"] - in_drain) / window_s if window_s > 0 else None
     return {
         "kind": arrival.kind,
         "burstiness": arrival.burstiness,
@@ -190,6 +203,7 @@ def open_loop_json(scenario: Scenario, g: GroupStats, window_s: float) -> dict[s
         "achieved_rate_per_s": None if achieved is None else round(achieved, 4),
         "achieved_share": None if achieved is None else round(achieved / requested, 4),
         **counts,
+        "sent_in_drain": in_drain,
         "arrivals": sum(counts.values()),
     }
 
@@ -368,23 +382,34 @@ def _evaluate_slos(
                 entry["observed_percent"] = observed
                 entry["errors"] = dict(group["errors"]) if group else {}
                 assert slo.min_percent is not None
-                # No data is not a pass: an SLO that could not be checked fails the gate.
-                entry["passed"] = observed is not None and observed >= slo.min_percent
+                # No data is not a pass: an SLO that could not be checked fails the gate. Compared in integers
+                # (ok / requests >= min_percent / 100, scaled by 10^6): no rounding passes 98.99995 % as 99 %.
+                entry["passed"] = bool(group and group["requests"]) and (
+                    group["ok"] * 100_000_000 >= round(slo.min_percent * 1_000_000) * group["requests"]
+                )
             else:
                 assert slo.stat is not None and slo.max_ms is not None
-                summary = group["metrics_ms"].get(slo.metric) if group else None
+                # Open loop judges ttft / e2e from the schedule unless the scenario says send (load.latency_from):
+                # an arrival that waited in the client for a free sender counts its wait.
+                metric: str = slo.metric
+                if metric in ("ttft", "e2e") and scenario.load.latency_clock == "schedule":
+                    metric = f"{metric}_from_schedule"
+                entry["judged_on"] = metric
+                if metric != slo.metric:
+                    entry["slo"] += " (from the schedule)"
+                summary = group["metrics_ms"].get(metric) if group else None
                 censored = bool(summary and summary.get("censored") and summary.get(slo.stat) is None)
-                observed_ms = None if censored else (_stat(group, slo.metric, slo.stat) if group else None)
+                observed_ms = None if censored else (_stat(group, metric, slo.stat) if group else None)
                 entry["observed_ms"] = observed_ms
                 # The statistic falls among requests that failed before reaching it: it is above anything measured.
                 entry["censored"] = censored
                 entry["passed"] = observed_ms is not None and observed_ms <= slo.max_ms
                 if stats is not None:
                     entry["breaching_requests"] = _breaching(
-                        stats.get((v["name"], slo.mix, slo.cls)), slo.metric, slo.max_ms
+                        stats.get((v["name"], slo.mix, slo.cls)), metric, slo.max_ms
                     )
             out.append(entry)
-    return out
+    return out + sustained_rate_slos(scenario, variants)
 
 
 def exit_code(report: dict[str, Any]) -> ExitCode:

@@ -155,12 +155,14 @@ def _slo_table(report: dict[str, Any]) -> str:
     rows = []
     for s in slos:
         scope = s.get("mix") or (f"class {s['class']}" if s.get("class") else "all")
-        if s.get("metric") == "success_rate":
+        if s.get("min_percent") is not None:  # a share: success rate, open-loop arrivals sent
             threshold = f"≥ {s.get('min_percent'):,g} %" if s.get("min_percent") is not None else "–"
             obs = s.get("observed_percent")
             measured = "no data" if obs is None else f"{obs:.2f} %"
             if not s.get("passed") and s.get("errors"):
                 measured += " (" + ", ".join(f"{_e(k)} {n}" for k, n in s["errors"].items()) + ")"
+            if s.get("note"):
+                measured += f"<br><small>{_e(s['note'])}</small>"
         else:
             threshold = f"{_e(s.get('stat'))} ≤ {s['max_ms']:,g} ms" if s.get("max_ms") is not None else "–"
             obs = s.get("observed_ms")

@@ -20,10 +20,12 @@ def _case_name(slo: dict[str, Any]) -> str:
 
 
 def _measured(slo: dict[str, Any]) -> str:
-    if slo["metric"] == "success_rate":
+    if slo.get("min_percent") is not None:  # a share: success rate, open-loop arrivals sent
         observed = slo.get("observed_percent")
         value = "no requests" if observed is None else f"{observed:g} %"
-        return f"success rate {value}, threshold ≥ {slo['min_percent']:g} %"
+        name = slo["metric"].replace("_", " ")
+        note = f" ({slo['note']})" if slo.get("note") else ""
+        return f"{name} {value}, threshold ≥ {slo['min_percent']:g} %{note}"
     observed = slo.get("observed_ms")
     if slo.get("censored"):
         value = "above every measured value (censored: requests failed before reaching it)"

@@ -17,7 +17,8 @@ _METRIC_LABEL = {
     "icl": "ICL (per chunk)",
     "tpot": "TPOT",
     "e2e": "E2E",
-    "queue_delay": "Queue delay (sent − scheduled)",
+    "queue_delay": "Queue delay (connect start − scheduled)",
+    "ttft_from_schedule": "TTFT from schedule (first token − scheduled)",
     "e2e_from_schedule": "E2E from schedule (done − scheduled)",
     "connect": "TCP connect (new connections only, not in TTFT)",
     "tls": "TLS handshake (new connections only, not in TTFT)",
@@ -112,12 +113,15 @@ def render_markdown(report: dict[str, Any]) -> str:
                 no_tokens.append(f"{v['name']} {g['ok_without_tokens']}")
     lines += [
         "",
-        "Requests are counted when they complete inside the measured window; req/s counts the successful ones. "
-        "Token throughput counts the tokens whose chunks arrived inside the window, from any request (one sent "
-        "during the warm-up, one cut by the stop). A failed request is an error of its class and a *censored* "
+        "Requests are counted when they complete after the warm-up: inside the measured window, or in the drain "
+        "after the stop (`load.drain`: what was in flight is given time to finish, measured whole); req/s counts "
+        "the successful ones that completed inside the window. Token throughput counts the tokens whose chunks "
+        "arrived inside the window, from any request. A failed request is an error of its class and a *censored* "
         "sample: above every measured value in E2E, and in TTFT too when it failed before its first token — a "
         "percentile that falls among them shows as `censored`, so a p99 cannot pass because the slow requests "
-        "died. Requests cut by the stop are neither errors nor latency samples.",
+        "died. A request still running when the drain ended (cut by the stop) is a censored E2E sample too (and "
+        "TTFT, without a first token), not in the success rate: a p99 cannot improve because the slowest requests "
+        "were still running.",
     ]
     for src in sorted(sources):
         lines.append(f"- token counts `{src}`: {_TOKEN_SOURCE_NOTE.get(src, src)}")
@@ -155,7 +159,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         lines.append("|---|---|" + ("---|" if by_class else "") + "---|---:|---|")
         for s in report["slos"]:
             res = "pass" if s["passed"] else "**FAIL**"
-            if s["metric"] == "success_rate":
+            if s.get("min_percent") is not None:  # a share: success rate, open-loop arrivals sent
                 obs = "no data" if s.get("observed_percent") is None else f"{s['observed_percent']:.2f} %"
                 if not s["passed"] and s.get("errors"):
                     obs += " (" + ", ".join(f"{k} {n}" for k, n in s["errors"].items()) + ")"
@@ -352,9 +356,13 @@ def _open_loop_lines(report: dict[str, Any]) -> list[str]:
         )
     lines += [
         "",
-        "Achieved: arrivals sent inside the measured window per second of it. Every arrival is sent, dropped "
-        "(overflow `drop`: every user of its variant was busy), sent or dropped during the warm-up, or unsent at "
-        "the stop (waiting for a free user, or handed to one that was stopped before it went out). Queue delay is "
-        "sent − scheduled; with overflow `late` it holds the lag of every arrival that waited for a user.",
+        "Achieved: arrivals sent inside the measured window per second of it. Every arrival is sent (due in the "
+        "window and sent by a sender coming free in the drain after the stop, too), dropped (overflow `drop`: every "
+        "user of its variant was busy; or the `late` backlog full), sent or dropped during the warm-up, or unsent "
+        "when the drain ended (waiting for a free user, or handed to one that was stopped before it went out). "
+        "Dropped and unsent arrivals are failed requests of class `not_sent`, censored in every latency, and the "
+        "run breaches when more than `load.max_not_sent_percent` of them went unsent: the target did not sustain "
+        "the rate. Queue delay is connect start − scheduled; with overflow `late` it holds the lag of every arrival "
+        "that waited for a user. Open-loop TTFT and E2E SLOs are judged from the schedule (`load.latency_from`).",
     ]
     return lines

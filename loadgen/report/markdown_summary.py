@@ -24,11 +24,12 @@ def _num(v: float | None, nd: int = 2) -> str:
 
 def _breach(s: dict[str, Any]) -> str:
     where = s["variant"] + (f"/{s['mix']}" if s.get("mix") else "") + (f" [{s['class']}]" if s.get("class") else "")
-    if s["metric"] == "success_rate":
+    if s.get("min_percent") is not None:  # a share: success rate, open-loop arrivals sent
         seen = s.get("observed_percent")
         measured = "no requests" if seen is None else f"{seen:.2f} %"
         errors = ", ".join(f"{k} {n}" for k, n in (s.get("errors") or {}).items())
-        return f"{where}: {s['slo']} — measured {measured}" + (f" ({errors})" if errors else "")
+        note = f" — {s['note']}" if s.get("note") else ""
+        return f"{where}: {s['slo']} — measured {measured}" + (f" ({errors})" if errors else "") + note
     if s.get("censored"):
         measured = "censored (requests failed before reaching it)"
     elif s.get("observed_ms") is None:

@@ -287,26 +287,33 @@ def requested_rate(schedule: ArrivalSchedule, workers: int = 1) -> float:
 
 _S = TypeVar("_S")
 _A = TypeVar("_A")
-Outcome = Literal["handed", "queued", "dropped"]
+Outcome = Literal["handed", "queued", "dropped", "backlog_full"]
+# The `late` backlog's bound per variant and worker: past it the server is far behind (at 1,000 req/s, 10 s of
+# arrivals), and an arrival is refused as `backlog_full` (not sent, counted) rather than held in memory for ever.
+MAX_BACKLOG = 10_000
 
 
 class Handoff(Generic[_S, _A]):
     """Due arrivals and free senders of one variant, matched first come, first served.
 
     A free sender calls ``take(sender)``: it gets the oldest queued arrival, or None and waits (idle) until
-    ``arrive()`` hands it one. ``arrive(arrival)`` gives the arrival to the longest-idle sender (``"handed"``,
-    with that sender); with none free, ``overflow="late"`` queues it for the next free sender (``"queued"``: sent
-    late, its lag is the queue delay) and ``overflow="drop"`` refuses it (``"dropped"``, counted by the caller).
+    ``arrive()`` hands it one. ``arrive(arrival)`` gives the arrival to the most recently idle sender
+    (``"handed"``, with that sender: its kept-alive connection is the least likely to have been closed by the
+    server's idle timeout, and at low rates the other senders stay idle instead of every one going cold in turn);
+    with none free, ``overflow="late"`` queues it for the next free sender (``"queued"``: sent late, its lag is the
+    queue delay) up to ``max_backlog`` (then ``"backlog_full"``, refused) and ``overflow="drop"`` refuses it
+    (``"dropped"``); the caller counts what was refused.
     A sender handed an arrival is no longer idle at once, so two arrivals due together never go to one sender.
     ``close()`` returns the queued arrivals never sent (the run stopped) and empties the queue.
     """
 
-    __slots__ = ("overflow", "_idle", "_backlog")
+    __slots__ = ("overflow", "max_backlog", "_idle", "_backlog")
 
-    def __init__(self, overflow: str = "late") -> None:
+    def __init__(self, overflow: str = "late", max_backlog: int = MAX_BACKLOG) -> None:
         if overflow not in ("late", "drop"):
             raise ValueError(f"overflow must be 'late' or 'drop', got {overflow!r}")
         self.overflow = overflow
+        self.max_backlog = max_backlog
         self._idle: deque[_S] = deque()
         self._backlog: deque[_A] = deque()
 
@@ -322,9 +329,11 @@ class Handoff(Generic[_S, _A]):
 
     def arrive(self, arrival: _A) -> tuple[Outcome, _S | None]:
         if self._idle:
-            return "handed", self._idle.popleft()
+            return "handed", self._idle.pop()
         if self.overflow == "drop":
             return "dropped", None
+        if len(self._backlog) >= self.max_backlog:
+            return "backlog_full", None
         self._backlog.append(arrival)
         return "queued", None
 
@@ -333,6 +342,16 @@ class Handoff(Generic[_S, _A]):
             return self._backlog.popleft()
         self._idle.append(sender)
         return None
+
+    def take_queued(self) -> _A | None:
+        """The oldest queued arrival, or None (the caller does not wait)."""
+        return self._backlog.popleft() if self._backlog else None
+
+    def release_idle(self) -> list[_S]:
+        """Every waiting sender, no longer waiting (the schedule ended: nothing will be handed to them)."""
+        idle = list(self._idle)
+        self._idle.clear()
+        return idle
 
     def leave(self, sender: _S) -> None:
         """``sender`` stops waiting (its user is stopping); nothing is handed to it any more."""

@@ -53,7 +53,8 @@ def test_two_workers_send_the_rate_on_time_and_paired(tmp_path: Path) -> None:
         # Unsent: the arrivals falling due as the stop came (the dispatcher had not woken for them yet): one at
         # 25 req/s on a quick machine, two seen on a slow sitting of CI.
         assert o["dropped"] == 0 and o["unsent_at_stop"] <= 3 and o["in_warmup"] == 0
-        assert o["sent"] == g["requests"] + g["cut_by_stop"]  # no warm-up: every sent request is in the window
+        # No warm-up: every sent request is in the window; an arrival unsent at the stop is a failed one.
+        assert o["sent"] == g["requests"] - g["errors"].get("not_sent", 0) + g["cut_by_stop"]
         assert o["requested_rate_per_s"] == rate
         assert qd["p99"] < 20 and qd["count"] == g["ok"]
     rows = read_records(tmp_path / "raw")
@@ -128,7 +129,8 @@ def test_an_overloaded_sender_shows_its_lag_or_counts_its_drops(tmp_path: Path, 
             run_trust={"loop_lag_p99_ms": 200, "schedule_slip_p99_ms": 200},
         )
         proc = run_loadgen(scenario, "--workers", "1")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # Overloaded: the target did not sustain the rate, a breach of the run's own arrivals_sent entry (exit 1).
+    assert proc.returncode == 1, proc.stdout + proc.stderr
     report = read_report(tmp_path / "report")
     window = report["run"]["window_s"]
     scheduled = len(times_until(ArrivalSchedule("constant", rate), window, seed))
@@ -141,7 +143,11 @@ def test_an_overloaded_sender_shows_its_lag_or_counts_its_drops(tmp_path: Path, 
         f"{o['achieved_rate_per_s']} of {rate} req/s, queue delay p50 {qd['p50']} p99 {qd['p99']} ms"
     )
     # Never silently lost: every arrival of the window was sent (completed or cut), dropped, or unsent at the stop.
-    assert o["sent"] == g["requests"] + g["cut_by_stop"]
+    not_sent = g["errors"].get("not_sent", 0)
+    assert o["sent"] == g["requests"] - not_sent + g["cut_by_stop"]
+    assert not_sent == o["dropped"] + o["unsent_at_stop"]  # each a failed request of its own class
+    rate = next(s for s in report["slos"] if s["metric"] == "arrivals_sent")
+    assert not rate["passed"] and f"of the requested {rate['requested_rate_per_s']:g} req/s" in rate["note"]
     assert abs(o["sent"] + o["dropped"] + o["unsent_at_stop"] - scheduled) <= 2
     assert o["achieved_share"] < 0.5  # one sender cannot keep up
     if overflow == "late":
@@ -153,4 +159,4 @@ def test_an_overloaded_sender_shows_its_lag_or_counts_its_drops(tmp_path: Path, 
         assert o["dropped"] > scheduled / 2 and o["unsent_at_stop"] <= 5
         assert qd["p99"] < 30  # what is sent goes out on time
     md = (tmp_path / "report" / "report.md").read_text()
-    assert "## Open-loop arrivals" in md and "## Queue delay (sent − scheduled) (ms)" in md
+    assert "## Open-loop arrivals" in md and "## Queue delay (connect start − scheduled) (ms)" in md

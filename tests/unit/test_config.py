@@ -167,7 +167,10 @@ def test_unknown_top_level_key() -> None:
 def test_unknown_nested_key_lists_that_models_fields() -> None:
     issue = one_issue(MINIMAL + "load:\n  user: 3\n")
     assert (issue.path, issue.line) == ("load.user", 6)
-    known = "users, spawn_rate, duration, warmup, stages, think_time, arrival, overflow, sequential, sequential_pause"
+    known = (
+        "users, spawn_rate, duration, warmup, stages, think_time, arrival, overflow, drain, latency_from, "
+        "max_not_sent_percent, sequential, sequential_pause"
+    )
     assert f"(known: {known})" in issue.message
 
 

@@ -11,14 +11,35 @@ from loadgen.locust_plugin.open_loop import Arrival, ArrivalDispatcher
 from loadgen.traffic.arrivals import ArrivalSchedule, Handoff, times_until
 
 
-def test_an_arrival_goes_to_the_longest_idle_sender_and_only_to_one() -> None:
+def test_an_arrival_goes_to_the_most_recently_idle_sender_and_only_to_one() -> None:
     h: Handoff[str, int] = Handoff("late")
     assert h.take("u1") is None and h.take("u2") is None
     assert h.idle == 2
-    assert h.arrive(1) == ("handed", "u1")
-    assert h.arrive(2) == ("handed", "u2")  # two arrivals due together: two senders
+    assert h.arrive(1) == ("handed", "u2")  # the last to come free: its connection is the warmest
+    assert h.arrive(2) == ("handed", "u1")  # two arrivals due together: two senders
     assert h.arrive(3) == ("queued", None)
     assert h.idle == 0 and h.queued == 1
+
+
+def test_at_a_low_rate_one_sender_does_the_work_and_the_rest_stay_idle() -> None:
+    # 2 req/s over 128 senders, each request done before the next: handing to the longest idle would cycle all 128
+    # (each idle 64 s, cold on every request); the most recently idle sends them all.
+    h: Handoff[str, int] = Handoff("late")
+    for k in range(128):
+        h.take(f"u{k}")
+    used = set()
+    for a in range(50):
+        outcome, sender = h.arrive(a)
+        assert outcome == "handed" and sender is not None
+        used.add(sender)
+        assert h.take(sender) is None  # done, free again
+    assert used == {"u127"}
+
+
+def test_the_late_backlog_is_bounded_and_what_overflows_it_is_refused() -> None:
+    h: Handoff[str, int] = Handoff("late", max_backlog=3)
+    assert [h.arrive(a)[0] for a in range(5)] == ["queued"] * 3 + ["backlog_full"] * 2
+    assert h.queued == 3 and h.close() == [0, 1, 2]
 
 
 def test_late_queues_in_order_for_the_next_free_sender() -> None:
@@ -43,9 +64,9 @@ def test_a_sender_that_leaves_gets_nothing() -> None:
     h: Handoff[str, int] = Handoff("late")
     h.take("u1")
     h.take("u2")
-    h.leave("u1")
+    h.leave("u2")
     h.leave("nobody")
-    assert h.arrive(7) == ("handed", "u2")
+    assert h.arrive(7) == ("handed", "u1")
     assert h.arrive(8) == ("queued", None)
 
 
@@ -65,6 +86,8 @@ def _run_dispatcher(
     def user() -> None:
         while True:
             a = d.next_arrival("v")
+            if a is None:  # the schedule ended
+                return
             sent.append((a, time.monotonic()))
             gevent.sleep(service_s)
 

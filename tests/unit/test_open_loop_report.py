@@ -45,8 +45,14 @@ def test_requested_vs_achieved_rate_and_every_arrival_counted() -> None:
     assert qd["count"] == 150 and 1.9 < qd["p50"] < 2.1 and qd["max"] > 190
     slo = report["slos"][0]
     assert slo["metric"] == "queue_delay" and slo["passed"]  # p99 = 2 ms: the one late arrival is the max
+    # 32 of the window's 192 arrivals were not sent: the target did not sustain the rate, a breach (exit 1).
+    rate = report["slos"][1]
+    assert rate["metric"] == "arrivals_sent" and not rate["passed"] and report["exit_code"] == 1
+    assert (rate["not_sent"], rate["arrivals"], rate["observed_percent"]) == (32, 192, 83.3333)
+    assert "sustained 16 of the requested 20 req/s: 32 of 192 arrivals were not sent (dropped" in rate["note"]
     md = render_markdown(report)
-    assert "## Open-loop arrivals" in md and "## Queue delay (sent − scheduled) (ms)" in md
+    assert "## Open-loop arrivals" in md and "## Queue delay (connect start − scheduled) (ms)" in md
+    assert "sustained 16 of the requested 20 req/s" in md
     assert "| a | 20.00 | 16.00 | 80.0 % | 160 | 30 | 2 | 5 |" in md
 
 
@@ -59,3 +65,48 @@ def test_closed_loop_reports_no_open_loop_figures() -> None:
     assert "open_loop" not in report["variants"][0]
     assert "arrivals" not in report["variants"][0]["overall"]
     assert "Open-loop" not in render_markdown(report)
+
+
+def _overloaded(not_sent: int, sent: int = 100, slos: str = "[]") -> dict:
+    """A window of `sent` requests of 1 s each and `not_sent` arrivals never sent (not_sent: failed, censored)."""
+    agg = Aggregate()
+    g = agg.group("a", "chat")
+    for i in range(sent):
+        rec = _sent(i, 100.0 + i * 0.05, 0.001)
+        rec.done = rec.sent + 1.0
+        agg.add(rec, 0.0)
+    for _ in range(not_sent):
+        g.add_not_sent()
+    g.arrivals.update({"sent": sent, "dropped": not_sent})
+    doc = OPEN.replace("[{metric: queue_delay, stat: p99, max_ms: 5}]", slos)
+    return build_report(parse_scenario(doc), agg, 10.0)
+
+
+def test_arrivals_never_sent_fail_the_success_rate_and_censor_every_latency() -> None:
+    report = _overloaded(not_sent=3, slos="[{metric: success_rate, min_percent: 99}]")
+    g = report["variants"][0]["overall"]
+    assert (g["requests"], g["ok"], g["errors"]) == (103, 100, {"not_sent": 3})
+    assert g["censored"] == {"e2e": 3, "e2e_from_schedule": 3, "ttft": 3, "ttft_from_schedule": 3}
+    assert g["metrics_ms"]["e2e"]["count"] == 100
+    assert [s["passed"] for s in report["slos"]] == [False, False] and report["exit_code"] == 1
+
+
+def test_the_rate_entry_passes_within_its_allowance_and_says_how_many_senders_the_rate_needs() -> None:
+    assert _overloaded(not_sent=1)["exit_code"] == 0  # 1 of 101: within the default 1 %
+    report = _overloaded(not_sent=2)  # 2 of 102: 1.96 % > 1 %
+    rate = next(s for s in report["slos"] if s["metric"] == "arrivals_sent")
+    assert not rate["passed"] and report["exit_code"] == 1
+    # Little's law at the E2E measured (1 s from the schedule, the not-sent ones censored): 20 req/s holds ~20.
+    assert "raise load.users" in rate["note"] and "~20 requests in flight" in rate["note"]
+
+
+def test_the_allowance_is_compared_exactly() -> None:
+    # 1 not sent of 100,000 arrivals is 0.001 %: allowed at max_not_sent_percent 0.001, refused at 0.0009.
+    for allowed, ok in ((0.001, True), (0.0009, False)):
+        agg = Aggregate()
+        g = agg.group("a", "chat")
+        agg.add(_sent(0, 100.0, 0.001), 0.0)
+        g.arrivals.update({"sent": 99_999, "dropped": 1})
+        doc = OPEN.replace("overflow: drop}", f"overflow: drop, max_not_sent_percent: {allowed}}}")
+        report = build_report(parse_scenario(doc), agg, 10.0)
+        assert next(s for s in report["slos"] if s["metric"] == "arrivals_sent")["passed"] is ok

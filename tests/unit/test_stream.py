@@ -72,7 +72,7 @@ def test_without_server_counts_each_content_chunk_is_one_token() -> None:
     assert list(rec.chunk_tokens) == [1, 1]
     assert rec.ttft == pytest.approx(0.05)
     assert rec.output_tokens == 3  # server usage wins over the chunk count for token totals
-    assert rec.tpot == pytest.approx(0.02 / 2)
+    assert rec.tpot == pytest.approx(0.02 / 1)  # one gap between the two tokens; the EOS is outside the span
     assert rec.finish_reason == "stop"
 
 
@@ -185,3 +185,28 @@ def test_queue_delay_and_tpot_edge_cases() -> None:
     assert rec.tpot is None and rec.ttft is None
     rec.chunk_times, rec.chunk_tokens = array("d", [10.1]), array("l", [1])
     assert rec.tpot is None  # one chunk: no inter-token time exists
+
+
+def test_queue_delay_runs_to_the_connect_start_and_the_connect_is_apart() -> None:
+    # Due at 9.5, a sender free at 9.7 opened a connection (0.2 s) and a TLS session (0.1 s), wrote at 10.0.
+    rec = RequestRecord("r", "v", "m", scheduled=9.5, sent=10.0, connect_s=0.2, tls_s=0.1)
+    assert rec.queue_delay == pytest.approx(0.2)
+    rec.chunk_times, rec.chunk_tokens, rec.done = array("d", [10.4]), array("l", [1]), 11.0
+    assert rec.ttft == pytest.approx(0.4) and rec.ttft_from_schedule == pytest.approx(0.9)
+    assert rec.e2e_from_schedule == pytest.approx(1.5)
+    closed = RequestRecord("r", "v", "m", sent=10.0, done=11.0)
+    assert closed.queue_delay is None and closed.ttft_from_schedule is None and closed.e2e_from_schedule is None
+
+
+def test_tpot_leaves_out_the_eos_token_that_usage_counts_and_no_chunk_carried() -> None:
+    # Ten one-token chunks 10 ms apart, then a final chunk with empty text: usage says 11 (the EOS token).
+    acc = _acc()
+    acc.feed(100.1, _chunk(role=True))
+    for i in range(10):
+        acc.feed(100.2 + i * 0.01, _chunk(content=f"t{i}"))
+    acc.feed(100.3, _chunk(content="", finish="stop"))
+    acc.feed(100.3, b'data: {"choices":[],"usage":{"prompt_tokens":10,"completion_tokens":11,"total_tokens":21}}\n\n')
+    acc.feed(100.3, DONE)
+    rec = acc.finish(100.3)
+    assert rec.token_source == TokenSource.ONE_PER_CHUNK and rec.output_token_count == 11
+    assert rec.tpot == pytest.approx(0.09 / 9)  # nine gaps between ten tokens, not 0.09 / 10
