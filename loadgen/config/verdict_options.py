@@ -74,6 +74,6 @@ class ColdStarts(BaseModel):
     idle_gap: Duration = Field(
         default=30.0,
         gt=0,
-        description="A request sent after its stream was idle longer than this (no request in flight on it) is cold: "
-        "a scale-to-zero deployment may have gone to sleep.",
+        description="A request sent after its variant was idle on its worker longer than this (no request of the "
+        "variant in flight there) is cold: a scale-to-zero deployment may have gone to sleep.",
     )

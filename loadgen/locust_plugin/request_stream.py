@@ -100,6 +100,30 @@ class CutByStop(gevent.GreenletExit):
         self.written = written
 
 
+class VariantActivity:
+    """Whether a variant was idle on this worker when a request goes out: cold starts are the target's (a
+    scale-to-zero deployment sleeps when no request of any stream reaches it), so they are decided per variant, not
+    per stream (at a low open-loop rate over many senders every stream is idle long, the variant is not)."""
+
+    __slots__ = ("in_flight", "last_done")
+
+    def __init__(self) -> None:
+        self.in_flight = 0
+        self.last_done: float | None = None  # when the variant's latest request on this worker ended (None: none yet)
+
+    def cold(self, sent: float, idle_gap: float) -> str:
+        """ "first" (the variant's first request on this worker), "idle" (nothing of it in flight, and its last
+        request ended more than `idle_gap` before `sent`) or "" (warm)."""
+        if self.last_done is None and self.in_flight == 0:
+            return "first"
+        if self.in_flight == 0 and self.last_done is not None and sent - self.last_done > idle_gap:
+            return "idle"
+        return ""
+
+    def done(self, t: float) -> None:
+        self.last_done = t if self.last_done is None else max(self.last_done, t)
+
+
 class RequestStream:
     """Stream `stream_id` of the scenario's seeded requests (`RequestSampler`'s stream: the same id replays the same
     requests against every variant), sent one after another to one variant over one keep-alive connection."""
@@ -118,7 +142,7 @@ class RequestStream:
         "_classes",
         "_secret",
         "_idle_gap",
-        "_last_done",
+        "_activity",
         "keep_text",
     )
 
@@ -133,6 +157,7 @@ class RequestStream:
         dialer: Dialer | None = None,
         reactor: Reactor | None = None,
         keep_text: bool = False,
+        activity: VariantActivity | None = None,
     ) -> None:
         """`sampler` is the scenario's (any stream: this one forks it), `dialer` and `reactor` are the process's
         (see `StreamConnection`); each is built for this stream alone when not given. `keep_text`: records keep
@@ -170,7 +195,8 @@ class RequestStream:
         self._model = variant.model
         self._classes = class_wire(scenario, variant)
         self._idle_gap = scenario.cold_starts.idle_gap
-        self._last_done: float | None = None  # when this stream's previous request ended (None: none yet)
+        # The variant's activity on this worker, shared by its streams (one of its own when not given).
+        self._activity = activity if activity is not None else VariantActivity()
         self.keep_text = keep_text
 
     def close(self) -> None:
@@ -215,6 +241,9 @@ class RequestStream:
         class_head, extra_body = self._classes[spec.priority_class]
         body = self._dialect.build_body(spec, self._model, self._continuous, extra_body)
         extra = b"X-Request-Id: " + rid.encode() + b"\r\n" + class_head
+        activity = self._activity
+        state = activity.cold(time.monotonic(), self._idle_gap)  # before this request counts as in flight
+        activity.in_flight += 1
         timeout = gevent.Timeout(self._request_timeout, _Deadline)
         timeout.start()
         try:
@@ -244,6 +273,7 @@ class RequestStream:
             raise CutByStop(rec, written) from None
         finally:
             timeout.close()
+            activity.in_flight -= 1
         if not rec.sent:
             rec.sent = rec.done or time.monotonic()
         if self._secret is not None and rec.error is not None:
@@ -254,18 +284,10 @@ class RequestStream:
             rec.error_detail = rec.error_detail[:499] + "…"
         # The window holds what completed inside it: a request sent during the warm-up that ends after it counts.
         rec.warmup = (rec.done if rec.done is not None else rec.sent) < warmup_end
-        rec.cold = self._cold(rec)
-        self._last_done = rec.done
+        rec.cold = state or ("new_connection" if rec.connect_s is not None else "")
+        if rec.done is not None:
+            activity.done(rec.done)
         return rec
-
-    def _cold(self, rec: RequestRecord) -> str:
-        """Why `rec` is a cold request ("" when warm): the stream's first, the first after an idle gap (a
-        scale-to-zero target may have slept), or one that had to open a new connection."""
-        if self._last_done is None:
-            return "first"
-        if rec.sent - self._last_done > self._idle_gap:
-            return "idle"
-        return "new_connection" if rec.connect_s is not None else ""
 
 
 class StreamAssigner:
@@ -284,6 +306,7 @@ class StreamAssigner:
         "_scenario",
         "_variants",
         "_slots",
+        "_activity",
         "_worker_index",
         "_worker_tag",
         "_sampler",
@@ -299,6 +322,7 @@ class StreamAssigner:
         self._scenario = scenario
         self._variants = {v.name: v for v in scenario.variants}
         self._slots = dict.fromkeys(self._variants, 0)
+        self._activity = {name: VariantActivity() for name in self._variants}
         self._worker_index = worker_index
         self._worker_tag = worker_tag
         self._sampler = sampler_for(scenario, 0)
@@ -329,6 +353,7 @@ class StreamAssigner:
             reactor=self._reactor,
             # The scenario's tokenizer counts the chunks of servers that stream no counts (runtime's recorder).
             keep_text=needs_text(self._scenario.tokenizer, v.dialect, v.continuous_usage_stats),
+            activity=self._activity[variant],
         )
 
     def next_variant(self) -> str:

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 
 from loadgen.measure.records import RequestRecord
 
-__all__ = ["GOODPUT_METRICS", "goodput_misses"]
+__all__ = ["GOODPUT_METRICS", "NO_TOKENS", "goodput_misses"]
 
 
 def _itl_max(rec: RequestRecord) -> float | None:
@@ -31,10 +31,18 @@ GOODPUT_METRICS: dict[str, Callable[[RequestRecord], float | None]] = {
 }
 
 
+# The miss of a successful reply that carried no token: whatever the bounds, it is not good (a missing TTFT would
+# pass every bound vacuously).
+NO_TOKENS = "no_tokens"
+
+
 def goodput_misses(rec: RequestRecord, bounds_ms: Mapping[str, float]) -> tuple[str, ...] | None:
-    """The bounds `rec` missed (empty: it counts toward goodput); None when it is not judged (it failed)."""
+    """The bounds `rec` missed (empty: it counts toward goodput); None when it is not judged (it failed). A reply
+    with no token misses `no_tokens`."""
     if rec.error is not None:
         return None
+    if not rec.chunk_times:
+        return (NO_TOKENS,)
     missed = []
     for metric, bound in bounds_ms.items():
         value = GOODPUT_METRICS[metric](rec)

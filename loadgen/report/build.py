@@ -262,7 +262,7 @@ def build_report(
             "overall": _group_json(merged, window_s, scenario.goodput is not None),
             # A variant named by a Kubernetes selector: which Service it was at run start.
             **({"resolved_from": v.resolved_from.model_dump()} if v.resolved_from is not None else {}),
-            # Cold requests (first of their stream, after an idle gap, on a new connection) apart from the warm.
+            # Cold requests (the variant's first on a worker, after it idled, on a new connection) apart from the warm.
             "starts": {st: _bucket_json(bs) for (vn, st), bs in sorted(agg.starts.items()) if vn == v.name},
             "mixes": mixes,
         }

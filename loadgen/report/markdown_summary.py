@@ -104,8 +104,8 @@ def goodput_lines(report: dict[str, Any]) -> list[str]:
         lines.append(f"| {name} | {mix} | {_num(gp['per_s'])} | {_num(g.get('requests_per_s'))} | {share} | {missed}")
     lines += [
         "",
-        "A request is good when it succeeded and met every bound; failed requests are never good. Throughput counts "
-        "every successful request.",
+        "A request is good when it succeeded with at least one token and met every bound (`no_tokens`: a successful "
+        "reply that carried none); failed requests are never good. Throughput counts every successful request.",
     ]
     return lines
 

@@ -114,3 +114,10 @@ def test_run_trust_defaults_are_the_health_thresholds() -> None:
     sc = parse_scenario(SCENARIO)
     assert HealthThresholds(**sc.run_trust.model_dump()) == HealthThresholds()
     assert sc.cold_starts.idle_gap == 30.0
+
+
+def test_a_successful_reply_with_no_token_is_not_good_whatever_the_bounds() -> None:
+    rec = _rec(0, 0.05, 0.01, n=0)  # a 200 that streamed nothing: no TTFT, which would pass every bound vacuously
+    assert rec.error is None and goodput_misses(rec, BOUNDS) == ("no_tokens",)
+    assert goodput_misses(rec, {"e2e": 10_000.0}) == ("no_tokens",)
+    assert goodput_misses(_rec(1, 0.05, 0.01), BOUNDS) == ()
