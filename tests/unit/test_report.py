@@ -188,3 +188,37 @@ def test_the_shared_prefix_share_of_the_prompts_sent_is_reported() -> None:
     report = _report(recs)
     assert report["variants"][0]["overall"]["shared_prefix_share"] == 0.25
     assert "shared prefix of the prompts sent (system prompts, shared documents): a 25.0 %" in render_markdown(report)
+
+
+def test_a_success_rate_a_hair_under_its_bound_fails_exactly() -> None:
+    # 1,979,999 of 2,000,000 is 98.99995 %: rounded to six places the share read 0.99 and passed a 99 % SLO.
+    agg = Aggregate()
+    g = agg.group("a", "chat")
+    g.requests, g.ok, g.errors = 2_000_000, 1_979_999, {"timeout": 20_001}
+    text = SCENARIO.split("  - {name: b")[0] + "slos: [{metric: success_rate, min_percent: 99}]"
+    report = build_report(parse_scenario(text), agg, 10.0)
+    (slo,) = report["slos"]
+    assert not slo["passed"] and report["exit_code"] == ExitCode.SLO_BREACHED
+    g.ok, g.errors = 1_980_000, {"timeout": 20_000}  # exactly 99 %: met
+    assert build_report(parse_scenario(text), agg, 10.0)["slos"][0]["passed"]
+
+
+def test_drained_requests_are_measured_but_outside_the_window_throughput() -> None:
+    # The window ends at 101.0: a request done at 101.4 finished in the drain (measured whole; its tokens after the
+    # window's end and its completion are not throughput); one still running when the drain ended is a censored E2E
+    # sample with its TTFT kept, not in the success rate.
+    agg = Aggregate()
+    agg.window_end = 101.0
+    inside = _ok(0, ttft=0.1, gap=0.1, n=5)  # chunks 100.1 … 100.5
+    drained = _ok(1, ttft=0.2, gap=0.2, n=7)  # chunks 100.2 … 101.4
+    cut = _ok(2, ttft=0.3, gap=0.1, n=3)  # chunks 100.3 … 100.5, still streaming
+    cut.cut_by_stop, cut.done, cut.output_tokens = True, 131.0, None
+    for rec in (inside, drained, cut):
+        agg.add(rec, 0.0)
+    overall = checked(build_report(parse_scenario(SCENARIO), agg, 10.0))["variants"][0]["overall"]
+    assert (overall["requests"], overall["ok"], overall["drained"], overall["cut_by_stop"]) == (2, 2, 1, 1)
+    assert overall["requests_per_s"] == 0.1  # the one completed inside the 10 s window
+    assert overall["output_tokens"] == 5 + 5 + 3  # the drained request's chunks up to 101.0
+    e2e, ttft = overall["metrics_ms"]["e2e"], overall["metrics_ms"]["ttft"]
+    assert (e2e["count"], e2e["censored"], ttft["count"]) == (2, 1, 3)
+    assert overall["cut_by_stop_age_ms"]["max"] == pytest.approx(31_000, rel=1e-3)
