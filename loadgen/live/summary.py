@@ -53,7 +53,7 @@ def _group(g: GroupStats, window_s: float, stats: dict[str, set[str]]) -> dict[s
         "success_rate": round(g.ok / g.requests, 6) if g.requests else None,
         "cut_by_stop": g.cut_by_stop,
         # Rounded as the report rounds them, so the numbers after the stop are the report's.
-        "requests_per_s": round(g.ok / window_s, 4) if ok_window else None,
+        "requests_per_s": round((g.ok - g.drained_ok) / window_s, 4) if ok_window else None,
         "output_tokens_per_s": round(g.output_tokens / window_s, 2) if ok_window else None,
         "metrics_ms": metrics,
     }
@@ -65,6 +65,9 @@ def live_summary(scenario: Scenario, agg: Aggregate, window_s: float, run: dict[
     for slo in scenario.slos:
         if slo.stat is not None and slo.metric != "success_rate":
             stats.setdefault(slo.metric, set(SHOWN_STATS)).add(slo.stat)
+            if slo.metric in ("ttft", "e2e") and scenario.load.latency_clock == "schedule":
+                # What the SLO is judged on in open loop (report/build.py's _evaluate_slos).
+                stats.setdefault(f"{slo.metric}_from_schedule", set()).add(slo.stat)
     by_variant: dict[str, dict[str, GroupStats]] = {}
     for (vn, m), g in agg.groups.items():
         by_variant.setdefault(vn, {})[m] = g
