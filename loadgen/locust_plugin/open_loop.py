@@ -18,7 +18,7 @@ free during the drain, `load.drain`), then the drain ends (`stop`: what is still
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 import gevent
@@ -151,10 +151,13 @@ class ArrivalDispatcher:
             raise
         return arrival
 
-    def end_schedule(self) -> None:
+    def end_schedule(self, senders: Mapping[str, int] | None = None) -> None:
         """The window ends: no arrival after this moment. Those already due that a late dispatcher had not reached
-        are dispatched now (the senders that come free in the drain send what is queued), and every idle sender is
-        told there is nothing more (`next_arrival` returns None), so that its user can stop. Idempotent."""
+        are dispatched now, and the senders that come free in the drain send what is queued — at most one round of
+        it: with `senders` (per variant, this worker's), a backlog longer than the variant's senders means the
+        target was not keeping up, and what is beyond one arrival per sender is counted unsent at once (the drain
+        finishes the run's work; it does not become a second run). Every idle sender is told there is nothing more
+        (`next_arrival` returns None), so that its user can stop. Idempotent."""
         if self.ended:
             return
         self.ended = True
@@ -171,7 +174,10 @@ class ArrivalDispatcher:
         self._waiting = None
         for arrival in overdue:
             self.dispatch(arrival)
-        for handoff in self._handoffs.values():
+        for variant, handoff in self._handoffs.items():
+            if senders is not None:
+                for arrival in handoff.trim(senders.get(variant, 0)):
+                    self._on_unsent(variant, arrival, "unsent_at_stop")
             for sender in handoff.release_idle():
                 sender.set(None)
 

@@ -312,15 +312,16 @@ def _on_test_stopping(environment: Environment, **_: Any) -> None:
     if rt is not None:
         rt.stopping = True
         rt.begin_stop()
+        # The window ends when the stop begins (the drain after it is outside): a master's stop then waits (in 1 s
+        # steps) for the workers' users.
+        if rt.collector is not None and rt.collector.stopped_wall is None:
+            rt.collector.stopped_wall = time.time()
         if not isinstance(environment.runner, MasterRunner):
             rt.drain_in_flight()  # before Locust kills the users: what is in flight finishes, measured whole
             # Then Locust kills at once what is left (it is cut by the stop). A master sends its stop_timeout to its
             # workers with every spawn; left there, a worker would wait that long again for users that have nothing
             # more to send, then sleep as long again before it answers the final flush.
             environment.stop_timeout = 0
-        # The window ends when the stop begins: a master's stop then waits (in 1 s steps) for the workers' users.
-        if rt.collector is not None and rt.collector.stopped_wall is None:
-            rt.collector.stopped_wall = time.time()
 
 
 def _on_test_stop(environment: Environment, **_: Any) -> None:

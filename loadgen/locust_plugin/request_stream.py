@@ -337,6 +337,10 @@ class StreamAssigner:
                 with contextlib.suppress(OSError, ssl.SSLError):
                     dialer.tls_context(v.tls_ca_file, v.tls_verify)
 
+    def senders(self, variant: str) -> int:
+        """The streams made for `variant` on this worker so far: its users (in open loop, its senders)."""
+        return self._slots[variant]
+
     def new_stream(self, variant: str) -> RequestStream:
         """The next user's request stream to `variant`."""
         slot = self._slots[variant]

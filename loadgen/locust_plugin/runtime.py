@@ -209,7 +209,10 @@ class Runtime:
             self.stopped_at = now
             self.aggregate.window_end = now
         if self.dispatcher is not None:
-            self.dispatcher.end_schedule()
+            a = self.assigner
+            self.dispatcher.end_schedule(
+                None if a is None else {v.name: a.senders(v.name) for v in self.scenario.variants}
+            )
 
     def drain_in_flight(self) -> None:
         """Wait (the loop runs on) until no request is in flight and no due arrival is queued, or `load.drain` has

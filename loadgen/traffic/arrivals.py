@@ -347,6 +347,16 @@ class Handoff(Generic[_S, _A]):
         """The oldest queued arrival, or None (the caller does not wait)."""
         return self._backlog.popleft() if self._backlog else None
 
+    def trim(self, keep: int) -> list[_A]:
+        """Keep the `keep` oldest queued arrivals; return the rest (newest last), no longer queued."""
+        if len(self._backlog) <= keep:
+            return []
+        kept = [self._backlog.popleft() for _ in range(max(keep, 0))]
+        rest = list(self._backlog)
+        self._backlog.clear()
+        self._backlog.extend(kept)
+        return rest
+
     def release_idle(self) -> list[_S]:
         """Every waiting sender, no longer waiting (the schedule ended: nothing will be handed to them)."""
         idle = list(self._idle)

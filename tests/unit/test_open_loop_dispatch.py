@@ -191,3 +191,26 @@ def test_each_worker_splits_its_senders_over_the_variants_by_weight() -> None:
     # 2 workers of 2 users: each holds a sender of each variant (per-variant classes could put both a's on one).
     assert senders_per_variant(scenario, [2, 2]) == {"a": 2, "b": 2}
     assert senders_per_variant(scenario, [3, 2]) == {"a": 3, "b": 2}
+
+
+def test_trim_keeps_one_round_of_the_backlog() -> None:
+    h: Handoff[str, int] = Handoff("late")
+    for a in range(6):
+        h.arrive(a)
+    assert h.trim(8) == [] and h.queued == 6
+    assert h.trim(2) == [2, 3, 4, 5] and h.close() == [0, 1]
+
+
+def test_the_drain_sends_one_round_of_the_backlog_and_counts_the_rest_unsent() -> None:
+    unsent: list[tuple[str, Arrival, str]] = []
+    d = ArrivalDispatcher(
+        ArrivalSchedule("constant", 1.0), 0, 0, 1, time.monotonic(), ["v"], "late", lambda *a: unsent.append(a)
+    )
+    for i in range(10):  # every sender busy: ten arrivals queued
+        d.dispatch(Arrival(i, float(i)))
+    d.end_schedule({"v": 3})  # three senders: one arrival each in the drain, the other seven never sent
+    assert [a.index for _, a, o in unsent if o == "unsent_at_stop"] == [3, 4, 5, 6, 7, 8, 9]
+    assert [d.next_arrival("v"), d.next_arrival("v"), d.next_arrival("v")] == [Arrival(i, float(i)) for i in range(3)]
+    assert d.next_arrival("v") is None  # the schedule ended and nothing is queued
+    d.stop()
+    assert len(unsent) == 7
