@@ -112,14 +112,14 @@ def goodput_lines(report: dict[str, Any]) -> list[str]:
 
 _STATES = (
     ("warm", "warm (steady state)"),
-    ("first", "cold: first of its stream"),
+    ("first", "cold: the variant's first on a worker"),
     ("idle", "cold: after an idle gap"),
     ("new_connection", "cold: new connection"),
 )
 
 
 def cold_lines(report: dict[str, Any]) -> list[str]:
-    """Cold requests (scale-to-zero wake-ups, connection set-up, the first of each stream) apart from the warm."""
+    """Cold requests (scale-to-zero wake-ups, connection set-up, a variant's first) apart from the warm."""
     rows = [(v["name"], v.get("starts") or {}) for v in report["variants"]]
     if not any(starts for _, starts in rows):
         return []
@@ -139,8 +139,8 @@ def cold_lines(report: dict[str, Any]) -> list[str]:
             )
     lines += [
         "",
-        "Every request is in the overall figures; this splits them: a request is cold when it is the first its "
-        "stream sent, the first after the stream sat idle"
+        "Every request is in the overall figures; this splits them: a request is cold when it is its variant's "
+        "first on its worker, the first after the variant sat idle there (nothing of it in flight)"
         + (f" longer than {gap:g} s" if gap is not None else "")
         + " (a scale-to-zero deployment may have gone to sleep), or one that opened a new connection.",
     ]
