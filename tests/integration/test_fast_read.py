@@ -4,33 +4,61 @@ ground-truth log; with the C half on, token chunks go straight into the records 
 
 from __future__ import annotations
 
-import contextlib
+import json
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from loadgen.client.reactor import Reactor
 from loadgen.measure.records import RequestRecord
 from loadgen.sim.launch import start_sim_process
 from loadgen.sim.truth import TruthRequest, load_truth
 
-from .streams import stream_chat
-
+_ROOT = Path(__file__).resolve().parents[2]
 _USERS = 12
 _PER_USER = 3
 
 
-def _stream_all(base_url: str, tag: str, reactor: Reactor) -> list[RequestRecord]:
-    """`_USERS` greenlets, each streaming `_PER_USER` chat requests on one keep-alive connection."""
-    body = {
-        "model": "m",
-        "messages": [{"role": "user", "content": "word " * 40}],
-        "max_tokens": 24,
-        "stream": True,
-        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
-    }
-    return stream_chat(base_url, tag, reactor, users=_USERS, per_user=_PER_USER, body=body)
+# Streams in a fresh interpreter: this checks the read paths against the truth, and a reactor sharing the pytest
+# process's gevent hub with whatever earlier tests left in it was seen to get no wake-up at all in a full-suite run
+# (all 12 streams still reading after the 60 s limit), never when the module ran alone.
+_STREAM = r"""
+import json, os, sys
+from loadgen.client.reactor import Reactor
+from tests.integration.streams import stream_chat
+
+base_url, tag = sys.argv[1], sys.argv[2]
+body = {
+    "model": "m",
+    "messages": [{"role": "user", "content": "word " * 40}],
+    "max_tokens": 24,
+    "stream": True,
+    "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+}
+r = Reactor()
+records = stream_chat(base_url, tag, r, users=int(sys.argv[3]), per_user=int(sys.argv[4]), body=body)
+taken = r.pop_reads_in_c()  # what the worker's health reports as "reads taken in C"
+r.close()
+print(json.dumps({"fast": r.fast, "taken": taken, "records": [rec.to_json() for rec in records]}))
+"""
+
+
+def _stream_all(base_url: str, tag: str, pure_python: bool) -> tuple[bool, int, list[RequestRecord]]:
+    """`_USERS` greenlets, each streaming `_PER_USER` chat requests on one keep-alive connection: (the C half on,
+    reads it took, the records)."""
+    env = {k: v for k, v in os.environ.items() if k != "LOADGEN_PURE_PYTHON"}
+    if pure_python:
+        env["LOADGEN_PURE_PYTHON"] = "1"
+    args = [base_url, tag, str(_USERS), str(_PER_USER)]
+    proc = subprocess.run(
+        [sys.executable, "-c", _STREAM, *args], capture_output=True, text=True, timeout=120, env=env, cwd=_ROOT
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    return out["fast"], out["taken"], [RequestRecord.from_json(row) for row in out["records"]]
 
 
 @pytest.fixture(scope="module")
@@ -58,24 +86,11 @@ def _check_against_truth(records: list[RequestRecord], truth: dict[str, TruthReq
 
 @pytest.mark.parametrize("variant", ["baseline", "spec-decode"])
 @pytest.mark.parametrize("path", ["c", "python"])
-def test_streams_are_read_into_the_truths_records(
-    sim: tuple[dict[str, str], Path], variant: str, path: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_streams_are_read_into_the_truths_records(sim: tuple[dict[str, str], Path], variant: str, path: str) -> None:
     urls, truth_path = sim
-    if path == "python":
-        # A reactor started with the C half switched off (as on a host without it).
-        monkeypatch.setenv("LOADGEN_PURE_PYTHON", "1")
-    r = Reactor()
-    try:
-        assert r.fast is (path == "c")
-        records = _stream_all(urls[variant], f"{path}-{variant}", r)
-        taken = r.pop_reads_in_c()  # what the worker's health reports as "reads taken in C"
-    except BaseException:
-        # Closing a reactor with streams still reading raises: keep the failure that left them reading.
-        with contextlib.suppress(RuntimeError):
-            r.close()
-        raise
-    r.close()
+    # With the C half switched off (as on a host without it), or on where it was built.
+    fast, taken, records = _stream_all(urls[variant], f"{path}-{variant}", pure_python=path == "python")
+    assert fast is (path == "c")
     assert len(records) == _USERS * _PER_USER
     time.sleep(1.5)  # the simulator flushes its truth log every second
     chunks = _check_against_truth(records, load_truth(truth_path, variant=variant))
