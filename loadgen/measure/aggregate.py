@@ -58,6 +58,7 @@ _COUNTERS = (
     "cut_by_stop",
     "drained",
     "drained_ok",
+    "drained_good",
     "ok_without_tokens",
     "goodput_judged",
     "goodput_ok",
@@ -106,6 +107,7 @@ class GroupStats:
     # requests/s (throughput is over the window); `drained_ok` of them succeeded.
     drained: int = 0
     drained_ok: int = 0
+    drained_good: int = 0  # of the drained, those that met every per-request SLO (goodput/s is over the window too)
     ok_without_tokens: int = 0
     token_sources: dict[str, int] = field(default_factory=dict)
     censored: dict[str, int] = field(default_factory=dict)
@@ -178,6 +180,8 @@ class GroupStats:
                 add_counts(self.goodput_misses, dict.fromkeys(misses, 1))
             else:
                 self.goodput_ok += 1
+                if rec.done is not None and rec.done > window_end:
+                    self.drained_good += 1
         # The server's usage may count a token that never came as a chunk (EOS with an empty delta).
         usage_extra = rec.output_token_count - rec.tokens_received
         self.output_tokens += tokens + max(usage_extra, 0)

@@ -51,7 +51,8 @@ def _goodput_json(g: GroupStats, window_s: float) -> dict[str, Any]:
     of all requests (failures are never good), and per bound the successful requests that missed it."""
     return {
         "requests": g.goodput_ok,
-        "per_s": round(g.goodput_ok / window_s, 4) if window_s > 0 else None,
+        # Over the window, as requests/s: the good requests that completed in the drain after it are not in it.
+        "per_s": round((g.goodput_ok - g.drained_good) / window_s, 4) if window_s > 0 else None,
         "share": round(g.goodput_ok / g.requests, 4) if g.requests else None,
         "judged": g.goodput_judged,
         "missed": dict(sorted(g.goodput_misses.items())),

@@ -121,3 +121,17 @@ def test_a_successful_reply_with_no_token_is_not_good_whatever_the_bounds() -> N
     assert rec.error is None and goodput_misses(rec, BOUNDS) == ("no_tokens",)
     assert goodput_misses(rec, {"e2e": 10_000.0}) == ("no_tokens",)
     assert goodput_misses(_rec(1, 0.05, 0.01), BOUNDS) == ()
+
+
+def test_goodput_per_second_is_over_the_window_like_throughput() -> None:
+    # Two good requests, one completed in the drain after the window's end (t = 10.3): goodput/s counts one, as
+    # requests/s does, and never exceeds it.
+    agg = Aggregate()
+    agg.window_end = 10.3
+    for i, n in ((0, 5), (1, 50)):  # done at 10.09 and 10.54
+        rec = _rec(i, 0.05, 0.01, n=n)
+        rec.goodput_misses = goodput_misses(rec, BOUNDS)
+        agg.add(rec, 0.0)
+    overall = build_report(parse_scenario(SCENARIO), agg, 10.0)["variants"][0]["overall"]
+    assert overall["goodput"]["requests"] == 2 and overall["drained"] == 1
+    assert overall["goodput"]["per_s"] == overall["requests_per_s"] == 0.1
