@@ -34,6 +34,9 @@ def test_two_workers_send_the_rate_on_time_and_paired(tmp_path: Path) -> None:
             {"a": sim.base_url("a"), "b": sim.base_url("b")},
             load={"users": 32, "duration": f"{duration:g}s", "arrival": {"kind": "poisson", "rate": rate}},
             slos=[{"metric": "queue_delay", "stat": "p99", "max_ms": 20}],
+            # The counts, the pairing and the queue delay (its SLO above) are under test, not the generator's trust:
+            # two workers, a master and the simulator on a 2-core CI machine once slipped past the default 5 ms.
+            run_trust={"loop_lag_p99_ms": 200, "schedule_slip_p99_ms": 50},
         )
         proc = run_loadgen(scenario, "--workers", "2", "--raw-records", str(tmp_path / "raw"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
