@@ -4,7 +4,7 @@ A module that arrives only through another package's dependencies works until th
 pulling it (httpx reached the tests through huggingface_hub for months, then a fresh clone's CI went red at
 collection). So: each import of `loadgen/` names a distribution declared in the base dependencies or in an extra, and
 each import of `tests/` one declared in the extra the test command installs (`dev`, with the extras it pulls) or in
-`requirements/ci-extra.txt` (what pip cannot install through an extra: helm-sdkpy declares Python >= 3.12).
+`requirements/ci-requirements.txt` (what pip cannot install through an extra: helm-sdkpy declares Python >= 3.12).
 Declared directly, not merely installed: the walk maps import names to distributions with the installed metadata,
 then asks the project's own declarations.
 """
@@ -49,7 +49,7 @@ def _declared() -> tuple[set[str], dict[str, set[str]]]:
 
 
 def _ci_extra() -> set[str]:
-    lines = (ROOT / "requirements" / "ci-extra.txt").read_text().splitlines()
+    lines = (ROOT / "requirements" / "ci-requirements.txt").read_text().splitlines()
     return {_name(line) for line in lines if line.strip() and not line.lstrip().startswith(("#", "-"))}
 
 
