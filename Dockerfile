@@ -19,8 +19,9 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY loadgen ./loadgen
 # Non-editable install into the venv (bytecode compiled now: the root filesystem is read-only at run time); the
-# extensions are optional in pyproject.toml, so prove they were built (-I: the venv's copy, not ./loadgen).
-RUN pip install "./[k8s]" \
+# extensions are optional in pyproject.toml, so prove they were built (-I: the venv's copy, not ./loadgen). otel:
+# a scenario's `tracing.otlp_endpoint` exports spans to the cluster's collector.
+RUN pip install "./[k8s,otel]" \
     && python -I -c "import loadgen.protocol._wire, loadgen.measure._hist_walk"
 
 FROM ${PYTHON_IMAGE} AS runtime
@@ -35,7 +36,12 @@ ENV PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     HOME=/tmp \
-    LOCUST_LOCUSTFILE=/opt/venv/lib/python3.11/site-packages/loadgen/locust_plugin/locustfile.py
+    LOCUST_LOCUSTFILE=/opt/loadgen/locustfile.py
+# One fixed path to the installed package's locustfile, whatever the Python (its site-packages path names the
+# version): the chart's `locustfile` value, the k8s/ manifests and LOCUST_LOCUSTFILE use it.
+RUN mkdir /opt/loadgen \
+    && ln -s "$(loadgen locustfile)" /opt/loadgen/locustfile.py \
+    && test -f /opt/loadgen/locustfile.py
 WORKDIR /reports
 USER 10001:10001
 # 8089 web UI / --serve-reports, 5557 Locust master ZMQ, 9646 Prometheus metrics.

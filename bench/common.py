@@ -21,7 +21,7 @@ import orjson
 
 REPO = Path(__file__).resolve().parent.parent
 VENVS = Path(os.environ.get("BENCH_VENVS", "/work/bench-venvs"))
-# Kept in the repo: a figure in README.md or bench/README.md must be one of these files' numbers.
+# Kept in the repo: a figure in docs/ or bench/README.md must be one of these files' numbers.
 RESULTS = REPO / "bench" / "results"
 
 

@@ -9,7 +9,8 @@
 - `aggregate.add`: recording one finished request (TTFT, E2E, TPOT, per-token ITL, ICL) into the histograms;
 - `merge`: the master adding one worker's encoded histogram (`merge_encoded_into`), and hdrh's own `decode_and_add`
   for comparison;
-- `request setup`: drawing the next request, building its body and record (what precedes every send).
+- `request setup`: drawing the next request, building its body and record (what precedes every send); with
+  `tracing:`, plus the request's `traceparent` (protocol/traceparent.py: a random id, its header line).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import statistics
 import time
 from collections.abc import Callable
 
+from hdrh.histogram import HdrHistogram
+
 from bench.server import _WORDS
 from loadgen.client.connection import _Parser
 from loadgen.config.scenario import validate_scenario
@@ -27,6 +30,7 @@ from loadgen.measure.histogram import LatencyHistogram, merge_encoded_into
 from loadgen.measure.records import RequestRecord
 from loadgen.protocol.accumulator import StreamAccumulator, fast_path_available
 from loadgen.protocol.dialects import get_dialect
+from loadgen.protocol.traceparent import TraceContext
 from loadgen.traffic.sampler import sampler_for
 
 _HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
@@ -139,16 +143,18 @@ def bench_merge() -> tuple[float, float]:
             merge_encoded_into(blob, targets)
         return len(blobs)
 
+    hdrh_targets = (HdrHistogram(1, 3_600_000_000, 3), HdrHistogram(1, 3_600_000_000, 3))
+
     def hdrh() -> int:
         for blob in blobs:
-            for t in targets:
-                t._h.decode_and_add(blob)
+            for t in hdrh_targets:
+                t.decode_and_add(blob)
         return len(blobs)
 
     return _timeit(ours), _timeit(hdrh)
 
 
-def bench_request_setup() -> float:
+def bench_request_setup(tracing: bool = False) -> float:
     scen = validate_scenario(
         {
             "name": "b",
@@ -159,6 +165,7 @@ def bench_request_setup() -> float:
     )
     sampler = sampler_for(scen, 0)
     dialect = get_dialect("openai-chat")
+    trace = TraceContext(0.1) if tracing else None
 
     def one() -> int:
         for _ in range(100):
@@ -166,6 +173,9 @@ def bench_request_setup() -> float:
             rec = RequestRecord(f"x-{spec.index}", "v", spec.mix, spec.bucket, max_tokens=spec.max_tokens)
             StreamAccumulator(rec, dialect)
             dialect.build_body(spec, "m", True)
+            if trace is not None:  # (as RequestStream.send_next adds it)
+                rec.traceparent = traceparent = trace.next()
+                b"X-Request-Id: x\r\n" + b"traceparent: " + traceparent.encode() + b"\r\n"
         return 100
 
     return _timeit(one)
@@ -186,6 +196,7 @@ def run() -> list[tuple[str, str]]:
     ours, hdrh = bench_merge()
     rows.append(("merge_encoded_into, 2 targets (µs/blob; hdrh decode_and_add)", f"{ours:.1f}; {hdrh:.1f}"))
     rows.append(("request setup: next spec + record + body (µs/request)", f"{bench_request_setup():.1f}"))
+    rows.append(("same + traceparent (`tracing:`) (µs/request)", f"{bench_request_setup(tracing=True):.1f}"))
     return rows
 
 

@@ -1,7 +1,7 @@
 """Open-loop precision and spawn stall: does loadgen send each arrival at its time, and do users spawn without
 holding up the loop?
 
-`python -m bench.openloop [--rates 1000,5000] [--seconds 10] [--spawn-users 1000] [--target bench|sim]`
+`python -m bench.openloop [--rates 1000,5000] [--seconds 10] [--spawn-users 1000] [--target bench|sim] [--sittings N]`
 
 - **precision** rows: one worker process (`loadgen run --workers 1`, plus its master) sends a Poisson schedule of R
   requests/s (20–40-token prompts, 4–8-token outputs, 512 senders, so no arrival waits for a free sender while the
@@ -17,7 +17,8 @@ holding up the loop?
   stream, sampler fork and connection), think time 2 s: the loop-lag p99 / max the worker measured over the run,
   spawn included.
 
-Writes bench/results/openloop.json.
+`--sittings N` runs the rates N times in turn and adds each rate's spread over them (this VM's speed swings between
+sittings). Writes bench/results/openloop.json.
 """
 
 from __future__ import annotations
@@ -167,6 +168,25 @@ def _target(kind: str, tmp: Path) -> Iterator[str]:
         yield server.base_url
 
 
+def _spread(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per rate over the sittings: the range of the achieved rate and of the send lag and slip p99, and how many
+    sittings the run judged itself trustworthy."""
+    out: dict[str, dict[str, Any]] = {}
+    for rate in dict.fromkeys(r["rate"] for r in rows):
+        mine = [r for r in rows if r["rate"] == rate]
+        span = {
+            "achieved_rate_per_s": [r["achieved_rate_per_s"] for r in mine],
+            "send_lag_p99_ms": [r["send_lag_ms"]["p99"] for r in mine],
+            "schedule_slip_p99_ms": [r["schedule_slip_ms"]["p99"] for r in mine],
+        }
+        out[f"{rate:g}"] = {
+            "sittings": len(mine),
+            **{k: [min(v), max(v)] for k, v in span.items() if None not in v},
+            "trustworthy": sum(1 for r in mine if r["trustworthy"]),
+        }
+    return out
+
+
 def main() -> None:
     from bench.common import machine_info, write_results
 
@@ -176,16 +196,17 @@ def main() -> None:
     ap.add_argument("--spawn-users", type=int, default=1000)
     ap.add_argument("--target", choices=("bench", "sim"), default="bench", help="bench/server.py or the simulator")
     ap.add_argument("--workers", default="1", help="loadgen run --workers (0: master and worker in one process)")
+    ap.add_argument("--sittings", type=int, default=1, help="run the rates this many times in turn (the spread)")
     args = ap.parse_args()
     global _WORKERS
     _WORKERS = args.workers
     machine = machine_info()
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp, _target(args.target, Path(tmp)) as url:
-        for rate in (float(r) for r in args.rates.split(",")):
-            d = Path(tmp) / f"rate-{rate:g}"
+        for sitting, rate in ((i, float(r)) for i in range(args.sittings) for r in args.rates.split(",")):
+            d = Path(tmp) / f"rate-{rate:g}-{sitting}"
             d.mkdir()
-            row = precision(rate, args.seconds, url, d)
+            row = {"sitting": sitting + 1, **precision(rate, args.seconds, url, d)}
             rows.append(row)
             lag, slip = row["send_lag_ms"], row["schedule_slip_ms"]
             print(
@@ -202,7 +223,7 @@ def main() -> None:
             f"spawn {spawned['users']} users at 500/s: loop lag p50 {lag['p50']} p99 {lag['p99']} max {lag['max']} "
             f"ms ({spawned['requests']} requests)"
         )
-    results = {"target": args.target, "precision": rows, "spawn": spawned}
+    results = {"target": args.target, "precision": rows, "spread": _spread(rows), "spawn": spawned}
     print(f"(results: {write_results('openloop', results, machine)})")
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gc
 import random
+import statistics
 import time
 from typing import Any
 
@@ -70,9 +71,12 @@ def worker_reports(n: int, seed: int = 1, chunks: int = 64, mixes: int = 1, hist
     return out
 
 
-def merge_cost(counts: tuple[int, ...] = (10, 100, 1000), distinct: int = 40, mixes: int = 1) -> list[dict[str, Any]]:
-    """Master CPU for one report interval (steady state). With many workers × mixes each worker ships its histograms
-    every few reports (staggered; `locust_plugin.plugin.hist_every`), health every report: that is what is timed."""
+def merge_cost(
+    counts: tuple[int, ...] = (10, 100, 1000), distinct: int = 40, mixes: int = 1, rounds: int = 7
+) -> list[dict[str, Any]]:
+    """Master CPU for one report interval (steady state; the median of `rounds`). With many workers × mixes each
+    worker ships its histograms every few reports (staggered; `locust_plugin.plugin.hist_every`), health every
+    report: that is what is timed."""
     from loadgen.locust_plugin.plugin import hist_every
 
     full = worker_reports(distinct, mixes=mixes)
@@ -85,20 +89,27 @@ def merge_cost(counts: tuple[int, ...] = (10, 100, 1000), distinct: int = 40, mi
         # The first interval also allocates each worker's health record; the steady state is every later one.
         for i, m in enumerate(batch):
             col.merge_report(f"worker-{i}", msgpack.loads(m, raw=False, strict_map_key=False)[1]["loadgen"])
-        gc.collect()  # what earlier sizes left behind is not this interval's cost
-        t0 = time.perf_counter()
-        decoded = [msgpack.loads(m, raw=False, strict_map_key=False) for m in batch]
-        t1 = time.perf_counter()
-        for i, (_, data, _) in enumerate(decoded):
-            col.merge_report(f"worker-{i}", data["loadgen"])
-        t2 = time.perf_counter()
+        # The median of `rounds` intervals: one interval on a shared VM varies by tens of percent.
+        unpack, merge = [], []
+        for _ in range(rounds):
+            gc.collect()  # what earlier sizes left behind is not this interval's cost
+            t0 = time.perf_counter()
+            decoded = [msgpack.loads(m, raw=False, strict_map_key=False) for m in batch]
+            t1 = time.perf_counter()
+            for i, (_, data, _) in enumerate(decoded):
+                col.merge_report(f"worker-{i}", data["loadgen"])
+            t2 = time.perf_counter()
+            unpack.append((t1 - t0) * 1e3)
+            merge.append((t2 - t1) * 1e3)
         rows.append(
             {
                 "workers": w,
                 "mixes": mixes,
                 "hist_every": every,
-                "unpack_ms": (t1 - t0) * 1e3,
-                "merge_ms": (t2 - t1) * 1e3,
+                "rounds": rounds,
+                "unpack_ms": statistics.median(unpack),
+                "merge_ms": statistics.median(merge),
+                "merge_ms_max": max(merge),
                 "bytes_per_report": sum(len(m) for m in batch) / w,
             }
         )

@@ -14,7 +14,9 @@ class ExitCode(IntEnum):
     USAGE = 2  # bad usage or configuration: nothing was run
     UNTRUSTWORTHY = 3  # target unreachable, nothing succeeded, or the load generator was the bottleneck
     # No valid verdict: the run crashed (a traceback, an unhandled exception in a greenlet or a user) or was cut
-    # short. A master killed by signal N exits 128 + N instead (the shell's convention), a failed run as well.
+    # short (interrupted: Ctrl-C or SIGTERM, its report written with every worker's figures, `run.interrupted`).
+    # A master killed by signal N exits 128 + N instead (the shell's convention), a failed run as well; so does
+    # `loadgen run` stopped by a second Ctrl-C, which kills every process at once (130).
     RUN_FAILED = 4
 
 

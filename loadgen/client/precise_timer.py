@@ -19,6 +19,7 @@ import ctypes
 import os
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import gevent
@@ -30,6 +31,7 @@ _CLOCK_MONOTONIC = 1
 _TFD_NONBLOCK = os.O_NONBLOCK
 _TFD_CLOEXEC = 0o2000000
 _TFD_TIMER_ABSTIME = 1
+_TOP_PRIORITY = 2  # libev's EV_MAXPRI
 
 
 class _Timespec(ctypes.Structure):
@@ -54,9 +56,10 @@ def _libc() -> Any | None:
 
 class PreciseTimer:
     """`sleep_until(t)` blocks the calling greenlet until `time.monotonic() >= t` (never earlier), letting every
-    other greenlet run meanwhile. One per greenlet that waits (the fd has one expiry); `close()` releases the fd."""
+    other greenlet run meanwhile; `call_at(t, f)` runs `f` in the loop then, without a greenlet. One waiter or call
+    at a time (the fd has one expiry); `close()` releases the fd."""
 
-    __slots__ = ("_libc", "_fd", "_spec", "_watcher", "precise")
+    __slots__ = ("_libc", "_fd", "_spec", "_watcher", "_fallback", "_call", "precise")
 
     def __init__(self) -> None:
         self._libc = _libc()
@@ -65,7 +68,10 @@ class PreciseTimer:
             self._fd = self._libc.timerfd_create(_CLOCK_MONOTONIC, _TFD_NONBLOCK | _TFD_CLOEXEC)
         self.precise = self._fd >= 0
         self._spec = _Itimerspec()
-        self._watcher = get_hub().loop.io(self._fd, 1) if self.precise else None
+        # Top priority: see call_at. A greenlet's sleep_until is woken by it just as soon.
+        self._watcher = get_hub().loop.io(self._fd, 1, priority=_TOP_PRIORITY) if self.precise else None
+        self._fallback: Any = None
+        self._call: tuple[float, Callable[[], None]] | None = None
 
     def sleep_until(self, at: float) -> None:
         if self.precise:
@@ -90,8 +96,58 @@ class PreciseTimer:
         with contextlib.suppress(BlockingIOError):
             os.read(self._fd, 8)  # the expiry count: reading it makes the fd unreadable until the next expiry
 
+    def call_at(self, at: float, callback: Callable[[], None]) -> None:
+        """Run `callback()` in the event loop itself (the hub, not a greenlet) once `time.monotonic() >= at`, in
+        place of any call armed before. With the timerfd its watcher has the loop's top priority: in the iteration
+        whose poll saw the expiry it runs before the callbacks of the sockets that became readable with it, and
+        what it switches to (an open-loop sender) runs there too, not after them. The callback must not block.
+        Re-arming costs one `timerfd_settime`: the watcher stays started between calls (starting and stopping it
+        would change the loop's epoll set every time). A timer serves `call_at` or `sleep_until`, not both."""
+        self._call = (at, callback)
+        if self.precise:
+            assert self._libc is not None and self._watcher is not None
+            sec = int(at)
+            value = self._spec.it_value
+            value.tv_sec = sec
+            value.tv_nsec = max(1, int((at - sec) * 1e9))
+            if self._libc.timerfd_settime(self._fd, _TFD_TIMER_ABSTIME, ctypes.byref(self._spec), None) == 0:
+                if not self._watcher.active:
+                    self._watcher.start(self._expired)
+                return
+        if self._fallback is not None:
+            self._fallback.close()
+        loop = get_hub().loop
+        loop.update_now()
+        self._fallback = loop.timer(max(0.0, at - time.monotonic()))
+        self._fallback.start(self._expired)
+
+    def _expired(self) -> None:
+        if self.precise:
+            with contextlib.suppress(BlockingIOError):
+                os.read(self._fd, 8)
+        call = self._call
+        if call is None:
+            return
+        at, callback = call
+        if time.monotonic() < at:
+            # Never early: a coarse fallback timer may fire before its time (the timerfd is armed for it already).
+            if self._fallback is not None:
+                self.call_at(at, callback)
+            return
+        self._call = None
+        callback()
+
+    def cancel(self) -> None:
+        """Forget the call armed by `call_at` (none: nothing happens)."""
+        self._call = None
+        if self._fallback is not None:
+            self._fallback.close()
+            self._fallback = None
+
     def close(self) -> None:
+        self.cancel()
         if self._watcher is not None:
+            self._watcher.stop()
             self._watcher.close()
             self._watcher = None
         if self._fd >= 0:

@@ -58,6 +58,7 @@ _SWEEP_S = 0.1
 # While a wake-up parses reads and wakes greenlets, the sockets are read again this often (see `_on_ready`).
 _REPOLL_S = 0.001
 _MAX_EVENTS = 4096
+_NEVER = float("inf")
 _RECV = 65536
 # SO_TIMESTAMPNS (= SCM_TIMESTAMPNS) is 35 in Linux's generic socket ABI (x86, ARM, POWER, s390, RISC-V); other
 # architectures number it differently, and Python only names it on some builds: elsewhere, no kernel stamps.
@@ -155,7 +156,11 @@ class Reactor:
         self._watcher = hub.loop.io(self._ep.fileno(), 1)
         self._watcher.ref = False  # an idle reactor must not keep the loop (gevent.wait(), joinall) from ending
         self._watcher.start(self._on_ready)
+        self._closed = False
         self._sweeper = gevent.spawn(self._sweep)
+        # A call due at a time, run between the reads of a wake-up (`call_between_reads`).
+        self._due_at = _NEVER
+        self._on_due: Callable[[], None] | None = None
         # Read-delay counters (kernel-stamped reads only), returned and reset by `pop_read_stats`.
         self.reads = 0
         self.late_reads = 0
@@ -184,6 +189,7 @@ class Reactor:
         """Stop reading (nothing may be reading through it now): the epoll set, the hub callback, the sweep."""
         if self._readings:
             raise RuntimeError(f"reactor closed with {len(self._readings)} reading(s) in progress")
+        self._closed = True
         self._watcher.stop()
         self._sweeper.kill(block=False)
         self._ep.close()
@@ -222,6 +228,21 @@ class Reactor:
         self._forget(reading)
         return True
 
+    def call_between_reads(self, at: float, callback: Callable[[], None] | None) -> None:
+        """Run `callback()` (in the hub) between two reads or wake-ups of a wave once `time.monotonic() >= at`, in
+        place of any call set before; None: no call. The open-loop dispatcher's timer cannot fire inside a wave
+        (the loop polls again only after it): a send due during a long wave goes out within one read's handling
+        instead of after the whole wave. The callback must not block; the caller's own timer still covers the time
+        outside waves."""
+        self._due_at = at if callback is not None else _NEVER
+        self._on_due = callback
+
+    def _run_due(self) -> None:
+        callback = self._on_due
+        self._due_at, self._on_due = _NEVER, None
+        if callback is not None:
+            callback()
+
     def _on_ready(self) -> None:
         """In the hub: read every ready socket, parse what was read, and wake the greenlets whose response ended
         (from the hub, as a Waiter must be; the hub comes back here when that greenlet next waits).
@@ -244,7 +265,13 @@ class Reactor:
             else:
                 r, outcome = ended.popleft()
                 r.waiter.switch(outcome)
+                if self._closed:
+                    # The greenlet woken closed this reactor (a connection that owns its reactor, closed after its
+                    # last response): nothing is read through it any more.
+                    return
             now = time.monotonic()
+            if now >= self._due_at:
+                self._run_due()
             if now - mark > _REPOLL_S:
                 self._poll(pending)
                 mark = now

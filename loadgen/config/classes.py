@@ -34,6 +34,7 @@ __all__ = [
     "PriorityClass",
     "class_issues",
     "header_issues",
+    "is_credential_header",
     "sends_priority",
 ]
 
@@ -47,6 +48,8 @@ _OWN_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connec
 # A variant's headers replace these defaults of its request head; a class's would be a second copy of them.
 _HEAD_DEFAULTS = frozenset({"content-type", "accept", "user-agent"})
 _INT64 = 2**63
+# Parts of a header name that mark a credential (api-key, x-api-key, X-Auth-Token, Ocp-Apim-Subscription-Key, ...).
+_CREDENTIAL_PARTS = ("key", "token", "secret", "password", "credential", "authorization", "cookie")
 
 
 def header_issues(
@@ -56,12 +59,15 @@ def header_issues(
     ``own``: the (lower-case) names loadgen writes itself."""
     issues: list[tuple[tuple[str | int, ...], str]] = []
     for key, value in headers.items():
-        if key.lower() in ("authorization", "proxy-authorization"):
+        if is_credential_header(key):
+            # A literal value would be copied into every report, raw shard and the chart's ConfigMap.
             issues.append(
                 (
                     (key,),
-                    "credentials don't belong in the scenario: set api_key_env to the NAME of an environment "
-                    "variable holding the key, and the dialect sends the Authorization header",
+                    f"{key} looks like a credential, and a scenario's values are copied into reports and manifests: "
+                    "give the NAME of an environment variable holding it instead, in the variant's "
+                    f"headers_from_env (e.g. {{{key}: MY_{_env_hint(key)}}})"
+                    + (", or api_key_env for a bearer key" if key.lower() == "authorization" else ""),
                 )
             )
         elif not _HEADER_NAME.fullmatch(key):
@@ -74,6 +80,17 @@ def header_issues(
             # Not echoed (a header may hold something private); the head is written as ASCII bytes.
             issues.append(((key,), "header values must be ASCII text"))
     return issues
+
+
+def is_credential_header(name: str) -> bool:
+    """Whether a header of this name carries a credential (`api-key`, `X-Auth-Token`, `Cookie`, `Authorization`…):
+    its value may come from the environment only."""
+    low = name.lower()
+    return any(part in low for part in _CREDENTIAL_PARTS) or low in ("cookie", "set-cookie")
+
+
+def _env_hint(name: str) -> str:
+    return re.sub(r"[^A-Z0-9]+", "_", name.upper()).strip("_") or "SECRET"
 
 
 class PriorityClass(BaseModel):
@@ -138,6 +155,7 @@ def sends_priority(dialect: str, base_url: str) -> bool:
 class _VariantLike(Protocol):
     name: str
     headers: dict[str, str]
+    headers_from_env: dict[str, str]
     extra_body: dict[str, Any]
 
 
@@ -163,11 +181,13 @@ def _variant_clashes(
     j: int, variant: _VariantLike, classes: list[PriorityClass], with_priority: list[str]
 ) -> list[tuple[tuple[str | int, ...], str]]:
     issues: list[tuple[tuple[str | int, ...], str]] = []
-    own = {k.lower() for k in variant.headers}
+    own = {k.lower() for k in (*variant.headers, *variant.headers_from_env)}
     for i, c in enumerate(classes):
         for key in c.headers:
             if key.lower() in own:
                 message = f"variant {variant.name!r} sets {key} too (variants[{j}].headers): set it in one place"
+                if key.lower() not in {k.lower() for k in variant.headers}:
+                    message = message.replace(".headers)", ".headers_from_env)")
                 issues.append((("traffic", "classes", i, "headers", key), message))
     extra: Mapping[str, Any] = variant.extra_body
     if with_priority and "priority" in extra:

@@ -24,7 +24,9 @@ __all__ = [
     "compose_yaml",
     "describe_value",
     "duplicate_key_issues",
+    "format_path",
     "in_file_order",
+    "line_of",
     "translate_validation_error",
 ]
 
@@ -114,7 +116,7 @@ def duplicate_key_issues(root: yaml.Node) -> list[ConfigIssue]:
                     if key_node.value in keys and key_node.value != "<<":
                         message = f"duplicate key {key_node.value!r}; only the last one would count"
                         full = (*path, key_node.value)
-                        issues.append(ConfigIssue(_format_path(full), message, key_node.start_mark.line + 1))
+                        issues.append(ConfigIssue(format_path(full), message, key_node.start_mark.line + 1))
                     keys.add(key_node.value)
                     stack.append((value_node, (*path, key_node.value)))
         elif isinstance(node, yaml.SequenceNode):
@@ -122,7 +124,7 @@ def duplicate_key_issues(root: yaml.Node) -> list[ConfigIssue]:
     return issues
 
 
-def _line_of(root: yaml.Node | None, loc: tuple[str | int, ...]) -> int | None:
+def line_of(root: yaml.Node | None, loc: tuple[str | int, ...]) -> int | None:
     """Line of the deepest node on ``loc`` that exists (for a missing key: its parent mapping)."""
     if root is None:
         return None
@@ -157,7 +159,7 @@ def translate_validation_error(
         if isinstance(inner, SubpathIssues):
             for subpath, message in inner.issues:
                 full = (*loc, *subpath)
-                issues.append(ConfigIssue(_format_path(full), message, _line_of(root, full)))
+                issues.append(ConfigIssue(format_path(full), message, line_of(root, full)))
             continue
         if len(loc) >= 2 and loc[-1] == "[key]" and error["type"] not in ("extra_forbidden", "missing"):
             # An invalid mapping key (e.g. a custom mix name): pydantic appends "[key]" to the key's path.
@@ -165,7 +167,7 @@ def translate_validation_error(
             message = f"invalid name: {_message(error, loc, model)}"
         else:
             message = _message(error, loc, model)
-        issues.append(ConfigIssue(_format_path(loc), message, _line_of(root, loc)))
+        issues.append(ConfigIssue(format_path(loc), message, line_of(root, loc)))
     return issues
 
 
@@ -174,7 +176,9 @@ def _message(error: Any, loc: tuple[str | int, ...], model: type[BaseModel]) -> 
     kind: str = error["type"]
     ctx: dict[str, Any] = error.get("ctx") or {}
     # Values under these keys may be secrets pasted in the wrong place: say what type they were, not what.
-    hide = any(part in ("headers", "api_key_env") for part in loc)
+    hide = any(
+        part in ("headers", "api_key_env", "headers_from_env", "bearer_token_env", "basic_auth_env") for part in loc
+    )
     got = _kind(error.get("input")) if hide else describe_value(error.get("input"))
     if kind == "missing":
         return "required field is missing"
@@ -248,7 +252,7 @@ def _kind(value: object) -> str:
     return "null" if value is None else type(value).__name__
 
 
-def _format_path(loc: tuple[str | int, ...]) -> str:
+def format_path(loc: tuple[str | int, ...]) -> str:
     out = ""
     for part in loc:
         if isinstance(part, int):

@@ -11,12 +11,13 @@
 from __future__ import annotations
 
 import re
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from loadgen.config.types import Duration
 
-__all__ = ["DEFAULT_BUCKETS_S", "ClusterPrometheus", "LiveMetrics"]
+__all__ = ["DEFAULT_BUCKETS_S", "BasicAuthEnv", "ClusterPrometheus", "LiveMetrics"]
 
 _QUERY_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -25,6 +26,23 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 DEFAULT_BUCKETS_S: tuple[float, ...] = (
     0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 30.0, 60.0,
 )  # fmt: skip
+
+
+class BasicAuthEnv(BaseModel):
+    """HTTP basic auth for a Prometheus, both parts from the environment."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    username: str = Field(description="NAME of the environment variable holding the user name.")
+    password: str = Field(description="NAME of the environment variable holding the password (never the password).")
+
+    @field_validator("username", "password")
+    @classmethod
+    def _env_name(cls, value: str) -> str:
+        if not _ENV_NAME.match(value):
+            # Not echoed: this is where a password gets pasted by mistake.
+            raise ValueError("expected the NAME of an environment variable (letters, digits, '_'), not its value")
+        return value
 
 
 class ClusterPrometheus(BaseModel):
@@ -38,9 +56,10 @@ class ClusterPrometheus(BaseModel):
         "/api/v1/… is appended.",
     )
     queries: dict[str, str] = Field(
-        min_length=1,
+        default_factory=dict,
         description="Name → PromQL, e.g. {gpu_util: 'avg by (Hostname) (DCGM_FI_DEV_GPU_UTIL)'}: each evaluated "
-        "over the run window, each result series into the report. Checked against the Prometheus before load.",
+        "over the run window, each result series into the report. Checked against the Prometheus before load. "
+        "May be empty when only the variants' `power` / `gpu_memory` queries read it.",
     )
     step: Duration = Field(
         default=5.0,
@@ -51,12 +70,26 @@ class ClusterPrometheus(BaseModel):
         default=None,
         description="NAME of an environment variable holding a bearer token for the Prometheus (never the token).",
     )
+    basic_auth_env: BasicAuthEnv | None = Field(
+        default=None,
+        description="HTTP basic auth for the Prometheus: `{username: ENV_NAME, password: ENV_NAME}`, both from the "
+        "environment. Credentials never go in `url`.",
+    )
 
     @field_validator("url")
     @classmethod
     def _http(cls, value: str) -> str:
+        parts = urlsplit(value)
+        if "@" in parts.netloc:
+            # Not echoed: it holds a password.
+            raise ValueError(
+                "credentials don't belong in the URL, which reports and logs show: give bearer_token_env or "
+                "basic_auth_env, the NAMES of environment variables holding them"
+            )
         if not re.match(r"^https?://[^/\s]+", value):
             raise ValueError(f"expected an http:// or https:// URL, got {value!r}")
+        if parts.query or parts.fragment:
+            raise ValueError("expected the Prometheus base URL without a query or fragment (a token may ride in one)")
         return value.rstrip("/")
 
     @field_validator("queries")
@@ -80,8 +113,21 @@ class ClusterPrometheus(BaseModel):
     @classmethod
     def _env_name(cls, value: str | None) -> str | None:
         if value is not None and not _ENV_NAME.match(value):
-            raise ValueError(f"expected an environment variable's NAME, got {value!r}")
+            # Not echoed: this is where a token gets pasted by mistake.
+            raise ValueError("expected the NAME of an environment variable (letters, digits, '_'), not its value")
         return value
+
+    @model_validator(mode="after")
+    def _one_auth(self) -> ClusterPrometheus:
+        if self.bearer_token_env and self.basic_auth_env:
+            raise ValueError("give bearer_token_env or basic_auth_env, not both")
+        return self
+
+    def secret_env_names(self) -> list[str]:
+        """The environment variables the Prometheus credentials come from."""
+        if self.basic_auth_env is not None:
+            return [self.basic_auth_env.username, self.basic_auth_env.password]
+        return [self.bearer_token_env] if self.bearer_token_env else []
 
 
 class LiveMetrics(BaseModel):

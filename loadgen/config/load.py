@@ -19,8 +19,8 @@ __all__ = ["ARRIVAL_KIND_NAMES", "Arrival", "Load", "Overflow"]
 
 # The schedule kinds of traffic/arrivals.py (plain data here, so config imports nothing of traffic; a unit test
 # holds the two equal).
-ARRIVAL_KIND_NAMES = ("poisson", "gamma", "constant")
-ArrivalKindName = Literal["poisson", "gamma", "constant"]
+ARRIVAL_KIND_NAMES = ("poisson", "gamma", "constant", "trace")
+ArrivalKindName = Literal["poisson", "gamma", "constant", "trace"]
 Overflow = Literal["late", "drop"]
 
 
@@ -31,7 +31,8 @@ class Arrival(BaseModel):
 
     kind: ArrivalKindName = Field(
         description="poisson: exponential gaps (independent clients; vLLM bench serve's default); gamma: gamma "
-        "gaps of shape `burstiness` (vLLM's --burstiness); constant: one request every 1/rate seconds."
+        "gaps of shape `burstiness` (vLLM's --burstiness); constant: one request every 1/rate seconds; trace: "
+        "the times of `traffic.trace`'s rows (no rate: the trace gives it)."
     )
     rate: PositiveFloat | None = Field(
         default=None,
@@ -55,6 +56,11 @@ class Arrival(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> Arrival:
+        if self.kind == "trace":
+            given = [f for f in ("rate", "stages", "burstiness") if getattr(self, f) is not None]
+            if given:
+                raise SubpathIssues([((given[0],), "kind trace sends at the trace's own times: leave it out")])
+            return self
         if self.rate is None and self.stages is None:
             raise SubpathIssues([(("rate",), "required: one rate for the whole run (or `stages` of rates)")])
         if self.rate is not None and self.stages is not None:
@@ -70,7 +76,10 @@ class Arrival(BaseModel):
         return self
 
     def mean_rate(self) -> float:
-        """The rate, or the stages' mean rate over their whole length (requests/s)."""
+        """The rate, or the stages' mean rate over their whole length (requests/s); a trace's comes from its file
+        (traffic.trace_file)."""
+        if self.kind == "trace":
+            raise ValueError("a trace's rate comes from its rows: traffic.trace_file.schedule_of")
         if self.stages is None:
             assert self.rate is not None
             return self.rate

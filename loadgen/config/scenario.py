@@ -9,26 +9,23 @@ the YAML line, so a typo is a one-line fix rather than a traceback.
 from __future__ import annotations
 
 import os
-import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
-import orjson
+import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    StrictBool,
     StrictInt,
     ValidationError,
-    ValidationInfo,
-    field_validator,
     model_validator,
 )
 
-from loadgen.config.classes import PriorityClass, class_issues, header_issues
+from loadgen.config.adapters import adapter_slo_issues
+from loadgen.config.classes import PriorityClass, class_issues
 from loadgen.config.errors import (
     ConfigError,
     ConfigIssue,
@@ -36,20 +33,25 @@ from loadgen.config.errors import (
     compose_yaml,
     describe_value,
     duplicate_key_issues,
+    format_path,
     in_file_order,
+    line_of,
     translate_validation_error,
 )
-from loadgen.config.k8s_target import K8sSelector, ResolvedFrom
+from loadgen.config.images import image_issues
 from loadgen.config.live_metrics import LiveMetrics
-from loadgen.config.output_length import ExactOutput
+from loadgen.config.overrides import Override, apply_overrides
+from loadgen.config.quality import Quality
 from loadgen.config.slo import SLO, default_slos
-from loadgen.config.traffic import Bucket, Load, MixDef, MixRef, Traffic
-from loadgen.config.types import NAME_PATTERN, Duration, PositiveFloat
+from loadgen.config.stop_when import StopWhen
+from loadgen.config.tools import tool_issues
+from loadgen.config.tracing import Tracing
+from loadgen.config.traffic import Arrival, Bucket, Load, MixDef, MixRef, Traffic
+from loadgen.config.variant import Variant
 from loadgen.config.verdict_options import ColdStarts, Goodput, RunTrust
+from loadgen.config.whole_replies import whole_reply_issues
 from loadgen.metric_names import SCHEDULED_METRICS
-from loadgen.protocol.dialects import DIALECT_NAMES
 from loadgen.registry import UnknownNameError
-from loadgen.traffic.server_tokenizer import TokenizerError, check_tokenizer
 
 __all__ = [
     "SLO",
@@ -61,209 +63,24 @@ __all__ = [
     "MixRef",
     "PriorityClass",
     "Scenario",
+    "ScenarioDocument",
     "Traffic",
     "Variant",
     "check_environment",
     "load_scenario",
     "missing_secrets",
+    "parse_document",
     "parse_scenario",
+    "read_document",
     "scenario_json_schema",
     "validate_scenario",
 ]
 
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 QUEUE_DELAY_REFUSED = (
     "queue_delay and e2e_from_schedule need open-loop arrivals: set load.arrival (e.g. {kind: poisson, rate: 10}); "
     "closed-loop users send as soon as they are free, so there is no schedule to measure from"
 )
-
-
-class Variant(ExactOutput):
-    """One deployment under test: an endpoint, the model it serves, and how to talk to it."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    name: str = Field(
-        pattern=NAME_PATTERN,
-        description="Short unique name used in reports and metrics, e.g. `baseline`, `int8`, `spec-decode`.",
-    )
-    base_url: str = Field(
-        default="",
-        description="Server root, e.g. `http://127.0.0.1:8000`. The dialect appends its path "
-        "(`/v1/chat/completions`), so leave out `/v1`. A trailing slash is dropped. Give this or `selector`.",
-    )
-    selector: K8sSelector | None = Field(
-        default=None,
-        description="On Kubernetes, instead of `base_url`: the label selector of the variant's Service, resolved "
-        "to its URL when the run starts (e.g. `{selector: loadgen.io/variant=int8, namespace: llm}`).",
-    )
-    resolved_from: ResolvedFrom | None = Field(
-        default=None, description="Filled in by loadgen when it resolves `selector`; leave it out."
-    )
-    model: str = Field(min_length=1, description="Model name sent in each request's `model` field.")
-    dialect: str = Field(
-        default="openai-chat",
-        description=f"Wire protocol of the server; one of: {', '.join(sorted(DIALECT_NAMES))}.",
-    )
-    api_key_env: str | None = Field(
-        default=None,
-        json_schema_extra={"pattern": f"^{_ENV_NAME.pattern}$"},
-        description="NAME of the environment variable holding the API key (e.g. `OPENAI_API_KEY`, or one filled "
-        "from a Kubernetes Secret). The key itself never goes in the scenario. Null: no auth.",
-    )
-    headers: dict[str, str] = Field(
-        default_factory=dict,
-        description="Extra HTTP headers sent with every request. Not for credentials: use `api_key_env`.",
-    )
-    connect_timeout: Duration = Field(
-        default=10.0, gt=0, description="Longest wait to open a connection (seconds, or e.g. `10s`)."
-    )
-    read_timeout: Duration = Field(
-        default=60.0,
-        gt=0,
-        description="Longest silence allowed between bytes of a response, including before the first token "
-        "(seconds, or e.g. `60s`). A stalled stream fails after this long.",
-    )
-    request_timeout: Duration = Field(
-        default=600.0,
-        gt=0,
-        description="Longest a whole request may take, stream included (seconds, or e.g. `10m`).",
-    )
-    tls_ca_file: str | None = Field(
-        default=None,
-        min_length=1,
-        description="For an `https://` base_url: a PEM file of CA certificates to trust instead of the system "
-        "store (like curl's `--cacert`), e.g. a private CA's bundle; to trust both, concatenate the system bundle "
-        "into it. A path on the machine (or in the pod) running the workers, read when they connect: a file that "
-        "cannot be loaded fails every request as `connect`. Null: the system store.",
-    )
-    tls_verify: StrictBool = Field(
-        default=True,
-        description="For an `https://` base_url: verify the server's certificate and host name. `false` turns "
-        "verification off, for testing only: anyone on the path can then read the traffic and the API key.",
-    )
-    continuous_usage_stats: StrictBool = Field(
-        default=False,
-        description="The server reports cumulative token usage in every stream chunk (vLLM's "
-        "`stream_options.continuous_usage_stats`), which gives exact tokens per chunk for ITL.",
-    )
-    extra_body: dict[str, Any] = Field(
-        default_factory=dict,
-        description="JSON merged into every request body the dialect builds, e.g. `{ignore_eos: true}` (what "
-        "`exact_output` sends: every request generates its full output length), `{cache_prompt: false}` (llama.cpp), "
-        "`{timings_per_token: true}` (llama.cpp's OpenAI server: exact tokens per chunk), "
-        "`{options: {num_ctx: 8192}}` (Ollama), `{return_num_output_tokens: true}` (Triton's vLLM backend). "
-        "Nested mappings merge with the dialect's own (Ollama `options`, TGI `parameters`); other values "
-        "replace it. Not for credentials: use `api_key_env`.",
-    )
-    baseline: StrictBool = Field(
-        default=False,
-        description="Compare the other variants against this one. At most one variant may set it; "
-        "without it, the first variant is the baseline.",
-    )
-    weight: PositiveFloat = Field(
-        default=1.0,
-        description="Relative share of users sent to this variant when variants run concurrently.",
-    )
-
-    @field_validator("base_url")
-    @classmethod
-    def _check_base_url(cls, value: str) -> str:
-        url = value.strip().rstrip("/")
-        if not url:
-            return url  # `selector` names the server instead; _check_target says when neither does
-        parts = urlsplit(url)
-        if "@" in parts.netloc:
-            # Not echoed: it holds a password.
-            raise ValueError(
-                "credentials don't belong in base_url: set api_key_env to the NAME of an environment "
-                "variable holding the key"
-            )
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise ValueError(f"expected an http:// or https:// URL of the server root, got {value!r}")
-        if parts.query or parts.fragment:
-            raise ValueError(f"expected the server root without a query or fragment, got {value!r}")
-        if parts.path.endswith("/v1"):
-            raise ValueError(
-                f"{value!r} ends in /v1, but the dialect appends /v1/...; give the server root, "
-                f"e.g. {url[: -len('/v1')]!r}"
-            )
-        return url
-
-    @field_validator("tls_ca_file")
-    @classmethod
-    def _check_tls_ca_file(cls, value: str | None) -> str | None:
-        if value is not None and (not value.strip() or any(c in value for c in "\0\r\n")):
-            raise ValueError(f"expected the path of a PEM file, got {value!r}")
-        return value
-
-    @model_validator(mode="after")
-    def _check_target(self) -> Variant:
-        if bool(self.base_url) == (self.selector is not None):
-            field = "selector" if self.base_url else "base_url"
-            raise SubpathIssues([((field,), "give exactly one of base_url or selector")])
-        return self
-
-    @model_validator(mode="after")
-    def _check_tls(self) -> Variant:
-        scheme = self.selector.scheme if self.selector is not None else urlsplit(self.base_url).scheme
-        if scheme == "https":
-            return self
-        issues: list[tuple[tuple[str | int, ...], str]] = []
-        if self.tls_ca_file is not None:
-            issues.append((("tls_ca_file",), "only applies to an https:// base_url; base_url is http://"))
-        if not self.tls_verify:
-            issues.append((("tls_verify",), "only applies to an https:// base_url; base_url is http://"))
-        if issues:
-            raise SubpathIssues(issues)
-        return self
-
-    @field_validator("dialect")
-    @classmethod
-    def _check_dialect(cls, value: str) -> str:
-        if value not in DIALECT_NAMES:
-            raise ValueError(str(UnknownNameError("dialect", value, sorted(DIALECT_NAMES))))
-        return value
-
-    @field_validator("api_key_env")
-    @classmethod
-    def _check_api_key_env(cls, value: str | None) -> str | None:
-        # Never echo the value: it is exactly where someone pastes a key by mistake.
-        if value is not None and not _ENV_NAME.fullmatch(value):
-            raise ValueError(
-                "expected the NAME of an environment variable holding the key (letters, digits, '_'; "
-                "e.g. OPENAI_API_KEY), not the key itself"
-            )
-        return value
-
-    @field_validator("extra_body")
-    @classmethod
-    def _check_extra_body(cls, value: dict[str, Any]) -> dict[str, Any]:
-        try:
-            orjson.dumps(value)
-        except TypeError as exc:
-            raise ValueError(
-                f"expected JSON values (mappings, lists, strings, numbers, booleans, null): {exc}"
-            ) from None
-        if value.get("stream", True) is not True:
-            raise ValueError("`stream` must stay true: loadgen measures streamed responses")
-        for key in ("n", "best_of"):
-            several = value.get(key)
-            if isinstance(several, int) and not isinstance(several, bool) and several > 1:
-                # Their chunks would interleave on one timeline: TTFT, ITL and tokens would mix the choices.
-                raise SubpathIssues(
-                    [((key,), f"{several} choices per request cannot be timed on one timeline; loadgen times one")]
-                )
-        return value
-
-    @field_validator("headers")
-    @classmethod
-    def _check_headers(cls, value: dict[str, str]) -> dict[str, str]:
-        issues = header_issues(value)
-        if issues:
-            raise SubpathIssues(issues)
-        return value
 
 
 class Scenario(BaseModel):
@@ -305,6 +122,12 @@ class Scenario(BaseModel):
         "them counts toward goodput (requests/s reported beside throughput, with the requests that missed each "
         "bound). Null: no goodput.",
     )
+    stop_when: StopWhen | None = Field(
+        default=None,
+        description="End the run early once its answer is known (an SLO breached beyond doubt, a window of errors, "
+        "failures in a row, an unreachable target): exit 1, or 3 for an unreachable target; never a pass. Null: the "
+        "run lasts its duration.",
+    )
     run_trust: RunTrust = Field(
         default_factory=RunTrust,
         description="When the load generator's own measurements make the run untrustworthy (exit 3).",
@@ -318,19 +141,27 @@ class Scenario(BaseModel):
         default_factory=LiveMetrics,
         description="The master's Prometheus exporter (histogram buckets) and its scraping of each variant's /metrics.",
     )
-
-    @field_validator("tokenizer")
-    @classmethod
-    def _check_tokenizer(cls, value: str | None, info: ValidationInfo) -> str | None:
-        try:  # loads it (once per process) and checks it can cut prompts exactly (`server`: asks the first variant)
-            _ = value is None or check_tokenizer(value, info.data.get("variants") or [])
-        except TokenizerError as exc:
-            raise ValueError(str(exc)) from None
-        return value
+    quality: Quality | None = Field(
+        default=None,
+        description="Compare each variant's replies with the baseline's for the same requests (agreement on the first "
+        "k tokens, exact matches, edit similarity), beside its speedup; set temperature 0 and a seed in every "
+        "variant's extra_body. A bounded sample of requests keeps its replies. Null: no comparison of outputs.",
+    )
+    tracing: Tracing | None = Field(
+        default=None,
+        description="W3C trace context: every request carries a `traceparent` header (its trace id in the raw "
+        "records, so a server's spans join them), a share flagged sampled; optionally spans and the run's summary "
+        "exported over OTLP/HTTP. Null: no trace header.",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> Scenario:
         issues: list[tuple[tuple[str | int, ...], str]] = []
+        arrival = self.load.arrival
+        if self.traffic.trace is not None and arrival is None:
+            self.load.arrival = Arrival(kind="trace")  # a trace is sent at its own times unless told otherwise
+        elif arrival is not None and arrival.kind == "trace" and self.traffic.trace is None:
+            issues.append((("load", "arrival", "kind"), "trace needs traffic.trace: the file whose times it sends"))
         names: set[str] = set()
         baseline_at: int | None = None
         for i, variant in enumerate(self.variants):
@@ -367,7 +198,21 @@ class Scenario(BaseModel):
                 issues.append((("slos", i, "mix"), message))
             if slo.metric in SCHEDULED_METRICS and self.load.arrival is None:
                 issues.append((("slos", i, "metric"), QUEUE_DELAY_REFUSED))
+            if slo.adapter is not None:
+                issues += adapter_slo_issues(i, slo.adapter, slo.variant, self.variants)
         issues += class_issues(self.traffic.classes, self.slos, self.variants)
+        issues += image_issues(self.traffic, self.variants)
+        issues += whole_reply_issues(self.variants, self.slos, self.goodput, self.traffic.cancel)
+        issues += tool_issues(self.traffic.mixes, self.variants)
+        issues += [
+            (("variants", i, field), "reads the cluster Prometheus: give metrics.prometheus {url, queries}")
+            for i, variant in enumerate(self.variants)
+            for field in ("power", "gpu_memory")
+            if getattr(variant, field) is not None and self.metrics.prometheus is None
+        ]
+        reads = any(v.power or v.gpu_memory for v in self.variants)
+        if self.metrics.prometheus is not None and not self.metrics.prometheus.queries and not reads:
+            issues.append((("metrics", "prometheus", "queries"), "at least 1 query, or a variant's power / gpu_memory"))
         if issues:
             raise SubpathIssues(issues)
         return self
@@ -386,25 +231,33 @@ class Scenario(BaseModel):
 
 
 def missing_secrets(scenario: Scenario, environ: Mapping[str, str] | None = None) -> list[ConfigIssue]:
-    """One issue per variant whose ``api_key_env`` names a variable unset or empty in ``environ`` (default: the
-    process environment). Issues name the field and the variable, never a value."""
+    """One issue per secret of a variant (``api_key_env``, each ``headers_from_env`` value) naming a variable unset or
+    empty in ``environ`` (default: the process environment). Issues name the field and the variable, never a value."""
     env = os.environ if environ is None else environ
     issues = []
     for i, variant in enumerate(scenario.variants):
-        name = variant.api_key_env
-        if name is None:
-            continue
-        if name not in env:
-            state = "is not set"
-        elif not env[name].strip():
-            state = "is empty"
-        else:
-            continue
-        message = (
-            f"environment variable {name} {state}, so every request to variant {variant.name!r} would be sent "
-            f"without its API key; export {name} (e.g. from a Kubernetes Secret) or set api_key_env: null"
+        sources = (
+            [("api_key_env", variant.api_key_env, "its API key", "or set api_key_env: null")]
+            if (variant.api_key_env)
+            else []
         )
-        issues.append(ConfigIssue(f"variants[{i}].api_key_env", message))
+        sources += [
+            (f"headers_from_env.{header}", name, f"its {header} header", f"or drop {header} from headers_from_env")
+            for header, name in variant.headers_from_env.items()
+        ]
+        for field, name, what, otherwise in sources:
+            assert name is not None
+            if name not in env:
+                state = "is not set"
+            elif not env[name].strip():
+                state = "is empty"
+            else:
+                continue
+            message = (
+                f"environment variable {name} {state}, so every request to variant {variant.name!r} would be sent "
+                f"without {what}; export {name} (e.g. from a Kubernetes Secret) {otherwise}"
+            )
+            issues.append(ConfigIssue(f"variants[{i}].{field}", message))
     return issues
 
 
@@ -424,8 +277,71 @@ def scenario_json_schema() -> dict[str, Any]:
 # --- loading -------------------------------------------------------------------------------------------------
 
 
-def load_scenario(path: str | Path) -> Scenario:
-    """Read and validate a scenario file; every problem raises ``ConfigError``."""
+@dataclass(frozen=True)
+class ScenarioDocument:
+    """A scenario as read, before validation: its data (``--set`` overrides applied), the YAML node tree whose marks
+    give each field's line, and the overrides, so that a problem found in a field says where that field came from
+    (the file's line, or the ``--set`` flag that set it)."""
+
+    source: str
+    data: Any
+    root: yaml.Node | None = None
+    overrides: tuple[Override, ...] = ()
+
+    def with_overrides(self, overrides: Sequence[Override]) -> ScenarioDocument:
+        """This document with ``overrides`` applied in turn (later ones win); raises ``ConfigError``."""
+        if not overrides:
+            return self
+        data, applied = apply_overrides(self.data, overrides, self.source)
+        return replace(self, data=data, overrides=(*self.overrides, *applied))
+
+    def issue(self, loc: tuple[str | int, ...], message: str, *, with_line: bool = True) -> ConfigIssue:
+        """A problem of the field at ``loc``: its line in the file, or the ``--set`` flag that set it."""
+        override = self._override_of(loc)
+        if override is not None:
+            return ConfigIssue(format_path(loc), f"{message} ({override.flag})")
+        return ConfigIssue(format_path(loc), message, line_of(self.root, loc) if with_line else None)
+
+    def validate(self) -> Scenario:
+        """The validated scenario; every problem raises ``ConfigError`` (each issue with its field path and line)."""
+        if not isinstance(self.data, dict):
+            issue = ConfigIssue(
+                "",
+                "expected a mapping of scenario fields (variants, traffic, load, ...), got "
+                f"{describe_value(self.data)}",
+                1,
+            )
+            raise ConfigError([issue], self.source)
+        issues = duplicate_key_issues(self.root) if self.root is not None else []
+        try:
+            scenario = Scenario.model_validate(self.data)
+        except ValidationError as exc:
+            found = [self._relabel(i) for i in translate_validation_error(exc, Scenario, self.root)]
+            raise ConfigError(in_file_order([*issues, *found]), self.source) from None
+        except RecursionError:
+            issue = ConfigIssue("", "the document refers to itself (a recursive YAML anchor)", None)
+            raise ConfigError([*issues, issue], self.source) from None
+        if issues:
+            raise ConfigError(in_file_order(issues), self.source)
+        return scenario
+
+    def _override_of(self, loc: tuple[str | int, ...] | str) -> Override | None:
+        path = loc if isinstance(loc, str) else format_path(loc)
+        for override in reversed(self.overrides):  # the last one set it
+            at = format_path(override.loc)
+            if path == at or path.startswith((at + ".", at + "[")):
+                return override
+        return None
+
+    def _relabel(self, issue: ConfigIssue) -> ConfigIssue:
+        override = self._override_of(issue.path)
+        if override is None:
+            return issue
+        return ConfigIssue(issue.path, f"{issue.message} ({override.flag})")
+
+
+def read_document(path: str | Path) -> ScenarioDocument:
+    """A scenario file read and parsed as YAML, not yet validated; raises ``ConfigError``."""
     source = str(path)
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -435,28 +351,24 @@ def load_scenario(path: str | Path) -> Scenario:
         raise ConfigError([ConfigIssue("", f"not UTF-8 text ({exc.reason} at byte {exc.start})")], source) from None
     except OSError as exc:
         raise ConfigError([ConfigIssue("", f"cannot read the file: {exc.strerror or exc}")], source) from None
-    return parse_scenario(text, source)
+    return parse_document(text, source)
+
+
+def parse_document(text: str, source: str = "<string>") -> ScenarioDocument:
+    """Scenario YAML parsed, not yet validated; ``source`` names it in error messages."""
+    root, data = compose_yaml(text, source)
+    return ScenarioDocument(source, data, root)
+
+
+def load_scenario(path: str | Path, overrides: Sequence[Override] = ()) -> Scenario:
+    """Read and validate a scenario file (with ``--set`` overrides); every problem raises ``ConfigError``. Checks
+    only the model's rules: the checks that read files or ask servers are ``loadgen.preflight``'s."""
+    return read_document(path).with_overrides(overrides).validate()
 
 
 def parse_scenario(text: str, source: str = "<string>") -> Scenario:
     """Validate a scenario given as YAML text; ``source`` names it in error messages."""
-    root, data = compose_yaml(text, source)
-    if not isinstance(data, dict):
-        issue = ConfigIssue(
-            "", f"expected a mapping of scenario fields (variants, traffic, load, ...), got {describe_value(data)}", 1
-        )
-        raise ConfigError([issue], source)
-    issues = duplicate_key_issues(root)
-    try:
-        scenario = Scenario.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(in_file_order([*issues, *translate_validation_error(exc, Scenario, root)]), source) from None
-    except RecursionError:
-        issue = ConfigIssue("", "the document refers to itself (a recursive YAML anchor)", None)
-        raise ConfigError([*issues, issue], source) from None
-    if issues:
-        raise ConfigError(in_file_order(issues), source)
-    return scenario
+    return parse_document(text, source).validate()
 
 
 def validate_scenario(data: object, source: str = "<data>") -> Scenario:

@@ -1,5 +1,5 @@
 """The scenario's service-level objectives: a statistic of a latency metric at or under a bound, or a share of
-requests that must succeed, for all traffic or narrowed to a variant, a mix or a priority class.
+requests that must succeed, for all traffic or narrowed to a variant, a mix, a priority class or a LoRA adapter.
 
 Kept apart from scenario.py (which re-exports `SLO`) so that no module passes 500 lines.
 """
@@ -50,6 +50,12 @@ class SLO(BaseModel):
         description="Priority class (a name in `traffic.classes`) this SLO applies to; null: all classes together. "
         "Not with `mix`: results are kept per (variant, mix) and per (variant, class), not per all three.",
     )
+    adapter: str | None = Field(
+        default=None,
+        description="LoRA adapter (a name in a variant's `adapters`) this SLO applies to, judged on each variant "
+        "listing it; null: all adapters together. Not with `mix` or `class`: results are kept per (variant, "
+        "adapter) apart.",
+    )
 
     @model_validator(mode="after")
     def _check_bound(self) -> SLO:
@@ -75,6 +81,9 @@ class SLO(BaseModel):
                     "(variant, class)",
                 )
             )
+        if self.adapter is not None and (self.mix is not None or self.cls is not None):
+            message = "an SLO narrows to a mix, a class or an adapter, one of them: results are kept per each apart"
+            issues.append((("adapter",), message))
         if issues:
             raise SubpathIssues(issues)
         return self

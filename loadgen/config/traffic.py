@@ -5,14 +5,13 @@ The load (users, arrivals, stages) lives in config/load.py, re-exported here and
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
-    PrivateAttr,
     StrictBool,
     StrictInt,
     WithJsonSchema,
@@ -20,14 +19,15 @@ from pydantic import (
 )
 
 from loadgen.config.builtin_mixes import BUILTIN_MIX_NAMES, TextKind
+from loadgen.config.cancel import Cancel
 from loadgen.config.classes import Classes
-from loadgen.config.errors import ConfigError, SubpathIssues, describe_value
+from loadgen.config.errors import SubpathIssues, describe_value
+from loadgen.config.images import IMAGES_DOC, Images
 from loadgen.config.load import ARRIVAL_KIND_NAMES, Arrival, Load, Overflow
+from loadgen.config.tools import TOOLS_DOC, Tools
+from loadgen.config.trace import TraceReplay
 from loadgen.config.types import NAME_PATTERN, Duration, MixName, PositiveFloat, TokenRange
 from loadgen.registry import UnknownNameError
-
-if TYPE_CHECKING:
-    from loadgen.traffic.datasets import Dataset
 
 __all__ = [
     "ARRIVAL_KIND_NAMES",
@@ -130,6 +130,7 @@ class MixDef(BaseModel):
         "requests share a cacheable prefix: the baseline a prefix cache is measured against, with the same "
         "lengths and the same shared text otherwise.",
     )
+    images: Images | None = Field(default=None, description=IMAGES_DOC)
     description: str = Field(default="", description="Free text shown in reports.")
 
     @model_validator(mode="after")
@@ -231,6 +232,7 @@ class MixRef(BaseModel):
         "opens a conversation of `turns` turns whose history grows with the model's replies; the report gives "
         "TTFT by turn. The weight then counts sessions. Null: single requests.",
     )
+    tools: Tools | None = Field(default=None, description=TOOLS_DOC)
 
 
 class DatasetReplay(BaseModel):
@@ -272,54 +274,18 @@ class DatasetReplay(BaseModel):
         default=False, description="Draw `sample` with replacement (so it may exceed the rows there are)."
     )
 
-    _dataset: Dataset | None = PrivateAttr(default=None)
-
     @model_validator(mode="after")
     def _check(self) -> DatasetReplay:
-        self._dataset = self._read()
-        return self
-
-    def _read(self) -> Dataset:
-        from loadgen.traffic.datasets import LengthFilter, load_dataset
-
+        # The file itself is read before load (loadgen.preflight, then traffic/replay.py): the model checks values.
+        issues: list[tuple[tuple[str | int, ...], str]] = []
         low, high = self.min_prompt_tokens, self.max_prompt_tokens
         if low is not None and high is not None and low > high:
-            raise SubpathIssues([(("min_prompt_tokens",), f"is above max_prompt_tokens ({high}): no row could pass")])
+            issues.append((("min_prompt_tokens",), f"is above max_prompt_tokens ({high}): no row could pass"))
         if self.replace and self.sample is None:
-            raise SubpathIssues([(("replace",), "applies with sample only: set sample, or leave replace out")])
-        filters = LengthFilter(min_prompt_tokens=low, max_prompt_tokens=high, max_output_tokens=self.max_output_tokens)
-        try:
-            dataset = load_dataset(self.path, filters)
-        except ConfigError as exc:
-            raise SubpathIssues([(("path",), "; ".join(issue.render(exc.source) for issue in exc.issues))]) from None
-        issues: list[tuple[tuple[str | int, ...], str]] = []
-        if self.sample is not None and not self.replace and self.sample > len(dataset.records):
-            issues.append(
-                (
-                    ("sample",),
-                    f"cannot sample {self.sample} rows without replacement: {len(dataset.records)} usable row(s) "
-                    "after the filters (sample fewer, or set replace: true)",
-                )
-            )
-        if self.default_output_tokens is None:
-            bare = next((r for r in dataset.records if r.output_tokens is None), None)
-            if bare is not None:
-                issues.append(
-                    (
-                        ("default_output_tokens",),
-                        f"{self.path}:{bare.line} gives no output_tokens (nor a reply to measure): set "
-                        "default_output_tokens, the max_tokens of such rows",
-                    )
-                )
+            issues.append((("replace",), "applies with sample only: set sample, or leave replace out"))
         if issues:
             raise SubpathIssues(issues)
-        return dataset
-
-    def rows(self) -> Dataset:
-        """The usable rows that pass the filters, in file order (read once, when the scenario was validated)."""
-        if self._dataset is None:
-            self._dataset = self._read()
-        return self._dataset
+        return self
 
 
 class Traffic(BaseModel):
@@ -341,12 +307,24 @@ class Traffic(BaseModel):
         description="Replay a dataset file as the mix `dataset.name`: the only mix when `mixes` is not given, "
         "else list it in `mixes` with its weight. Null: no dataset.",
     )
+    trace: TraceReplay | None = Field(
+        default=None,
+        description="Replay a production trace (Mooncake, Azure, BurstGPT) as the mix `trace.name`: its rows' "
+        "lengths, sent at their timestamps (`load.arrival` defaults to `{kind: trace}`; another kind sends the "
+        "rows in order on its own schedule). The scenario's only mix. Null: no trace.",
+    )
     classes: Classes = Field(
         default_factory=list,
         description="Priority classes (e.g. interactive / batch): each request belongs to one, drawn by share "
         "apart from its other draws (so prompts and lengths stay the same), and carries the class's headers and "
         "priority field; the report gives results per class and SLOs may name one. Empty: one implicit class, "
         "`default`, and nothing more on the wire.",
+    )
+    cancel: Cancel | None = Field(
+        default=None,
+        description="A share of requests the client gives up mid-reply, as users closing the tab, e.g. {share: 0.1, "
+        "after_tokens: [5, 50]} or {share: 0.1, after: [0.2s, 2s]}: the same requests, at the same point, for every "
+        "variant; counted `cancelled`, apart from errors and successes. Null: every request runs to its end.",
     )
 
     @model_validator(mode="after")
@@ -365,6 +343,9 @@ class Traffic(BaseModel):
                 self.mixes = [MixRef(name=name)]  # instead of the default chat mix
             elif all(ref.name != name for ref in self.mixes):
                 issues.append((("dataset",), f"is not replayed: add {{name: {name}}} to traffic.mixes"))
+        if self.trace is not None:
+            issues += self._trace_issues(known)
+            known = sorted({*known, self.trace.name})
         seen: set[str] = set()
         for i, ref in enumerate(self.mixes):
             if ref.name not in known:
@@ -373,7 +354,24 @@ class Traffic(BaseModel):
                 issues.append((("mixes", i, "name"), f"mix {ref.name!r} is listed twice; merge the weights"))
             if ref.sessions is not None and self.dataset is not None and ref.name == self.dataset.name:
                 issues.append((("mixes", i, "sessions"), "a dataset replays its own conversations: no sessions"))
+            if ref.sessions is not None and self.trace is not None and ref.name == self.trace.name:
+                issues.append((("mixes", i, "sessions"), "a trace's rows are single requests: no sessions"))
             seen.add(ref.name)
         if issues:
             raise SubpathIssues(issues)
         return self
+
+    def _trace_issues(self, known: list[str]) -> list[tuple[tuple[str | int, ...], str]]:
+        """A trace is the scenario's only mix: its rows are sent in order (row k at arrival k)."""
+        assert self.trace is not None
+        name = self.trace.name
+        if name in known:
+            return [(("trace", "name"), f"{name!r} is already a mix; give the trace another name")]
+        if self.dataset is not None:
+            return [(("trace",), "replay a trace or a dataset, not both: the trace's rows are the whole traffic")]
+        if "mixes" not in self.model_fields_set:
+            self.mixes = [MixRef(name=name)]  # instead of the default chat mix
+        elif [ref.name for ref in self.mixes] != [name]:
+            listed = ", ".join(ref.name for ref in self.mixes)
+            return [(("mixes",), f"a trace is the whole traffic: list only {{name: {name}}} (got {listed})")]
+        return []

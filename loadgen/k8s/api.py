@@ -29,6 +29,7 @@ class Cluster:
     batch: Any
     networking: Any
     namespace: str
+    in_cluster: bool = False  # connected with the pod's service account (its Role's rights), not a kubeconfig
 
     def close(self) -> None:
         self.api_client.close()
@@ -49,7 +50,8 @@ def connect(kubeconfig: str | None = None, context: str | None = None, namespace
     # Read here, not when kubernetes was imported (its default path is fixed at import time).
     kubeconfig = kubeconfig or os.environ.get("KUBECONFIG") or None
     sa_ns = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
-    if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST") and os.path.exists(sa_ns):
+    in_cluster = bool(kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST") and os.path.exists(sa_ns))
+    if in_cluster:
         cfg = k8s.client.Configuration()
         k8s.config.load_incluster_config(client_configuration=cfg)
         api_client = k8s.client.ApiClient(cfg)
@@ -74,6 +76,7 @@ def connect(kubeconfig: str | None = None, context: str | None = None, namespace
         batch=k8s.client.BatchV1Api(api_client),
         networking=k8s.client.NetworkingV1Api(api_client),
         namespace=namespace or default_ns,
+        in_cluster=in_cluster,
     )
 
 

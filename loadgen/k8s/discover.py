@@ -22,6 +22,7 @@ __all__ = [
     "render_yaml",
     "picks_pod",
     "selector_matches",
+    "service_pod_metrics",
     "serving_port",
 ]
 
@@ -121,6 +122,29 @@ def picks_pod(picks: dict[str, str], pod: Any) -> bool:
 def _ready(pod: Any) -> bool:
     conditions = (pod.status.conditions or []) if pod.status else []
     return any(c.type == "Ready" and c.status == "True" for c in conditions)
+
+
+def service_pod_metrics(cluster: Any, namespace: str, service: str) -> list[str]:
+    """The /metrics endpoint of each Ready pod the Service ``namespace/service`` selects (what a scraper reads one
+    by one; through the Service each scrape would land on a random pod). Reads the Service and lists its pods: a
+    kubeconfig's rights, not the in-cluster master's (k8s/pod_metrics.py lists EndpointSlices there)."""
+    svc = cluster.core.read_namespaced_service(service, namespace, _request_timeout=10)
+    picks = dict(svc.spec.selector or {})
+    if not picks:
+        return []  # a Service without a selector: its endpoints are not pods loadgen can find by labels
+    selector = ",".join(f"{k}={v}" for k, v in sorted(picks.items()))
+    pods = cluster.core.list_namespaced_pod(namespace, label_selector=selector, _request_timeout=10).items
+    port = serving_port(svc)
+    targets = [_target_port(svc, port)] if port is not None else []
+    return [m for p in pods if _ready(p) for m in _metrics_endpoints(p, targets[0] if targets else None)]
+
+
+def _target_port(svc: Any, port: int) -> int:
+    """The container port behind a Service port (its numeric targetPort, else the port itself)."""
+    for p in svc.spec.ports or []:
+        if int(p.port) == port and isinstance(p.target_port, int):
+            return int(p.target_port)
+    return port
 
 
 def discover(cluster: Any, namespace: str | None, selector: str | None = None) -> list[Found]:

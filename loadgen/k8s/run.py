@@ -2,7 +2,9 @@
 
 The headless master serves its report folder after the run (``--serve-reports``); the client reads it through the
 API server's service proxy (``GET /`` lists the files and the exit code, ``GET /<file>``, then ``GET /done`` lets
-the master end and its Job complete with that code). No port-forward, no sidecar, nothing restarted.
+the master end and its Job complete with that code). No port-forward, no sidecar, nothing restarted. ``/done`` takes
+the run's own token: the objects carry a Secret with a fresh random one (the master reads it as
+``LOADGEN_DONE_TOKEN``), which this client alone knows besides whoever may read Secrets in the namespace.
 """
 
 from __future__ import annotations
@@ -20,9 +22,9 @@ from typing import Any
 
 from loadgen.exit_codes import ExitCode
 from loadgen.k8s.api import Cluster, api_exception
-from loadgen.k8s.objects import build_objects, fullname, merge_values
+from loadgen.k8s.run_objects import RunSpec, build_objects, done_token, master_service
 
-__all__ = ["RunResult", "cleanup", "create", "follow", "run_in_cluster"]
+__all__ = ["KINDS", "RunResult", "cleanup", "create", "follow", "run_in_cluster"]
 
 INTERRUPTED = 130  # the shell's code for SIGINT: no verdict
 _CONNECTED = re.compile(r"(\d+) workers connected")
@@ -37,17 +39,23 @@ class RunResult:
     status: str = ""
 
 
+# Every kind the chart renders for a run: its API (an attribute of Cluster) and its name in the client's methods.
+KINDS = {
+    "ServiceAccount": ("core", "service_account"),
+    "ConfigMap": ("core", "config_map"),
+    "Secret": ("core", "secret"),
+    "Service": ("core", "service"),
+    "NetworkPolicy": ("networking", "network_policy"),
+    "Job": ("batch", "job"),
+    "Deployment": ("apps", "deployment"),
+}
+
+
 def _verbs(cluster: Cluster, kind: str) -> tuple[Any, Any]:
     """(create, delete) of one kind of object the chart renders."""
-    api, name = {
-        "ServiceAccount": (cluster.core, "service_account"),
-        "ConfigMap": (cluster.core, "config_map"),
-        "Service": (cluster.core, "service"),
-        "NetworkPolicy": (cluster.networking, "network_policy"),
-        "Job": (cluster.batch, "job"),
-        "Deployment": (cluster.apps, "deployment"),
-    }[kind]
-    return getattr(api, f"create_namespaced_{name}"), getattr(api, f"delete_namespaced_{name}")
+    api, name = KINDS[kind]
+    client = getattr(cluster, api)
+    return getattr(client, f"create_namespaced_{name}"), getattr(client, f"delete_namespaced_{name}")
 
 
 def _create_one(cluster: Cluster, obj: dict[str, Any]) -> None:
@@ -81,12 +89,17 @@ class ProxyError(Exception):
     """The service proxy did not give a 200: nothing listens yet (503), or the file is not there (404)."""
 
 
-def _proxy(cluster: Cluster, ns: str, service: str, path: str) -> bytes:
+def _proxy(cluster: Cluster, ns: str, service: str, path: str, token: str | None = None) -> bytes:
     """GET ``path`` of the master's report server through the API server's service proxy ("<service>:<port>").
-    Always `/proxy/<path>`, with the slash: `/proxy` alone is redirected by real API servers."""
+    Always `/proxy/<path>`, with the slash: `/proxy` alone is redirected by real API servers. ``token``: sent as
+    `?token=`, which the service proxy passes on (an API server's audit log may record the URL: the token ends only
+    this run's report window, and is worth nothing once its Job ended)."""
     api = cluster.api_client
     method, url, headers, _, _ = api.param_serialize(
-        "GET", f"/api/v1/namespaces/{ns}/services/{service}/proxy/{path}", auth_settings=["BearerToken"]
+        "GET",
+        f"/api/v1/namespaces/{ns}/services/{service}/proxy/{path}",
+        query_params=[("token", token)] if token else None,
+        auth_settings=["BearerToken"],
     )
     resp = api.call_api(method, url, header_params=headers, _request_timeout=60)
     data = bytes(resp.read() or b"")
@@ -144,9 +157,11 @@ def follow(
     interval: float = 2.0,
     timeout: float | None = None,
     status: Callable[[str], None] | None = None,
+    token: str | None = None,
 ) -> RunResult:
     """Poll until the master's report server answers (or the master ends without one); copy every file it lists
-    into ``out_dir``; tell it we are done. The run's exit code comes from the report server, else the pod."""
+    into ``out_dir``; tell it we are done (with the run's ``token``). The run's exit code comes from the report
+    server, else the pod."""
     started = time.monotonic()
     say = status or (lambda _s: None)
     exc = api_exception()
@@ -179,7 +194,7 @@ def follow(
         (out_dir / fname).write_bytes(data)
         fetched.append(fname)
     with contextlib.suppress(exc, ProxyError):  # the master ends on its own when its serving time is up
-        _proxy(cluster, ns, service, "done")
+        _proxy(cluster, ns, service, "done", token)
     note = "reports copied" + (f" (could not fetch {', '.join(missed)})" if missed else "")
     return RunResult(int(listing.get("exit_code", 3)), fetched, status=note)
 
@@ -206,8 +221,7 @@ def _status_printer() -> Callable[[str], None]:
 
 def run_in_cluster(
     cluster: Cluster,
-    values: dict[str, Any],
-    release: str,
+    spec: RunSpec,
     out_dir: Path,
     *,
     keep: bool = False,
@@ -215,13 +229,12 @@ def run_in_cluster(
     timeout: float | None = None,
     status: Callable[[str], None] | None = None,
 ) -> RunResult:
-    """The whole `k8s run` of the chart's objects for ``values`` (headless mode) as release ``release`` in the
-    cluster's namespace: objects up, followed, reports out, objects down (unless ``keep``; always on Ctrl-C, which
-    is how the run is stopped: deleting the master Job ends the load)."""
-    ns = cluster.namespace
-    objects = build_objects(values, release, ns)
-    v = merge_values(values)
-    service = f"{fullname(v, release)}-master:{v['service']['webPort']}"
+    """The whole `k8s run` of the chart's objects for ``spec`` (headless mode) in the cluster's namespace: objects up,
+    followed, reports out, objects down (unless ``keep``; always on Ctrl-C, which is how the run is stopped:
+    deleting the master Job ends the load)."""
+    ns, release = cluster.namespace, spec.name
+    objects = build_objects(spec, ns)
+    service = master_service(objects)
     created: list[dict[str, Any]] = []
     say = status or _status_printer()
     result = RunResult(INTERRUPTED, status="interrupted")
@@ -229,7 +242,17 @@ def run_in_cluster(
     try:
         create(cluster, objects, created)
         say(f"created {', '.join(o['kind'] + ' ' + o['metadata']['name'] for o in objects)}")
-        result = follow(cluster, ns, release, service, out_dir, interval=interval, timeout=timeout, status=say)
+        result = follow(
+            cluster,
+            ns,
+            release,
+            service,
+            out_dir,
+            interval=interval,
+            timeout=timeout,
+            status=say,
+            token=done_token(objects),
+        )
     except KeyboardInterrupt:
         interrupted = True
     finally:

@@ -11,6 +11,7 @@ Plain urllib: the master calls this at most once per report, and under Locust's 
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import os
@@ -23,7 +24,7 @@ from typing import Any
 from loadgen.config.live_metrics import ClusterPrometheus
 from loadgen.report.cluster_metrics_report import series_summary
 
-__all__ = ["MAX_POINTS", "MAX_SERIES", "PrometheusError", "check_queries", "cluster_config_problems", "query_window"]
+__all__ = ["MAX_POINTS", "MAX_SERIES", "PrometheusError", "check_queries", "query_window", "range_series"]
 
 MAX_POINTS = 1000  # per series: the step grows for long runs (Prometheus itself refuses 11,000)
 MAX_SERIES = 64  # per query, the rest counted (a DCGM query by GPU on 8 nodes of 8 GPUs is 64)
@@ -41,10 +42,30 @@ def _headers(cfg: ClusterPrometheus, environ: Mapping[str, str]) -> dict[str, st
     headers = {"Accept": "application/json"}
     if cfg.bearer_token_env:
         headers["Authorization"] = f"Bearer {environ.get(cfg.bearer_token_env, '')}"
+    elif cfg.basic_auth_env is not None:
+        pair = f"{environ.get(cfg.basic_auth_env.username, '')}:{environ.get(cfg.basic_auth_env.password, '')}"
+        headers["Authorization"] = "Basic " + base64.b64encode(pair.encode()).decode("ascii")
     return headers
 
 
+def _redacted(cfg: ClusterPrometheus, environ: Mapping[str, str], text: str) -> str:
+    """`text` (a Prometheus's error, which may echo what it was sent) without the credentials' values."""
+    for name in cfg.secret_env_names():
+        value = environ.get(name, "")
+        if len(value) >= 4:  # a shorter one would blank ordinary words; a real secret is longer
+            text = text.replace(value, "***")
+    auth = _headers(cfg, environ).get("Authorization", "").split(" ", 1)[-1]
+    return text.replace(auth, "***") if len(auth) >= 4 else text
+
+
 def _api(cfg: ClusterPrometheus, path: str, params: dict[str, str], environ: Mapping[str, str]) -> Any:
+    try:
+        return _call(cfg, path, params, environ)
+    except PrometheusError as e:
+        raise PrometheusError(e.kind, _redacted(cfg, environ, str(e))) from None
+
+
+def _call(cfg: ClusterPrometheus, path: str, params: dict[str, str], environ: Mapping[str, str]) -> Any:
     url = f"{cfg.url}/api/v1/{path}?{urllib.parse.urlencode(params)}"
     req = urllib.request.Request(url, headers=_headers(cfg, environ))
     try:
@@ -70,25 +91,26 @@ def _api(cfg: ClusterPrometheus, path: str, params: dict[str, str], environ: Map
     return doc.get("data")
 
 
-def check_queries(cfg: ClusterPrometheus, environ: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
-    """(field, message) per problem: the token variable unset, the Prometheus unreachable, each query it refuses."""
+def check_queries(
+    cfg: ClusterPrometheus, environ: Mapping[str, str] | None = None, more: Mapping[str, str] | None = None
+) -> list[tuple[str, str]]:
+    """(field, message) per problem: the token variable unset, the Prometheus unreachable, each query it refuses.
+    `more`: other queries to check, by their field (a variant's power and GPU-memory queries)."""
     env = os.environ if environ is None else environ
-    if cfg.bearer_token_env and not env.get(cfg.bearer_token_env, "").strip():
-        return [("metrics.prometheus.bearer_token_env", f"environment variable {cfg.bearer_token_env} is not set")]
+    unset = [name for name in cfg.secret_env_names() if not env.get(name, "").strip()]
+    if unset:
+        field = "bearer_token_env" if cfg.bearer_token_env else "basic_auth_env"
+        return [(f"metrics.prometheus.{field}", f"environment variable {unset[0]} is not set or empty")]
     problems = []
-    for name, query in cfg.queries.items():
+    named = [(f"metrics.prometheus.queries.{name}", query) for name, query in cfg.queries.items()]
+    for field, query in [*named, *(more or {}).items()]:
         try:
             _api(cfg, "query", {"query": query}, env)
         except PrometheusError as e:
             if e.kind == "unreachable":
                 return [("metrics.prometheus.url", str(e))]
-            problems.append((f"metrics.prometheus.queries.{name}", f"Prometheus refuses {query!r}: {e.kind}: {e}"))
+            problems.append((field, f"Prometheus refuses {query!r}: {e.kind}: {e}"))
     return problems
-
-
-def cluster_config_problems(cfg: ClusterPrometheus | None, source: str) -> list[str]:
-    """`check_queries` as the lines a command prints before it exits 2 (none without `metrics.prometheus`)."""
-    return [] if cfg is None else [f"{source}: {field}: {message}" for field, message in check_queries(cfg)]
 
 
 def _value(v: Any) -> float | None:
@@ -104,6 +126,20 @@ def _series(result: dict[str, Any]) -> dict[str, Any]:
     ts = [round(float(t), 3) for t, _ in points]
     values = [_value(v) for _, v in points]
     return {"labels": dict(result.get("metric") or {}), "t_unix_s": ts, "values": values, **series_summary(values)}
+
+
+def range_series(
+    cfg: ClusterPrometheus, query: str, start: float, end: float, environ: Mapping[str, str] | None = None
+) -> list[dict[str, Any]]:
+    """One query over [start, end] at the configured step (raised to keep MAX_POINTS): its series as
+    `{labels, t_unix_s, values}` (a value that is not a finite number is None), in label order. Raises
+    PrometheusError."""
+    env = os.environ if environ is None else environ
+    step = max(cfg.step, (end - start) / MAX_POINTS)
+    params = {"query": query, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:.3f}"}
+    data = _api(cfg, "query_range", params, env)
+    results = (data.get("result") if isinstance(data, dict) else None) or []
+    return [_series(r) for r in sorted(results, key=lambda r: sorted((r.get("metric") or {}).items()))]
 
 
 def query_window(

@@ -29,7 +29,6 @@ from prometheus_client.core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
-from loadgen.measure import _hdr_internals as hdr
 from loadgen.measure.aggregate import Aggregate, GroupStats
 from loadgen.measure.health import HealthStats, HealthThresholds, verdict
 from loadgen.measure.hist_walk import Scratch, walk
@@ -51,7 +50,11 @@ _QUANTILES = tuple((round(p / 100.0, 6), repr(round(p / 100.0, 6))) for _, p in 
 # (name, type, help) of every family, in exposition order: the one list of what is exported.
 FAMILIES: tuple[tuple[str, str, str], ...] = (
     ("loadgen_requests", "counter", "Requests completed in the measured window, by outcome (ok / error)."),
-    ("loadgen_requests_excluded", "counter", "Requests outside the measured window: warm-up, or cut by the stop."),
+    (
+        "loadgen_requests_excluded",
+        "counter",
+        "Requests outside the measured window or its outcomes: warm-up, cut by the stop, or cancelled by the client.",
+    ),
     ("loadgen_errors", "counter", "Failed requests by error class."),
     ("loadgen_output_tokens", "counter", "Output tokens streamed in the measured window."),
     ("loadgen_prompt_tokens", "counter", "Prompt tokens the servers reported (usage)."),
@@ -68,7 +71,7 @@ FAMILIES: tuple[tuple[str, str, str], ...] = (
     ("loadgen_worker_schedule_slip_p99_seconds", "gauge", "Open loop: p99 of how late a worker sent after schedule."),
     ("loadgen_worker_cpu_p90_ratio", "gauge", "p90 of a worker process's CPU use (1 = one core)."),
     ("loadgen_run_untrustworthy_reasons", "gauge", "Run-trust thresholds the workers' measurements exceed (0: ok)."),
-    ("loadgen_run_info", "gauge", "The run being exported (always 1)."),
+    ("loadgen_run_info", "gauge", "The run being exported (always 1), its UTC start in `started`."),
 )
 _GROUP_FAMILIES = [name for name, _, _ in FAMILIES[: 7 + 2 * len(_HISTOGRAMS)]]
 
@@ -82,6 +85,7 @@ class LiveView:
     scenario: str
     run: int
     thresholds: HealthThresholds | None = None
+    started: str = ""  # the run's UTC start (`20261201T190532Z`): a label of loadgen_run_info, not a grouping key
 
 
 @dataclass(slots=True)
@@ -117,10 +121,6 @@ def _num(v: float) -> str:
     return repr(v)
 
 
-def _hdr_of(hist: LatencyHistogram) -> Any:
-    return hist._h  # the counts array read in place, as histogram.py's own fast paths do
-
-
 class MetricsText:
     """Renders the exposition of `source()` (None: no run yet — the headers only)."""
 
@@ -133,43 +133,47 @@ class MetricsText:
         self._layouts: dict[tuple[int, ...], _Layout] = {}
         # id(group) → (group, its version, its rendered lines per family).
         self._cache: dict[int, tuple[GroupStats, tuple[int, ...], dict[str, str]]] = {}
-        self._views: dict[int, tuple[LatencyHistogram, np.ndarray]] = {}
+        # id(histogram) → (it, its counts array, a numpy view of that array): read in place until the window grows.
+        self._views: dict[int, tuple[LatencyHistogram, Any, np.ndarray]] = {}
         self._health_cache: dict[int, tuple[HealthStats, tuple[int, int, int], dict[str, Any]]] = {}
         self._line_templates: dict[str, dict[str, tuple[str, str]]] = {}
 
-    def _layout(self, h: Any) -> _Layout:
-        key = (hdr.counts_len(h), *hdr.layout_magnitudes(h))
-        got = self._layouts.get(key)
+    def _layout(self, hist: LatencyHistogram) -> _Layout:
+        layout = hist.layout
+        got = self._layouts.get(layout.key)
         if got is None:
-            value_at, median_of, highest_of = hdr.walkers(h)
-            values = [value_at(i) for i in range(hdr.counts_len(h))]
+            value_at, median_of, highest_of = layout.value_at, layout.median_of, layout.highest_of
+            n = layout.counts_len
+            values = [value_at(i) for i in range(n)]
             highest = np.array([highest_of(v) for v in values], dtype=np.float64)
             median = np.array([median_of(v) for v in values], dtype=np.int64)
             ends = np.searchsorted(highest, np.array(self._bounds) * 1e6, side="right")
-            n = hdr.counts_len(h)
-            got = self._layouts[key] = _Layout(highest, median, ends, hdr.index_function(h), n - 1, Scratch(n))
+            got = self._layouts[layout.key] = _Layout(highest, median, ends, layout.index, n - 1, Scratch(n))
         return got
 
     def figures(self, hist: LatencyHistogram, censored: int = 0) -> HistFigures:
         """Cumulative bucket counts, sum (s) and exact quantiles (s) of one histogram, by the report's rank rule
         (`LatencyHistogram.summary_ms`: censored samples rank above every recorded one)."""
-        h = _hdr_of(hist)
-        n, min_value, max_value = hdr.recorded(h)
-        if n == 0:
+        bounds = hist.recorded_slots()
+        off, counts = hist.counts_window()
+        if bounds is None or counts is None:
             return HistFigures([0] * (len(self._bounds) + 1), 0.0, [math.inf] * len(_QUANTILES) if censored else [])
-        lay = self._layout(h)
-        lo = lay.index(min_value)
-        hi = min(lay.index(max_value), lay.last)
+        n, lo, hi = bounds
+        lay = self._layout(hist)
         view = self._views.get(id(hist))
-        if view is None or view[0] is not hist:
-            # hdrh adds into its counts array in place: one numpy view of it serves every later scrape.
-            view = self._views[id(hist)] = (hist, np.frombuffer(memoryview(hdr.counts(h)).cast("B"), dtype=np.int64))
+        if view is None or view[0] is not hist or view[1] is not counts:
+            # The histogram adds into its counts array in place: one numpy view of it serves every later scrape,
+            # until its window grows (a new array).
+            view = self._views[id(hist)] = (hist, counts, np.frombuffer(memoryview(counts).cast("B"), dtype=np.int64))
         ranks = [max(int(q * (n + censored) + 0.5), 1) for q, _ in _QUANTILES]
-        buckets, recorded, total_us, slots = walk(view[1], lo, hi, lay.ends, lay.median, ranks, lay.scratch)
+        # The walk runs over the window: slot `off + s` is its `s`, and the tables are shifted to match.
+        ends = lay.ends - off if off else lay.ends
+        median = lay.median[off:] if off else lay.median
+        buckets, recorded, total_us, slots = walk(view[2], lo - off, hi - off, ends, median, ranks, lay.scratch)
         buckets.append(recorded)
         highest = lay.highest
         # A rank past the last recorded slot is among the censored samples.
-        qs = [float(highest[s]) / 1e6 if s >= 0 else math.inf for s in slots]
+        qs = [float(highest[s + off]) / 1e6 if s >= 0 else math.inf for s in slots]
         total = total_us / 1e6
         return HistFigures(buckets, total, qs)
 
@@ -183,6 +187,7 @@ class MetricsText:
         out["loadgen_requests_excluded"] += [
             f'loadgen_requests_excluded_total{{{lab},reason="warmup"}} {g.warmup_excluded}\n',
             f'loadgen_requests_excluded_total{{{lab},reason="cut_by_stop"}} {g.cut_by_stop}\n',
+            f'loadgen_requests_excluded_total{{{lab},reason="cancelled"}} {g.cancelled}\n',
         ]
         out["loadgen_errors"] += [
             f'loadgen_errors_total{{{lab},class="{_esc(c)}"}} {n}\n' for c, n in sorted(g.errors.items())
@@ -240,6 +245,7 @@ class MetricsText:
                     g.requests,
                     g.warmup_excluded,
                     g.cut_by_stop,
+                    g.cancelled,
                     g.output_tokens,
                     g.prompt_tokens,
                     *(h.count for h in g.hists.values()),
@@ -300,7 +306,10 @@ class MetricsText:
         if view.thresholds is not None:
             reasons = verdict(summaries, view.thresholds)
             parts["loadgen_run_untrustworthy_reasons"].append(f"loadgen_run_untrustworthy_reasons {len(reasons)}\n")
-        parts["loadgen_run_info"].append(f'loadgen_run_info{{scenario="{_esc(view.scenario)}",run="{view.run}"}} 1\n')
+        started = f',started="{_esc(view.started)}"' if view.started else ""
+        parts["loadgen_run_info"].append(
+            f'loadgen_run_info{{scenario="{_esc(view.scenario)}",run="{view.run}"{started}}} 1\n'
+        )
 
 
 def _scaled(v: Any, by: float) -> float | None:
@@ -323,12 +332,10 @@ def exporter_registry(text: MetricsText) -> CollectorRegistry:
     return registry
 
 
-def push_final(url: str, text: MetricsText, scenario: str, run: str, timeout: float = 10.0) -> None:
-    """The final figures of a headless run to a Pushgateway, grouped by scenario and run."""
+def push_final(url: str, text: MetricsText, scenario: str, timeout: float = 10.0) -> None:
+    """The final figures of a headless run to a Pushgateway, grouped by job `loadgen` and the scenario only: the push
+    (a PUT) replaces the previous run's group of the same scenario, so a nightly run leaves one group, not one per
+    night. Which run it holds is `loadgen_run_info`'s `started` label."""
     push_to_gateway(
-        url,
-        job="loadgen",
-        registry=exporter_registry(text),
-        grouping_key={"scenario": scenario, "run": run},
-        timeout=timeout,
+        url, job="loadgen", registry=exporter_registry(text), grouping_key={"scenario": scenario}, timeout=timeout
     )

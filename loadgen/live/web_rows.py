@@ -3,12 +3,15 @@
 Locust's extension tabs are tables: `extended_tabs` names a tab, `extended_tables` its columns (key, title), and the
 rows arrive as `extended_stats` in the `/stats/requests` JSON the page polls every 2 s. Keys are snake_case here;
 Locust's page camel-cases both the columns' keys and the JSON it reads, so they meet. Cells are plain text or
-numbers (the page renders no markup), so a missing value is "—" rather than empty.
+numbers (the page renders no markup), so a missing value is "—" rather than empty. Figures are written as the
+reports write them (report/numbers.py: latencies to 0.1 ms, req/s to 0.01, tokens/s to 0.1), counts as numbers.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from loadgen.report.numbers import CPU_PERCENT, LOOP_LAG_MS, PERCENT, REQ_PER_S, TOK_PER_S, figure, ms
 
 __all__ = ["LLM_TAB", "TABLES", "TABS", "WORKERS_TAB", "extended_stats", "llm_rows", "worker_rows"]
 
@@ -51,8 +54,8 @@ def _errors(errors: dict[str, int]) -> str:
     return ", ".join(f"{cls} {n}" for cls, n in sorted(errors.items(), key=lambda kv: (-kv[1], kv[0]))) or _NONE
 
 
-def _num(v: Any) -> Any:
-    return _NONE if v is None else v
+def _num(v: Any, decimals: int) -> str:
+    return figure(v, decimals, _NONE)
 
 
 def _slo_status(slos: list[dict[str, Any]]) -> str:
@@ -64,9 +67,9 @@ def _slo_status(slos: list[dict[str, Any]]) -> str:
     parts = []
     for s in failed:
         if s.get("observed_ms") is not None:
-            parts.append(f"{s['slo']} (now {s['observed_ms']:g} ms)")
+            parts.append(f"{s['slo']} (now {ms(s['observed_ms'])} ms)")
         elif s.get("observed_percent") is not None:
-            parts.append(f"{s['slo']} (now {s['observed_percent']:g} %)")
+            parts.append(f"{s['slo']} (now {figure(s['observed_percent'], PERCENT)} %)")
         else:
             parts.append(f"{s['slo']} (no data yet)" if not s.get("censored") else f"{s['slo']} (censored)")
     return f"FAIL {len(failed)}/{len(slos)}: " + "; ".join(parts)
@@ -91,14 +94,14 @@ def _row(variant: str, mix: str, g: dict[str, Any], slos: list[dict[str, Any]], 
         "requests": g["requests"],
         "ok": g["ok"],
         "errors": _errors(g["errors"]),
-        "req_per_s": _num(g["requests_per_s"]),
-        "output_tok_per_s": _num(g["output_tokens_per_s"]),
+        "req_per_s": _num(g["requests_per_s"], REQ_PER_S),
+        "output_tok_per_s": _num(g["output_tokens_per_s"], TOK_PER_S),
     }
     metrics = g["metrics_ms"]
     for key, _, m, s in _LATENCY:
         summary = metrics.get(m) or {}
         v = summary.get(s)
-        row[key] = ("censored" if summary.get("censored") else _NONE) if v is None else v
+        row[key] = ("censored" if summary.get("censored") else _NONE) if v is None else ms(v)
     row["slo"] = _slo_status(slos)
     row["trust"] = trust
     return row
@@ -129,9 +132,9 @@ def worker_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
         rows.append(
             {
                 "worker": name,
-                "loop_lag_p99_ms": _num((h.get("loop_lag_ms") or {}).get("p99")),
-                "cpu_p90_percent": _num((h.get("cpu_percent") or {}).get("p90")),
-                "schedule_slip_p99_ms": _num((h.get("schedule_slip_ms") or {}).get("p99")),
+                "loop_lag_p99_ms": _num((h.get("loop_lag_ms") or {}).get("p99"), LOOP_LAG_MS),
+                "cpu_p90_percent": _num((h.get("cpu_percent") or {}).get("p90"), CPU_PERCENT),
+                "schedule_slip_p99_ms": _num((h.get("schedule_slip_ms") or {}).get("p99"), LOOP_LAG_MS),
                 "trust": "NOT TRUSTWORTHY: " + "; ".join(mine) if mine else "ok",
             }
         )

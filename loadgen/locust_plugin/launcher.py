@@ -5,6 +5,12 @@ Each process runs the packaged locustfile; the master's exit code is the run's (
 one, or was killed (128 + N for signal N), failed the run, whose report is then rebuilt from the raw shards where
 there are any (report/failed_run.py). Locust's own console output goes to log files in the report folder so
 that what the user reads is loadgen's report (and, during the run, the master's status line on stderr).
+
+Ctrl-C and SIGTERM stop the run gracefully. The master and the workers run in sessions of their own, so a Ctrl-C
+at the terminal reaches this process alone (else each worker would quit at once, its last figures with it). The
+first SIGINT / SIGTERM is passed to the master as SIGTERM: it stops the users, collects every worker's final
+figures and writes the report, marked interrupted (`run.interrupted`, a failed run: exit 4). A second one kills
+every process at once: exit 128 + N (130 for Ctrl-C), the report rebuilt from the raw shards where there are any.
 """
 
 from __future__ import annotations
@@ -14,24 +20,25 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 from urllib.parse import urlsplit
 
 from loadgen.config.scenario import Scenario
 from loadgen.exit_codes import ExitCode
-from loadgen.live.cluster_metrics import cluster_config_problems
 from loadgen.report.failed_run import settle_run
 
 __all__ = [
     "REPORT_FILES",
     "RunOptions",
     "default_workers",
-    "preflight",
     "refused_before_load",
     "run_scenario",
     "set_aside_reports",
+    "unreachable_variants",
 ]
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
@@ -88,7 +95,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def preflight(scenario: Scenario, timeout: float = 3.0) -> list[str]:
+def unreachable_variants(scenario: Scenario, timeout: float = 3.0) -> list[str]:
     """TCP-connect to every variant once; returns one message per unreachable variant."""
     problems = []
     for v in scenario.variants:
@@ -103,20 +110,61 @@ def preflight(scenario: Scenario, timeout: float = 3.0) -> list[str]:
 
 
 def refused_before_load(scenario: Scenario, source: str) -> int | None:
-    """The last checks before a command starts load, the ones that reach over the network: the cluster Prometheus's
-    queries (exit 2 on a refusal, naming the field) and a TCP connect to every variant (exit 3 when one is
-    unreachable). Prints why and returns the exit code; None when the run may start."""
-    cluster = cluster_config_problems(scenario.metrics.prometheus, source)
-    if cluster:
-        print("\n".join(cluster), file=sys.stderr)
-        return ExitCode.USAGE
-    problems = preflight(scenario)
+    """The last check before a command starts load: a TCP connect to every variant (exit 3 when one is unreachable;
+    the checks of files and other servers, exit 2, ran in loadgen/preflight.py). Prints why and returns the exit code;
+    None when the run may start."""
+    problems = unreachable_variants(scenario)
     if problems:
         print("loadgen: target unreachable, nothing was run:", file=sys.stderr)
         for p in problems:
             print(f"  {p}", file=sys.stderr)
         return ExitCode.UNTRUSTWORTHY
     return None
+
+
+class _Stopper:
+    """This process's SIGINT / SIGTERM handler while a run goes on: the first signal asks the master to stop (it
+    collects the workers' final figures and writes the report); a second kills the master and the workers at once
+    (each leads a process group of its own). `forced`: the signal that forced the stop, else 0."""
+
+    def __init__(self, master: subprocess.Popen[bytes], workers: list[subprocess.Popen[bytes]]) -> None:
+        self.master = master
+        self.workers = workers
+        self.signals = 0
+        self.forced = 0
+        self._previous: dict[int, object] = {}
+
+    def install(self) -> None:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            self._previous[signum] = signal.signal(signum, self)
+
+    def restore(self) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)  # type: ignore[arg-type]
+        self._previous.clear()
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        self.signals += 1
+        name = signal.Signals(signum).name
+        if self.signals == 1:
+            print(
+                f"\nloadgen: {name}: stopping the run; collecting every worker's figures and writing the report "
+                "(Ctrl-C again to kill everything at once)",
+                file=sys.stderr,
+                flush=True,
+            )
+            if self.master.poll() is None:
+                self.master.send_signal(signal.SIGTERM)
+            return
+        if not self.forced:
+            self.forced = signum
+            print(f"\nloadgen: {name} again: killing the master and the workers", file=sys.stderr, flush=True)
+        for p in (self.master, *self.workers):
+            if p.poll() is None:
+                try:
+                    os.killpg(p.pid, signal.SIGKILL)
+                except OSError:
+                    p.kill()
 
 
 def _locust_cmd(opts: RunOptions, report_dir: Path) -> list[str]:
@@ -162,13 +210,19 @@ def run_scenario(scenario: Scenario, opts: RunOptions) -> int:
                 "--expect-workers",
                 str(opts.workers),
                 "--expect-workers-max-wait",
-                "60",
+                # Each worker process starts its own interpreter (about a CPU second of imports): on a small
+                # machine a hundred of them take longer than a minute to connect.
+                str(max(60, 2 * opts.workers)),
             ]
             for i in range(opts.workers):
                 log = open(report_dir / f"locust-worker-{i}.log", "wb")  # noqa: SIM115
                 logs.append(log)
                 wcmd = base + ["--worker", "--master-host", "127.0.0.1", "--master-port", str(port)]
-                procs.append(subprocess.Popen(wcmd, stdout=log, stderr=subprocess.STDOUT, env=env))
+                procs.append(
+                    # A session of its own: a Ctrl-C at the terminal does not reach it (it is told to stop by the
+                    # master, after its final figures).
+                    subprocess.Popen(wcmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+                )
         # Only the master exports and pushes: it holds the merged figures.
         if opts.metrics_port:
             master_cmd = master_cmd + ["--metrics-port", str(opts.metrics_port)]
@@ -191,15 +245,27 @@ def run_scenario(scenario: Scenario, opts: RunOptions) -> int:
                 stderr=subprocess.STDOUT,
                 env=env,
                 pass_fds=() if progress_fd is None else (progress_fd,),
+                start_new_session=True,
             )
         finally:
             if progress_fd is not None:
                 os.close(progress_fd)
+        stopper = _Stopper(master, procs)
+        if threading.current_thread() is threading.main_thread():
+            stopper.install()
         try:
             code = master.wait()
-        except KeyboardInterrupt:
-            master.send_signal(signal.SIGTERM)
-            code = master.wait()
+        finally:
+            stopper.restore()
+        if stopper.forced:
+            # Killed on a second signal: the run's exit is that signal's (128 + N), as if it had killed the master.
+            code = -stopper.forced
+        if code < 0 and not stopper.forced:
+            # The master died (killed): nothing will tell its workers to stop. SIGTERM ends each one at once, its
+            # raw shard flushed (instead of 15 s more load against the target, then SIGKILL).
+            for p in procs:
+                if p.poll() is None:
+                    p.terminate()
         deadline = time.monotonic() + 15
         for p in procs:
             try:
@@ -207,7 +273,7 @@ def run_scenario(scenario: Scenario, opts: RunOptions) -> int:
             except subprocess.TimeoutExpired:
                 p.kill()
         # The workers are done (their shards complete) before a failed run's report is rebuilt from them.
-        settled, failed = settle_run(code, report_dir, scenario, opts.raw_records, started)
+        settled, failed = settle_run(code, report_dir, scenario, opts.raw_records, started, bool(stopper.forced))
         if failed:
             print(
                 f"loadgen: the run failed (exit {settled}): {failed}; see {report_dir}/locust-master.log",

@@ -12,8 +12,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-import urllib.error
-import urllib.request
 from typing import Any
 
 import gevent
@@ -22,14 +20,17 @@ from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
 from loadgen.live.exporter import CONTENT_TYPE, LiveView, MetricsText, push_final
-from loadgen.live.server_metrics import ServerTimeline, metrics_url, parse_metrics
+from loadgen.live.server_metrics import ServerTimeline, metrics_url
+from loadgen.locust_plugin import web_login
 from loadgen.locust_plugin.runtime import runtime_of
+from loadgen.locust_plugin.server_scrape import SCRAPE_TIMEOUT_S as _SCRAPE_TIMEOUT
+from loadgen.locust_plugin.server_scrape import scrape_loop as _scrape_loop
 from loadgen.measure.health import HealthThresholds
+from loadgen.report.server_split import latency_split
 
 __all__ = ["attach_server_metrics", "register"]
 
 log = logging.getLogger("loadgen")
-_SCRAPE_TIMEOUT = 2.0
 
 
 class ExporterState:
@@ -52,13 +53,14 @@ class ExporterState:
             return None
         runner = env.runner
         thresholds = HealthThresholds(**rt.scenario.run_trust.model_dump())
+        started = _utc_stamp(col.started_wall)
         if isinstance(runner, MasterRunner):
             health = {f"worker-{runner.get_worker_index(w)}": h for w, h in col.health.items()}
-            return LiveView(col.aggregate, health, rt.scenario.name, col.run, thresholds)
+            return LiveView(col.aggregate, health, rt.scenario.name, col.run, thresholds, started)
         if col.flushed:  # a local run that ended: its last delta is in the collector
-            return LiveView(col.aggregate, dict(col.health), rt.scenario.name, col.run, thresholds)
+            return LiveView(col.aggregate, dict(col.health), rt.scenario.name, col.run, thresholds, started)
         rt.drain()  # a local run: its own aggregate, read in place (nothing is shipped before the end)
-        return LiveView(rt.aggregate, {"local": rt.health}, rt.scenario.name, col.run, thresholds)
+        return LiveView(rt.aggregate, {"local": rt.health}, rt.scenario.name, col.run, thresholds, started)
 
     def start_scrapers(self) -> None:
         self.stop_scrapers()
@@ -67,9 +69,12 @@ class ExporterState:
         self.timelines = {}
         if every <= 0:
             return
+        from loadgen.k8s.pod_metrics import pod_source
+
         for v in scenario.variants:
             tl = self.timelines[v.name] = ServerTimeline(metrics_url(v.base_url), every)
-            self.scrapers.append(gevent.spawn(_scrape_loop, tl, every))
+            # Pod by pod where the variant's Service can be listed (server_scrape.py), else through its URL.
+            self.scrapers.append(gevent.spawn(_scrape_loop, tl, every, pod_source(v)))
 
     def stop_scrapers(self) -> None:
         if self.scrapers:
@@ -77,36 +82,9 @@ class ExporterState:
         self.scrapers = []
 
 
-def _fetch(url: str) -> bytes:
-    with urllib.request.urlopen(url, timeout=_SCRAPE_TIMEOUT) as r:  # noqa: S310 (the scenario's own URL)
-        return bytes(r.read())
-
-
-def _scrape_loop(tl: ServerTimeline, every: float) -> None:
-    """Read one variant's /metrics every `every` s until killed. A server without /metrics (an HTTP error, or nothing
-    loadgen knows in it) on the first read is skipped with a note; later failures are counted."""
-    due = time.monotonic()
-    while True:
-        started = time.time()
-        try:
-            kind, values = parse_metrics(_fetch(tl.url).decode("utf-8", "replace"))
-        except urllib.error.HTTPError as e:
-            if not tl.samples:
-                tl.note = f"no /metrics at {tl.url} (HTTP {e.code}): server metrics skipped"
-                return
-            tl.failures += 1
-        except (OSError, ValueError) as e:  # unreachable, timed out, or not a Prometheus exposition
-            if not tl.samples and tl.failures >= 2:
-                tl.note = f"/metrics at {tl.url} unreadable ({e}): server metrics skipped"
-                return
-            tl.failures += 1
-        else:
-            if kind is None and not tl.samples:
-                tl.note = f"{tl.url} exports none of the server metrics loadgen knows: skipped"
-                return
-            tl.add(started, kind, values)
-        due += every
-        gevent.sleep(max(0.0, due - time.monotonic()))
+def _utc_stamp(wall: float) -> str:
+    """A run's start as `loadgen_run_info`'s `started` label: `20261201T190532Z`."""
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(wall))
 
 
 def attach_server_metrics(environment: Environment, report: dict[str, Any]) -> None:
@@ -114,10 +92,16 @@ def attach_server_metrics(environment: Environment, report: dict[str, Any]) -> N
     state: ExporterState | None = getattr(environment, "loadgen_live", None)
     if state is None:
         return
+    rt = runtime_of(environment)
+    started = rt.collector.started_wall if rt.collector is not None else None
+    since = None if started is None else started + rt.scenario.load.warmup  # the window's start, wall clock
     for v in report.get("variants", []):
         tl = state.timelines.get(v["name"])
         if tl is not None:
-            v["server_metrics"] = tl.report()
+            v["server_metrics"] = tl.report(since)
+            split = latency_split(v)  # the client's TTFT split by the server's request-time histograms
+            if split is not None:
+                v["latency_split"] = split
 
 
 def _add_arguments(parser: Any) -> None:
@@ -207,11 +191,11 @@ def _on_quitting(environment: Environment, **_: Any) -> None:
     rt = runtime_of(environment)
     col = rt.collector
     if url and col is not None and col.started_wall is not None and state.pushed_run != col.run:
-        run = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(col.started_wall))
+        started = _utc_stamp(col.started_wall)
         try:
-            push_final(url, state.text, rt.scenario.name, run)
+            push_final(url, state.text, rt.scenario.name)
             state.pushed_run = col.run
-            log.info("loadgen: final figures pushed to %s (scenario=%s, run=%s)", url, rt.scenario.name, run)
+            log.info("loadgen: final figures pushed to %s (scenario=%s, started %s)", url, rt.scenario.name, started)
         except OSError as e:  # the report is written already; a Pushgateway that is down must not change the exit code
             log.error("loadgen: could not push to %s: %s", url, e)
     if state.server is not None:
@@ -223,7 +207,9 @@ def _on_quitting(environment: Environment, **_: Any) -> None:
 
 
 def register() -> None:
-    """Attach the live-metrics listeners (after the plugin's own, so that the report is written before the push)."""
+    """Attach the live-metrics listeners (after the plugin's own, so that the report is written before the push),
+    and the web UI's login (web_login.py), which keeps /metrics outside it as this module's docstring says."""
+    web_login.register()
     for hook, listener in (
         (events.init_command_line_parser, _add_arguments),
         (events.init, _on_init),

@@ -19,6 +19,8 @@ from locust.runners import STATE_MISSING, LocalRunner, MasterRunner
 
 from loadgen.live.summary import live_summary as _summary
 from loadgen.locust_plugin.cluster_queries import attach_cluster_metrics
+from loadgen.locust_plugin.cost_queries import attach_cost_energy
+from loadgen.locust_plugin.early_stop import stop_report
 from loadgen.locust_plugin.live_metrics import attach_server_metrics
 from loadgen.locust_plugin.request_stream import senders_per_variant
 from loadgen.locust_plugin.runtime import runtime_of
@@ -26,6 +28,7 @@ from loadgen.measure.aggregate import Aggregate
 from loadgen.measure.collector import Collector
 from loadgen.measure.health import HealthThresholds, verdict
 from loadgen.report.build import build_report
+from loadgen.report.request_timeline import timeline_section
 
 __all__ = ["current_report", "live_state", "live_summary", "users_per_variant"]
 
@@ -79,7 +82,9 @@ def live_state(environment: Environment, failed: list[str] | None = None) -> tup
     # The workers' own windows (warm-up end → stop, each on its own clock) where they reported them, else the
     # master's wall clock.
     spans = [
-        b - a for a, b in (w[:2] for w in col_view.windows.values() if len(w) > 1) if a is not None and b is not None
+        max(0.0, b - a)  # (stopped early, before the warm-up's end: no window)
+        for a, b in (w[:2] for w in col_view.windows.values() if len(w) > 1)
+        if a is not None and b is not None
     ]
     window = max(spans) if spans else max(0.0, stopped - started - scenario.load.warmup)
     if isinstance(runner, MasterRunner):
@@ -105,6 +110,7 @@ def live_state(environment: Environment, failed: list[str] | None = None) -> tup
         "users_per_variant": users_per_variant(environment),
         "workers": workers,
         "lost_workers": [label.get(w, w) for w in lost],
+        "lost_in_flight": col.lost_in_flight(lost, label),
         "recovered": recovered,
         "untrustworthy_reasons": reasons,
         "run_number": col.run,
@@ -113,6 +119,12 @@ def live_state(environment: Environment, failed: list[str] | None = None) -> tup
     }
     if exceptions:
         run["user_exceptions"] = exceptions
+    if isinstance(runner, MasterRunner):
+        run["master"] = col.master_cost()
+    stop_report(rt, run)  # stopped by `stop_when:`: why and when
+    raw_lost = col.raw_losses(label)
+    if raw_lost:
+        run["raw_records_lost"] = raw_lost
     if failures:
         run["failed"] = failures
     mono = col.window_monotonic()
@@ -126,9 +138,18 @@ def current_report(environment: Environment, failed: list[str] | None = None) ->
     """The full report of the run so far (the one the run's end writes, when the run is over), each variant's
     server-metrics timeline and the cluster Prometheus's figures so far included."""
     agg, window, run = live_state(environment, failed)
-    report = build_report(runtime_of(environment).scenario, agg, window, run)
+    rt = runtime_of(environment)
+    report = build_report(rt.scenario, agg, window, run)
+    col = rt.collector
+    assert col is not None
+    # Sampled requests as lanes; a local process's own sample until its final report moved it to the collector.
+    sample = rt.request_timeline if isinstance(environment.runner, LocalRunner) and not col.flushed else None
+    report["request_timeline"] = timeline_section(
+        rt.scenario, sample or col.request_timeline, col.started_wall or time.time()
+    )
     attach_server_metrics(environment, report)
     attach_cluster_metrics(environment, report)
+    attach_cost_energy(environment, report)  # after the server metrics: the KV-cache use is read from them
     return report
 
 

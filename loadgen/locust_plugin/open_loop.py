@@ -17,14 +17,18 @@ free during the drain, `load.drain`), then the drain ends (`stop`: what is still
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import gevent
-from gevent.event import AsyncResult
+from gevent import get_hub, getcurrent
+from gevent.hub import Waiter
 
 from loadgen.client.precise_timer import PreciseTimer
+from loadgen.client.reactor import Reactor
 from loadgen.traffic.arrivals import ArrivalSchedule, Handoff, schedule_arrivals
 
 __all__ = ["Arrival", "ArrivalDispatcher"]
@@ -55,7 +59,9 @@ class ArrivalDispatcher:
         "_handoffs",
         "_on_unsent",
         "_on_slip",
-        "_greenlet",
+        "_hub",
+        "_timer",
+        "_reactor",
         "_waiting",
         "ended",
         "stopped",
@@ -72,15 +78,19 @@ class ArrivalDispatcher:
         overflow: str,
         on_unsent: UnsentHook,
         on_slip: Callable[[float], None] | None = None,
+        reactor: Reactor | None = None,
     ) -> None:
         """`on_slip(seconds)`: called with how late each arrival was dispatched (the generator's own lateness,
-        before any wait for a free sender)."""
+        before any wait for a free sender). `reactor`: the worker's response reader, which then also sends what
+        falls due while it handles a wave of reads (`Reactor.call_between_reads`)."""
         self._arrivals = schedule_arrivals(schedule, seed, worker, workers)
         self._start = start
-        self._handoffs: dict[str, Handoff[AsyncResult, Arrival]] = {v: Handoff(overflow) for v in variants}
+        self._handoffs: dict[str, Handoff[Waiter[Arrival | None], Arrival]] = {v: Handoff(overflow) for v in variants}
         self._on_unsent = on_unsent
         self._on_slip = on_slip or _ignore
-        self._greenlet: gevent.Greenlet | None = None
+        self._hub: Any = None
+        self._timer: PreciseTimer | None = None
+        self._reactor = reactor
         # The arrival the dispatcher is waiting to send (its time not yet reached, or reached while it was late).
         self._waiting: Arrival | None = None
         self.ended = False  # the schedule ended (the window is over; the drain may still send what is queued)
@@ -93,42 +103,75 @@ class ArrivalDispatcher:
 
     @property
     def started(self) -> bool:
-        return self._greenlet is not None
+        return self._timer is not None
 
     def start(self, origin: float | None = None) -> None:
         """Send from now on; `origin` (monotonic) is where the schedule's offsets count from (default: the start
         given at construction). Once: a later call does nothing."""
-        if self._greenlet is not None or self.ended:
+        if self._timer is not None or self.ended:
             return
         if origin is not None:
             self._start = origin
-        self._greenlet = gevent.spawn(self._run)
+        self._hub = get_hub()
+        self._timer = PreciseTimer()
+        self._next()
+        self._arm()
 
-    def _run(self) -> None:
-        start = self._start
-        # gevent's own timer wakes up to a millisecond late (the poll's rounding): a timerfd wakes on time.
-        timer = PreciseTimer()
-        slip = self._on_slip
+    def _next(self) -> None:
+        """Take the next arrival of the schedule (none left: the schedule is spent)."""
+        for index, t in self._arrivals:
+            self._waiting = Arrival(index, self._start + t)
+            return
+        self._waiting = None
+
+    def _arm(self) -> None:
+        """Have the timer and the reactor call `_due` when the waiting arrival falls due."""
+        waiting = self._waiting
+        if waiting is None or self.ended or self._timer is None:
+            return
+        self._timer.call_at(waiting.at, self._due)
+        if self._reactor is not None:
+            self._reactor.call_between_reads(waiting.at, self._due)
+
+    def _due(self) -> None:
+        """In the loop (the timer's watcher, top priority, or the reactor between two reads of a wave): every
+        arrival due by now is dispatched, each sender switched to at once to write its request — not woken by a
+        callback that runs only after every socket that became readable in the same loop iteration was handled.
+        The timer is armed once, for the first arrival not yet due (a backlog of due ones costs no re-arming)."""
         try:
-            for index, t in self._arrivals:
-                arrival = self._waiting = Arrival(index, start + t)
-                timer.sleep_until(arrival.at)
-                if self.ended:
-                    return
+            while not self.ended and (arrival := self._waiting) is not None and arrival.at <= time.monotonic():
                 self._waiting = None
-                slip(time.monotonic() - arrival.at)
+                self._on_slip(time.monotonic() - arrival.at)
                 self.dispatch(arrival)
-        finally:
-            timer.close()
+                if not self.ended:
+                    self._next()
+        except Exception:
+            # A hook that fails must not end the schedule silently: say so and go on with the next arrival.
+            self._hub.handle_error(self, *sys.exc_info())
+            if not self.ended and self._waiting is None:
+                self._next()
+        self._arm()
 
     def dispatch(self, arrival: Arrival) -> None:
         """`arrival` is due: to a free user of every variant, else queued (late) or dropped (counted)."""
         for variant, handoff in self._handoffs.items():
             outcome, sender = handoff.arrive(arrival)
             if sender is not None:
-                sender.set(arrival)
+                self._hand(variant, sender, arrival)
             elif outcome != "queued":  # dropped, or the late backlog is full: never sent
                 self._on_unsent(variant, arrival, outcome)
+
+    def _hand(self, variant: str, sender: Waiter[Arrival | None], arrival: Arrival | None) -> None:
+        """Switch to the waiting `sender` with `arrival` (None: nothing more to send). Only the loop may switch to
+        a waiting greenlet: from elsewhere this runs as the loop's next callback."""
+        hub = self._hub or get_hub()
+        if getcurrent() is not hub:
+            hub.loop.run_callback(self._hand, variant, sender, arrival)
+        elif sender.greenlet is None:  # its user was stopped (killed) before it could take the arrival
+            if arrival is not None:
+                self._on_unsent(variant, arrival, "unsent_at_stop")
+        else:
+            sender.switch(arrival)
 
     def next_arrival(self, variant: str) -> Arrival | None:
         """Block the calling user until an arrival of `variant` is due for it (at once when one is queued); None
@@ -137,19 +180,15 @@ class ArrivalDispatcher:
         queued = handoff.take_queued()
         if queued is not None or self.ended:
             return queued
-        slot = AsyncResult()
+        slot: Waiter[Arrival | None] = Waiter()
         queued = handoff.take(slot)
         if queued is not None:
             return queued
         try:
-            arrival: Arrival | None = slot.get()
+            return slot.get()
         except gevent.GreenletExit:
-            # Stopped while waiting: an arrival handed to it just now was never sent.
-            handoff.leave(slot)
-            if slot.ready() and slot.successful() and slot.value is not None:
-                self._on_unsent(variant, slot.value, "unsent_at_stop")
+            handoff.leave(slot)  # stopped while waiting; an arrival handed to it meanwhile is counted by _hand
             raise
-        return arrival
 
     def end_schedule(self, senders: Mapping[str, int] | None = None) -> None:
         """The window ends: no arrival after this moment. Those already due that a late dispatcher had not reached
@@ -161,8 +200,10 @@ class ArrivalDispatcher:
         if self.ended:
             return
         self.ended = True
-        if self._greenlet is not None:
-            self._greenlet.kill(block=False)
+        if self._timer is not None:
+            self._timer.close()
+        if self._reactor is not None:
+            self._reactor.call_between_reads(0.0, None)
         now = time.monotonic()
         overdue: list[Arrival] = []
         if self._waiting is not None and self._waiting.at <= now:
@@ -179,7 +220,7 @@ class ArrivalDispatcher:
                 for arrival in handoff.trim(senders.get(variant, 0)):
                     self._on_unsent(variant, arrival, "unsent_at_stop")
             for sender in handoff.release_idle():
-                sender.set(None)
+                self._hand(variant, sender, None)
 
     def stop(self) -> None:
         """The drain is over: what is still queued was never sent, counted `unsent_at_stop`. Idempotent."""

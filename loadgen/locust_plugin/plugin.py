@@ -12,6 +12,7 @@ A crash is never a verdict. Every process watches for unhandled exceptions (locu
 of them fails the run (`run.failed`, exit 4), and so does a report that cannot be built (it would otherwise leave
 the master waiting for ever), a headless run stopped before its end (SIGTERM: an eviction, a deleted Job), and a
 headless master that quits before any run began.
+Stopped from outside mid-run (SIGTERM), every worker's final delta is collected before the report (`run.interrupted`).
 """
 
 from __future__ import annotations
@@ -30,9 +31,11 @@ from locust.env import Environment
 from locust.runners import STATE_INIT, STATE_MISSING, STATE_STOPPED, MasterRunner, WorkerRunner
 
 from loadgen.config.errors import ConfigError
-from loadgen.config.scenario import check_environment, load_scenario, validate_scenario
+from loadgen.config.overrides import parse_override
+from loadgen.config.scenario import check_environment, read_document
 from loadgen.exit_codes import ExitCode
-from loadgen.locust_plugin import cluster_queries, live_metrics
+from loadgen.live.otlp import export_run_metrics
+from loadgen.locust_plugin import early_stop, live_metrics, loop_clock
 from loadgen.locust_plugin.live_state import current_report, users_per_variant
 from loadgen.locust_plugin.locust_fixes import cache_default_args
 from loadgen.locust_plugin.progress import add_progress_arguments, start_progress
@@ -42,13 +45,13 @@ from loadgen.locust_plugin.shape import StagesShape
 from loadgen.locust_plugin.user import LLMUser, variant_user_classes
 from loadgen.locust_plugin.web_ui import install_web_ui
 from loadgen.measure.collector import Collector
+from loadgen.preflight import preflight
 from loadgen.report.build import write_reports
 from loadgen.report.combine import write_aggregate
 
 __all__ = ["current_report", "register", "users_per_variant"]
 
-log = logging.getLogger("loadgen")
-_FLUSH_TIMEOUT = 15.0
+log, _FLUSH_TIMEOUT = logging.getLogger("loadgen"), 15.0
 
 
 def _add_arguments(parser: Any) -> None:
@@ -74,21 +77,18 @@ def _on_init(environment: Environment, **_: Any) -> None:
     if not path:
         sys.stderr.write("loadgen: --scenario FILE is required (or LOADGEN_SCENARIO)\n")
         sys.exit(ExitCode.USAGE)
+    override: str = getattr(opts, "loadgen_duration", "") or ""
     try:
-        scenario = load_scenario(path)
+        doc = read_document(path)
+        # --loadgen-duration is a --set load.duration: validated like the file, so its rules (warm-up < duration)
+        # still hold, and a problem names the flag.
+        doc = (
+            doc.with_overrides([parse_override(f"load.duration={override}", "--loadgen-duration")]) if override else doc
+        )
+        scenario = doc.validate()
     except ConfigError as e:
         sys.stderr.write(f"{e}\n")
         sys.exit(ExitCode.USAGE)
-    override: str = getattr(opts, "loadgen_duration", "") or ""
-    if override:
-        # Re-validate with the override so its rules (e.g. warm-up < duration) still hold.
-        data = scenario.model_dump()
-        data["load"]["duration"] = override
-        try:
-            scenario = validate_scenario(data, source=f"{path} (--loadgen-duration)")
-        except ConfigError as e:
-            sys.stderr.write(f"{e}\n")
-            sys.exit(ExitCode.USAGE)
     unresolved = [v.name for v in scenario.variants if v.selector is not None]
     if unresolved:
         # Locust processes never talk to the cluster (worker pods have no token): selectors are resolved first.
@@ -105,14 +105,16 @@ def _on_init(environment: Environment, **_: Any) -> None:
             "Locust run (the web UI, or locust -f) sends to all variants together: set sequential: false here\n"
         )
         sys.exit(ExitCode.USAGE)
-    if not isinstance(environment.runner, MasterRunner):
-        # The processes that send requests need the keys (on Kubernetes the master may well not have them).
-        try:
+    try:
+        if not isinstance(environment.runner, MasterRunner):
+            # The processes that send requests need the keys (on Kubernetes the master may well not have them).
             check_environment(scenario, path)
-        except ConfigError as e:
-            sys.stderr.write(f"{e}\n")
-            sys.exit(ExitCode.USAGE)
-    cluster_queries.check_before_load(environment, scenario, path)
+        # The checks that read files or ask servers, in every process before load: the datasets and tokenizer each
+        # process samples with; the cluster Prometheus's queries where reports are written (not on a worker).
+        preflight(scenario, doc, cluster=not isinstance(environment.runner, WorkerRunner))
+    except ConfigError as e:
+        sys.stderr.write(f"{e}\n")
+        sys.exit(ExitCode.USAGE)
     raw_dir = getattr(opts, "raw_records", "") or ""
     if raw_dir:
         try:
@@ -134,6 +136,7 @@ def _on_init(environment: Environment, **_: Any) -> None:
     rt = Runtime(environment, scenario, getattr(opts, "raw_records", "") or None)
     rt.crashes.install()
     environment.loadgen = rt  # type: ignore[attr-defined]
+    environment.events.quitting.add_listener(_note_interrupted)
     if isinstance(runner, MasterRunner) and not environment.stop_timeout:
         # The drain (load.drain) runs on each worker inside its stop (Runtime.drain_in_flight, at test_stopping);
         # the master's stop waits stop_timeout + 60 s for the workers. Not Locust's own graceful stop on the
@@ -352,7 +355,7 @@ def _flush_workers(runner: MasterRunner, col: Collector) -> None:
 
 def _run_for_duration(environment: Environment) -> None:
     rt = runtime_of(environment)
-    gevent.sleep(rt.scenario.load.duration)
+    gevent.sleep(rt.scenario.load.duration)  # (gevent.sleep brings the loop's clock to now: see loop_clock.py)
     finish_run(environment)
 
 
@@ -401,9 +404,12 @@ def write_final_report(environment: Environment, failed: list[str] | None = None
     rt = runtime_of(environment)
     assert rt.collector is not None
     report = current_report(environment, failed)  # each variant's own /metrics over the run included
+    if rt.interrupted:
+        report["run"]["interrupted"] = True
     out_dir = _report_dir(environment)
     write_reports(report, out_dir)
     write_aggregate(rt.collector.aggregate, out_dir)  # the exact histograms, to rebuild or combine reports
+    export_run_metrics(rt.scenario, report)  # `tracing.otlp_endpoint`: the summary as OTLP gauges (live/otlp.py)
     rt.collector.reported = True
     log.info("loadgen report written to %s (exit code %s)", out_dir, report["exit_code"])
     return report
@@ -411,6 +417,11 @@ def write_final_report(environment: Environment, failed: list[str] | None = None
 
 def _on_quitting(environment: Environment, **_: Any) -> None:
     rt = getattr(environment, "loadgen", None)
+    if rt is not None and rt.collector is None and rt.raw is not None:  # a worker: what it finished to its shard
+        rt.drain()
+        rt.raw.close()
+        rt.raw = None
+        return
     if rt is None or rt.collector is None or rt.collector.reported:
         return
     opts = environment.parsed_options
@@ -422,19 +433,36 @@ def _on_quitting(environment: Environment, **_: Any) -> None:
             log.error("loadgen: no run was made; exit %d", ExitCode.RUN_FAILED)
             environment.process_exit_code = ExitCode.RUN_FAILED
         return
+    col = rt.collector
+    _note_interrupted(environment)  # (a local runner: nothing of Locust's quits it before this)
+    if rt.quitting:
+        return  # a second SIGTERM while the first one's stop runs: Locust exits now, as a failed run
+    rt.quitting = True
     try:
-        if not isinstance(environment.runner, MasterRunner) and not rt.collector.flushed:
+        if not isinstance(environment.runner, MasterRunner) and not col.flushed:
             _collect_local_final(rt)
-        cut = _cut_short(environment, rt) if headless else None
+        cut = _cut_short(environment, rt, rt.interrupted) if headless else None
         report = write_final_report(environment, [cut] if cut else None)
     except Exception as e:  # noqa: BLE001
         _report_failed(environment, e)
         return
-    if environment.process_exit_code is None:
+    if rt.interrupted or environment.process_exit_code is None:
         environment.process_exit_code = report["exit_code"]
 
 
-def _cut_short(environment: Environment, rt: Runtime) -> str | None:
+def _note_interrupted(environment: Environment, **_: Any) -> None:
+    """Quitting began mid-run: stopped from outside. First of the quitting listeners (added after the master runner's,
+    which stops the run and so collects every worker's final delta, `_on_test_stop`; Locust fires them in reverse)."""
+    rt = getattr(environment, "loadgen", None)
+    col = None if rt is None else rt.collector
+    if rt is None or col is None or col.started_wall is None or col.flushed or col.reported:
+        return
+    rt.interrupted = True
+    if environment.process_exit_code is None:
+        environment.process_exit_code = ExitCode.RUN_FAILED  # (the report's own code once it is written)
+
+
+def _cut_short(environment: Environment, rt: Runtime, interrupted: bool) -> str | None:
     """A headless run whose report is written at quitting before its planned end was stopped from outside (SIGTERM:
     an eviction, a deleted Job, Ctrl-C through `loadgen run`): what it measured is reported, but as no verdict."""
     col = rt.collector
@@ -442,17 +470,19 @@ def _cut_short(environment: Environment, rt: Runtime) -> str | None:
     run_time = getattr(environment.parsed_options, "run_time", None)
     planned = float(run_time) if run_time else rt.scenario.load.duration
     ran = (col.stopped_wall or time.time()) - col.started_wall
+    if interrupted:
+        return (
+            f"the run was interrupted: stopped from outside {ran:.0f} s into its {planned:g} s (SIGINT / Ctrl-C, or "
+            "SIGTERM: an eviction, a deleted Job); every worker's figures until then are in this report"
+        )
     if ran >= planned - 1.0:  # (Locust's -t and a stages shape end the run at quitting, on time)
         return None
     return f"the run was stopped {ran:.0f} s into its {planned:g} s (a SIGTERM, or the master quit before the end)"
 
 
 def register() -> None:
-    """Attach loadgen's listeners to Locust's global event hooks; calling it again attaches nothing twice.
-
-    Idempotent through EventHook's public API alone, without marking Locust's modules: each listener is removed
-    (when there) before it is added, so a second call moves loadgen's listeners to the end of their hooks, behind
-    any added in between."""
+    """Attach loadgen's listeners to Locust's global event hooks, idempotently through EventHook's public API: each
+    listener is removed (when there) before it is added, so a second call moves them behind any added in between."""
     cache_default_args()
     for hook, listener in (
         (events.init_command_line_parser, _add_arguments),
@@ -466,3 +496,5 @@ def register() -> None:
             hook.remove_listener(listener)
         hook.add_listener(listener)
     live_metrics.register()
+    early_stop.register(finish_run)  # (after the plugin's test_start: the run's collector exists)
+    loop_clock.register()  # the last init listener: Locust arms its -t timer next

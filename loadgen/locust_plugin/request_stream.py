@@ -9,7 +9,6 @@ request, so the per-request work on the event loop is: draw a spec, dump JSON, s
 from __future__ import annotations
 
 import contextlib
-import os
 import ssl
 import time
 from collections.abc import Iterator
@@ -20,12 +19,20 @@ import gevent
 from loadgen.client.connection import Endpoint, StreamConnection, TransportError
 from loadgen.client.dial import Dialer
 from loadgen.client.reactor import Reactor
+from loadgen.config.adapters import AdapterPlan
+from loadgen.config.cancel import CancelPlan
 from loadgen.config.classes import sends_priority
 from loadgen.config.scenario import Scenario, Variant
+from loadgen.config.tools import ToolsPlan, tools_by_mix
+from loadgen.config.variant import credential_values
+from loadgen.measure.outputs import OutputSamples
+from loadgen.measure.pairs import pair_hash
 from loadgen.measure.records import ErrorKind, RequestRecord
 from loadgen.measure.token_counts import needs_text
 from loadgen.protocol.accumulator import StreamAccumulator
-from loadgen.protocol.dialects import get_dialect
+from loadgen.protocol.dialects import dialect_for
+from loadgen.protocol.traceparent import TraceContext
+from loadgen.protocol.whole_reply import WholeReplyAccumulator
 from loadgen.traffic.sampler import RequestSampler, RequestSpec, sampler_for
 
 __all__ = [
@@ -90,6 +97,10 @@ class _Deadline(Exception):
     """The whole-request timeout (gevent.Timeout raises this inside the request)."""
 
 
+class _GiveUp(Exception):
+    """`traffic.cancel` by time: the client gives the request up (a gevent.Timeout raises this inside it)."""
+
+
 class CutByStop(gevent.GreenletExit):
     """The user was stopped mid-request; `record` is what the request got until then (`cut_by_stop`). `written`:
     whether the request had gone out (an open-loop arrival stopped before it did was never sent)."""
@@ -140,9 +151,14 @@ class RequestStream:
         "_continuous",
         "_model",
         "_classes",
-        "_secret",
+        "_secrets",
         "_idle_gap",
         "_activity",
+        "_text_sample",
+        "_trace",
+        "_cancel",
+        "_tools",
+        "_adapters",
         "keep_text",
     )
 
@@ -158,14 +174,18 @@ class RequestStream:
         reactor: Reactor | None = None,
         keep_text: bool = False,
         activity: VariantActivity | None = None,
+        text_sample: OutputSamples | None = None,
     ) -> None:
         """`sampler` is the scenario's (any stream: this one forks it), `dialer` and `reactor` are the process's
         (see `StreamConnection`); each is built for this stream alone when not given. `keep_text`: records keep
         the reply's text (`RequestRecord.output_text`; such streams read on the Python path). An attribute: a
-        caller may turn it on for some requests only."""
+        caller may turn it on for some requests only. `text_sample` (`quality:`): the process's sample of replies;
+        a request it would keep, or that carries a reference answer, keeps its text too."""
         self.variant = variant.name
         self.stream_id = stream_id
-        self._dialect = get_dialect(variant.dialect)
+        self._dialect = dialect_for(
+            variant.dialect, variant.max_tokens_field, variant.stream, variant.items_per_request or 1
+        )
         self._conn = StreamConnection(
             Endpoint(variant.base_url),
             variant.connect_timeout,
@@ -181,12 +201,9 @@ class RequestStream:
             "User-Agent": "loadgen",
             **variant.headers,
         }
-        self._secret: str | None = None
-        if variant.api_key_env:
-            key = os.environ.get(variant.api_key_env, "")
-            if key:
-                headers["Authorization"] = f"Bearer {key}"
-                self._secret = key
+        credentials = variant.credential_headers()
+        headers.update(credentials)
+        self._secrets = credential_values(credentials)
         self._head = self._conn.head_bytes(self._dialect.path_for(variant.model), headers)
         self._sampler = (sampler_for(scenario, 0) if sampler is None else sampler).with_stream(stream_id)
         self._rid_prefix = f"{worker_tag}-{variant.name}-{stream_id}"
@@ -198,6 +215,17 @@ class RequestStream:
         # The variant's activity on this worker, shared by its streams (one of its own when not given).
         self._activity = activity if activity is not None else VariantActivity()
         self.keep_text = keep_text
+        self._text_sample = text_sample
+        # `tracing:`: each request's traceparent (protocol/traceparent.py); None: requests carry none.
+        self._trace = None if scenario.tracing is None else TraceContext(scenario.tracing.sampled_share)
+        # `traffic.cancel`: which requests the client gives up, and where (the same ones for every variant).
+        cancel = scenario.traffic.cancel
+        self._cancel = None if cancel is None else CancelPlan(cancel, scenario.seed)
+        # `traffic.mixes[].tools`: which requests carry tools / a response_format (the same ones for every variant).
+        tools = tools_by_mix(scenario.traffic.mixes)
+        self._tools = ToolsPlan(tools, scenario.seed) if tools else None
+        # `variants[].adapters`: the model each request names (the same for every variant listing the same ones).
+        self._adapters = AdapterPlan(variant.adapters, scenario.seed, variant.model) if variant.adapters else None
 
     def close(self) -> None:
         self._conn.close()
@@ -206,6 +234,15 @@ class RequestStream:
     def sampler(self) -> RequestSampler:
         """This stream's fork of the scenario's sampler (a session's follow-ups are drawn from it)."""
         return self._sampler
+
+    def _wants_text(self, spec: RequestSpec) -> bool:
+        """With `quality:`, whether this request's reply is one the sample would keep (measure/outputs.py, by its
+        pair key) or is to be judged against a reference: only those read on the Python path, the others keep the
+        C fast path once the sample's level rises."""
+        s = self._text_sample
+        if s is None:
+            return False
+        return spec.reference is not None or s.wants(pair_hash(f"{self.stream_id}-{spec.index}-{spec.turn}"))
 
     def draw(self, index: int | None = None) -> RequestSpec:
         """The next request of this stream, or (open loop) its request `index`."""
@@ -236,14 +273,35 @@ class RequestStream:
             turn=spec.turn,
             max_tokens=spec.max_tokens,
             priority_class=spec.priority_class,
+            reference=spec.reference,
+            images=None if spec.images is None else len(spec.images),
         )
-        acc = StreamAccumulator(rec, self._dialect, self.keep_text)
+        model = self._model
+        if self._adapters is not None:
+            rec.adapter = model = self._adapters.draw(self.stream_id, spec.index)
+        # A variant's `stream: false`: one whole reply, read at its end (protocol/whole_reply.py).
+        reader = StreamAccumulator if self._dialect.stream else WholeReplyAccumulator
+        acc = reader(rec, self._dialect, self.keep_text or self._wants_text(spec))
         class_head, extra_body = self._classes[spec.priority_class]
-        body = self._dialect.build_body(spec, self._model, self._continuous, extra_body)
+        fields = None if self._tools is None else self._tools.draw(spec.mix, self.stream_id, spec.index, spec.turn)
+        if fields is not None:  # the variant's own extra_body still wins
+            rec.carried_tools = True
+            extra_body = {**fields, **(extra_body or {})}
+        body = self._dialect.build_body(spec, model, self._continuous, extra_body)
         extra = b"X-Request-Id: " + rid.encode() + b"\r\n" + class_head
+        if self._trace is not None:
+            rec.traceparent = traceparent = self._trace.next()
+            extra += b"traceparent: " + traceparent.encode() + b"\r\n"
         activity = self._activity
         state = activity.cold(time.monotonic(), self._idle_gap)  # before this request counts as in flight
         activity.in_flight += 1
+        give_up = None
+        cancel = None if self._cancel is None else self._cancel.draw(self.stream_id, spec.index, spec.turn)
+        if cancel is not None and cancel[0] == "tokens" and isinstance(acc, StreamAccumulator):
+            acc.give_up_after(cancel[1])
+        elif cancel is not None and cancel[0] == "seconds":
+            give_up = gevent.Timeout(cancel[1], _GiveUp)
+            give_up.start()
         timeout = gevent.Timeout(self._request_timeout, _Deadline)
         timeout.start()
         try:
@@ -260,6 +318,11 @@ class RequestStream:
         except _Deadline:
             self._conn.close()
             acc.fail(time.monotonic(), ErrorKind.TIMEOUT, f"request exceeded {self._request_timeout:g}s")
+        except _GiveUp:
+            rec.done = time.monotonic()
+            self._conn.close()  # as a browser closing the tab: the server sees the connection go
+            rec.cancelled = True
+            acc.close_text()
         except gevent.GreenletExit:
             # Locust stops users by killing their greenlets: this request was in flight at the stop. It keeps the
             # tokens it got (they count for throughput) and is handed back for recording before the user dies.
@@ -273,13 +336,16 @@ class RequestStream:
             raise CutByStop(rec, written) from None
         finally:
             timeout.close()
+            if give_up is not None:
+                give_up.close()
             activity.in_flight -= 1
         if not rec.sent:
             rec.sent = rec.done or time.monotonic()
-        if self._secret is not None and rec.error is not None:
+        if self._secrets and rec.error is not None:
             # Servers echo bad keys in error bodies ("Incorrect API key provided: sk-…"); reports must not.
-            rec.error_detail = rec.error_detail.replace(self._secret, "***")
-            rec.partial_bytes = rec.partial_bytes.replace(self._secret.encode(), b"***")
+            for secret in self._secrets:
+                rec.error_detail = rec.error_detail.replace(secret, "***")
+                rec.partial_bytes = rec.partial_bytes.replace(secret.encode(), b"***")
         if len(rec.error_detail) > 500:
             rec.error_detail = rec.error_detail[:499] + "…"
         # The window holds what completed inside it: a request sent during the warm-up that ends after it counts.
@@ -314,11 +380,20 @@ class StreamAssigner:
         "_turns",
         "_dialer",
         "_reactor",
+        "_text_sample",
     )
 
     def __init__(
-        self, scenario: Scenario, worker_index: int, worker_tag: str, dialer: Dialer, reactor: Reactor
+        self,
+        scenario: Scenario,
+        worker_index: int,
+        worker_tag: str,
+        dialer: Dialer,
+        reactor: Reactor,
+        text_sample: OutputSamples | None = None,
     ) -> None:
+        """`text_sample`: the process's sample of replies (`Aggregate.outputs`), which with `quality:` decides
+        which requests keep their text (one of its own when not given: then every one does)."""
         self._scenario = scenario
         self._variants = {v.name: v for v in scenario.variants}
         self._slots = dict.fromkeys(self._variants, 0)
@@ -330,6 +405,7 @@ class StreamAssigner:
         self._turns = weighted_turns({v.name: v.weight for v in scenario.variants})
         self._dialer = dialer
         self._reactor = reactor
+        self._text_sample = None if scenario.quality is None else text_sample or OutputSamples()
         for v in scenario.variants:
             # Load each TLS trust store now, before any request is in flight (parsing the system store holds
             # the loop up): connections share it. One that fails to load fails that variant's requests as `connect`.
@@ -356,8 +432,11 @@ class StreamAssigner:
             dialer=self._dialer,
             reactor=self._reactor,
             # The scenario's tokenizer counts the chunks of servers that stream no counts (runtime's recorder).
-            keep_text=needs_text(self._scenario.tokenizer, v.dialect, v.continuous_usage_stats),
+            # (A whole reply has no chunks to count: its usage counts it.)
+            keep_text=v.stream and needs_text(self._scenario.tokenizer, v.dialect, v.continuous_usage_stats),
             activity=self._activity[variant],
+            # With `quality:` the replies the sample keeps are compared with the baseline's (measure/outputs.py).
+            text_sample=self._text_sample,
         )
 
     def next_variant(self) -> str:

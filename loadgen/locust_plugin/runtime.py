@@ -16,26 +16,30 @@ from pathlib import Path
 from typing import Any
 
 import gevent
-import orjson
 import psutil
 from locust.env import Environment
 
 from loadgen.client.dial import Dialer
 from loadgen.client.reactor import Reactor
 from loadgen.config.scenario import Scenario
+from loadgen.live.otlp import SpanExport
 from loadgen.locust_plugin.crashes import CrashLog
 from loadgen.locust_plugin.open_loop import Arrival, ArrivalDispatcher
+from loadgen.locust_plugin.raw_records import RawRecordWriter
 from loadgen.locust_plugin.request_stream import StreamAssigner
 from loadgen.measure.aggregate import Aggregate
 from loadgen.measure.collector import Collector
+from loadgen.measure.early_stop import StopCounts
 from loadgen.measure.goodput import goodput_misses
 from loadgen.measure.health import HealthStats
 from loadgen.measure.records import RequestRecord, TokenSource
+from loadgen.measure.request_timeline import RequestTimelineSample, itl_bound_ms
 from loadgen.measure.token_counts import apply_token_ends
-from loadgen.traffic.arrivals import schedule_for
+from loadgen.measure.wall_clock import WALL_CLOCK
+from loadgen.traffic.scenario_schedule import schedule_of
 from loadgen.traffic.tokenizer import SERVER_TOKENIZER, PromptTokenizer, load_tokenizer
 
-__all__ = ["Collector", "Runtime", "runtime_of"]
+__all__ = ["Collector", "RawRecordWriter", "Runtime", "runtime_of"]
 
 # Loop-lag sampling period: 100 samples a second, so a p99 over a short run rests on more than a couple of samples
 # (Node's monitorEventLoopDelay samples at the same 10 ms).
@@ -45,44 +49,6 @@ _RECORD_BACKLOG = 2048
 _CPU_PERIOD = 1.0
 # How often the drain at the stop looks whether anything is still in flight.
 _DRAIN_POLL = 0.05
-_RAW_FLUSH_S = 0.25
-
-
-class RawRecordWriter:
-    """Opt-in JSONL shard of every raw record, one file per run and process, flushed at least every
-    `_RAW_FLUSH_S` (and every 256 rows): a SIGKILLed worker loses only its in-flight requests and at most that
-    much of its finished ones. Rows go out in the order they enter the aggregate, so `rows` tells the master
-    which rows its last report already covered."""
-
-    def __init__(self, directory: Path, tag: str) -> None:
-        directory.mkdir(parents=True, exist_ok=True)
-        self.path = directory / f"records-{tag}.jsonl"
-        self._fh = open(self.path, "ab")  # noqa: SIM115 - lives as long as the run
-        self._pending: list[bytes] = []
-        self.rows = 0
-        self._flusher = gevent.spawn(self._flush_periodically)
-
-    def write(self, rec: RequestRecord) -> None:
-        self._pending.append(orjson.dumps(rec.to_json(), option=orjson.OPT_APPEND_NEWLINE))
-        self.rows += 1
-        if len(self._pending) >= 256:
-            self.flush()
-
-    def flush(self) -> None:
-        if self._pending:
-            self._fh.write(b"".join(self._pending))
-            self._fh.flush()
-            self._pending.clear()
-
-    def _flush_periodically(self) -> None:
-        while True:
-            gevent.sleep(_RAW_FLUSH_S)
-            self.flush()
-
-    def close(self) -> None:
-        self._flusher.kill(block=False)
-        self.flush()
-        self._fh.close()
 
 
 class Runtime:
@@ -115,6 +81,8 @@ class Runtime:
         self.collector: Collector | None = None
         # The cluster Prometheus's figures of an ended run, (run number, report section): read once, then kept.
         self.cluster_metrics_final: tuple[int, dict[str, Any]] | None = None
+        # Each variant's power and GPU-memory figures once the run ended (run number, by variant): read once.
+        self.cost_energy_final: tuple[int, dict[str, dict[str, Any]]] | None = None
         # Ship the aggregate every this many reports (the master raises it when many workers report; 1 = every time).
         self.hist_every = 1
         self._reports = 0
@@ -123,6 +91,16 @@ class Runtime:
         # What crashed in this process (unhandled greenlet exceptions, swallowed listener exceptions): a failed run.
         self.crashes = CrashLog()
         self.stopping = False  # Locust's test_stopping fired: users are being stopped
+        # The run was stopped from outside before its end (SIGTERM / Ctrl-C): its report says so (`run.interrupted`).
+        self.interrupted = False
+        self.quitting = False  # the quitting event is being handled (a second signal must not start it again)
+        # `stop_when:`: every finished request counted for the master's judge (None without rules), and once a rule
+        # stopped the run, why and when (the report's `run.stopped_early`; locust_plugin/early_stop.py).
+        self.stop_counts: StopCounts | None = None
+        self.stopped_early: dict[str, Any] | None = None
+        self.stopped_early_now = False  # this process was told a rule stopped the run: no drain
+        self.request_timeline = self._timeline_sample()  # sampled requests' course, for the report's lanes
+        self.spans: SpanExport | None = None  # `tracing.otlp_endpoint`: sampled requests as spans (live/otlp.py)
         self.in_flight = 0  # requests being sent or streamed by this process's users
         self._pending: deque[tuple[RequestRecord, Callable[[RequestRecord], None]]] = deque()
         self._recorder: gevent.Greenlet | None = None
@@ -133,6 +111,11 @@ class Runtime:
         self._tokenizer: PromptTokenizer | None = None
         if scenario.tokenizer is not None and scenario.tokenizer != SERVER_TOKENIZER:
             self._tokenizer = load_tokenizer(scenario.tokenizer)
+
+    def _timeline_sample(self) -> RequestTimelineSample:
+        """A fresh sample of whole requests for the report's request timeline (measure/request_timeline.py)."""
+        sc = self.scenario
+        return RequestTimelineSample(sc.seed, bounds={v.name: itl_bound_ms(sc, v.name) for v in sc.variants})
 
     def worker_index(self) -> int:
         return max(int(getattr(self.env.runner, "worker_index", 0)), 0)
@@ -150,24 +133,32 @@ class Runtime:
         self._pending.clear()
         self._reports = 0
         self._rows_shipped = 0
+        self.stop_counts = StopCounts() if self.scenario.stop_when is not None else None
+        self.request_timeline = self._timeline_sample()
         self.worker_tag = f"r{self.run}-w{self.worker_index()}-{os.getpid()}"
         if self.reactor is None:
             self.reactor = Reactor()
-        self.assigner = StreamAssigner(self.scenario, self.worker_index(), self.worker_tag, self.dialer, self.reactor)
+        self.assigner = StreamAssigner(
+            self.scenario, self.worker_index(), self.worker_tag, self.dialer, self.reactor, self.aggregate.outputs
+        )
         if self.raw is not None:
             self.raw.close()
             self.raw = None
         if self.raw_dir is not None:
-            self.raw = RawRecordWriter(self.raw_dir, self.worker_tag)
+            self.raw = RawRecordWriter(
+                self.raw_dir, self.worker_tag, f"worker-{self.worker_index()} (pid {os.getpid()})"
+            )
+        tracing = self.scenario.tracing
+        if self.spans is None and tracing is not None and tracing.otlp_endpoint is not None:
+            self.spans = SpanExport(self.scenario, tracing.otlp_endpoint, self.worker_tag)
         if not self._monitors:
             self._monitors = [gevent.spawn(self._watch_loop_lag), gevent.spawn(self._watch_cpu)]
         if self.dispatcher is not None:
             self.dispatcher.stop()
             self.dispatcher = None
-        arrival = self.scenario.load.arrival
-        if arrival is not None:
+        schedule = schedule_of(self.scenario)
+        if schedule is not None:
             worker, workers = self.share_from_master or (0, 1)
-            schedule = schedule_for(arrival)
             self.dispatcher = ArrivalDispatcher(
                 schedule,
                 self.scenario.seed,
@@ -178,6 +169,7 @@ class Runtime:
                 self.scenario.load.overflow_policy,
                 self.count_unsent,
                 self.record_slip,
+                self.reactor,
             )
             # Started by `start_arrivals` once every sender exists (Locust's spawning_complete): arrivals due while
             # users were still spawning would find too few senders and queue or be dropped.
@@ -216,8 +208,9 @@ class Runtime:
 
     def drain_in_flight(self) -> None:
         """Wait (the loop runs on) until no request is in flight and no due arrival is queued, or `load.drain` has
-        passed: then Locust kills the users, and what is still running is cut by the stop."""
-        deadline = time.monotonic() + self.scenario.load.drain
+        passed: then Locust kills the users, and what is still running is cut by the stop. A run `stop_when:` ended
+        has no drain: its answer is known, and what is in flight is cut (and counted) at once."""
+        deadline = time.monotonic() + (0.0 if self.stopped_early_now else self.scenario.load.drain)
         d = self.dispatcher
         while (self.in_flight or (d is not None and d.queued)) and time.monotonic() < deadline:
             gevent.sleep(_DRAIN_POLL)
@@ -238,6 +231,8 @@ class Runtime:
         group.arrivals[outcome] = group.arrivals.get(outcome, 0) + 1
         if outcome != "in_warmup":
             group.add_not_sent()
+            if self.stop_counts is not None:
+                self.stop_counts.add_not_sent(variant)
 
     def on_test_stop(self) -> None:
         self.begin_stop()  # (when Locust stopped without test_stopping first)
@@ -248,6 +243,8 @@ class Runtime:
         self._monitors = []
         if self.raw is not None:
             self.raw.flush()
+        if self.spans is not None:
+            self.spans.flush()  # (the run's spans out before this process reports its end)
 
     def record(self, rec: RequestRecord) -> None:
         tok = self._tokenizer
@@ -257,7 +254,12 @@ class Runtime:
             apply_token_ends(rec, tok.token_ends(rec.output_text))
         if self._goodput:  # after the recount: TPOT and the ITL gaps depend on the per-chunk counts
             rec.goodput_misses = goodput_misses(rec, self._goodput)
-        self.aggregate.add(rec, time.time())
+        to_wall = WALL_CLOCK.offset()  # what this process's monotonic times are on the wall
+        wall = time.monotonic() + to_wall
+        self.aggregate.add(rec, wall)
+        if self.stop_counts is not None and rec.done is not None:
+            self.stop_counts.add(rec, rec.done + to_wall)
+        self.request_timeline.add(rec, to_wall)
         if rec.scheduled is not None:
             counts = self.aggregate.group(rec.variant, rec.mix).arrivals
             key = "sent" if rec.sent >= self.warmup_end else "in_warmup"
@@ -268,6 +270,8 @@ class Runtime:
                 counts["sent_in_drain"] = counts.get("sent_in_drain", 0) + 1
         if self.raw is not None:
             self.raw.write(rec)
+        if self.spans is not None:
+            self.spans.add(rec, to_wall)
 
     def submit(self, rec: RequestRecord, after: Callable[[RequestRecord], None]) -> None:
         """Record `rec` (then call `after(rec)`) soon, when the event loop is otherwise idle.
@@ -322,13 +326,21 @@ class Runtime:
             "run": self.run,
             "health": health.to_wire(),
             "window": [self.warmup_end if self.started else None, self.stopped_at],
+            # Should this worker be lost, the requests it had in flight are named by count (run.lost_in_flight).
+            "in_flight": self.in_flight,
         }
         if ship:
             out["agg"] = self.aggregate.pop_delta()
             if self.raw is not None:
                 self._rows_shipped = self.raw.rows
+        if self.stop_counts is not None and self.collector is None:  # a worker: the master judges
+            out["stop"] = self.stop_counts.pop_wire()
+        timeline = self.request_timeline.pop_wire()
+        if timeline:
+            out["request_timeline"] = timeline
         if self.raw is not None:
-            out["raw"] = {"path": str(self.raw.path.resolve()), "rows": self._rows_shipped}
+            # (A shard that could not be written says so: the rows lost, and why.)
+            out["raw"] = self.raw.status() | {"rows": self._rows_shipped}
         crashes = self.crashes.pop()
         if crashes:
             out["crashes"] = crashes

@@ -121,7 +121,10 @@ class LLMUser(User):
         self._rt.submit(rec, self._fire)
         if session is not None:
             # A failed turn ends its session (its turn's requests minus ok in the report); else on to the next turn.
-            self._next_turn = session.reply(rec.output_text, rec.output_token_count) if rec.ok else None
+            # A turn the client gave up (`traffic.cancel`) ends it too: the user left.
+            ok = rec.ok and not rec.cancelled
+            call = rec.tool_call_reply  # an agentic session: the next turn sends the tool's result
+            self._next_turn = session.reply(rec.output_text, rec.output_token_count, call) if ok else None
             if self._next_turn is None:
                 self._session = None
         if rec.error == ErrorKind.CONNECT and dispatcher is None:

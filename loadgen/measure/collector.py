@@ -10,6 +10,7 @@ time: `Runtime.report_since_last`.) What crashed in a worker (unhandled exceptio
 
 from __future__ import annotations
 
+import resource
 import time
 from pathlib import Path
 from typing import Any
@@ -19,8 +20,12 @@ import orjson
 from loadgen.measure.aggregate import Aggregate
 from loadgen.measure.health import HealthStats
 from loadgen.measure.records import RequestRecord
+from loadgen.measure.request_timeline import RequestTimelineSample
 
 __all__ = ["Collector"]
+
+# Locust's workers report every 3 s: the master's merge cost is summed over intervals of this length.
+_INTERVAL_S = 3.0
 
 
 class Collector:
@@ -39,13 +44,43 @@ class Collector:
         self.windows: dict[str, list[float | None]] = {}
         self.last_report_wall: dict[str, float] = {}
         self.requests_reported: dict[str, int] = {}
+        self.in_flight: dict[str, int] = {}  # each worker's requests in flight at its last report
         self.recovered: dict[str, str] = {}
         self.crashes: dict[str, list[dict[str, Any]]] = {}
+        # `stop_when:` (measure/early_stop.StopJudge): fed each worker's stop counts; None without rules.
+        self.stop_judge: Any = None
+        # Every worker's sampled requests, for the report's request timeline (measure/request_timeline.py).
+        self.request_timeline = RequestTimelineSample()
+        # The master's own cost: seconds spent merging reports, summed per report interval (one entry an interval).
+        self.merge_s: dict[int, float] = {}
+        self.reports_merged = 0
 
     def merge_report(self, worker_id: str, data: dict[str, Any], final: bool = False) -> bool:
         """Merge one report; False (and nothing merged) when it belongs to another run."""
         if int(data.get("run", self.run)) != self.run:
             return False
+        t0 = time.perf_counter()
+        self._merge(worker_id, data, final)
+        done = time.perf_counter()
+        interval = int(time.time() // _INTERVAL_S)
+        self.merge_s[interval] = self.merge_s.get(interval, 0.0) + (done - t0)
+        self.reports_merged += 1
+        return True
+
+    def master_cost(self) -> dict[str, Any]:
+        """What merging the workers' reports cost this process: per report interval (3 s) the median and the
+        largest total, all of it, and the process's peak resident memory."""
+        per = sorted(self.merge_s.values())
+        return {
+            "reports_merged": self.reports_merged,
+            "merge_ms_per_interval_p50": round(1e3 * per[len(per) // 2], 3) if per else None,
+            "merge_ms_per_interval_max": round(1e3 * per[-1], 3) if per else None,
+            "merge_ms_total": round(1e3 * sum(per), 3),
+            # ru_maxrss is in KiB on Linux.
+            "rss_peak_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        }
+
+    def _merge(self, worker_id: str, data: dict[str, Any], final: bool) -> None:
         self.seen.add(worker_id)
         agg = data.get("agg")
         if agg is not None:
@@ -61,11 +96,16 @@ class Collector:
             self.raw_position[worker_id] = data["raw"]
         if data.get("window"):
             self.windows[worker_id] = list(data["window"])
+        if "in_flight" in data:
+            self.in_flight[worker_id] = int(data["in_flight"])
+        if data.get("request_timeline"):
+            self.request_timeline.merge_wire(data["request_timeline"])
+        if data.get("stop") and self.stop_judge is not None:
+            self.stop_judge.merge(worker_id, data["stop"])
         for crash in data.get("crashes") or ():
             self._add_crash(worker_id, crash)
         if final:
             self.final.add(worker_id)
-        return True
 
     def _add_crash(self, worker_id: str, crash: dict[str, Any]) -> None:
         kept = self.crashes.setdefault(worker_id, [])
@@ -84,6 +124,11 @@ class Collector:
             lost |= self.seen - self.final
         return sorted(lost)
 
+    def lost_in_flight(self, lost: list[str], label: dict[str, str]) -> dict[str, int]:
+        """Per lost worker, the requests it had in flight at its last report: sent, never finished where the master
+        can see (the worker died with them), so in no figure of the report: named by count instead."""
+        return {label.get(w, w): self.in_flight.get(w, 0) for w in lost}
+
     def window_monotonic(self) -> list[float] | None:
         """[earliest warm-up end, latest stop] over the workers (one host's monotonic clock)."""
         starts = [w[0] for w in self.windows.values() if w and w[0] is not None]
@@ -91,6 +136,16 @@ class Collector:
         if not starts or not ends:
             return None
         return [min(starts), max(ends)]
+
+    def raw_losses(self, label: dict[str, str]) -> list[dict[str, Any]]:
+        """The workers whose raw shard stopped (a write failed: a full disk): who, how many rows it is missing, why
+        and where. Their histograms and counters are whole; only the raw rows are missing."""
+        return [
+            {"worker": label.get(wid, wid), "rows": int(pos["lost"]), "error": str(pos.get("error", "")),
+             "folder": str(pos.get("folder", ""))}
+            for wid, pos in sorted(self.raw_position.items())
+            if pos.get("error")
+        ]  # fmt: skip
 
     def recover_lost(self, lost: list[str], label: dict[str, str]) -> list[str]:
         """For each lost worker: merge the shard rows its shipped aggregates did not cover, or say what is missing."""

@@ -39,9 +39,9 @@ NO_TOKENS = "no_tokens"
 def goodput_misses(rec: RequestRecord, bounds_ms: Mapping[str, float]) -> tuple[str, ...] | None:
     """The bounds `rec` missed (empty: it counts toward goodput); None when it is not judged (it failed). A reply
     with no token misses `no_tokens`."""
-    if rec.error is not None:
+    if rec.error is not None or rec.cancelled:  # given up by the client: neither good nor bad
         return None
-    if not rec.chunk_times:
+    if not rec.chunk_times if rec.streamed else not rec.output_token_count:  # a whole reply: its usage's count
         return (NO_TOKENS,)
     missed = []
     for metric, bound in bounds_ms.items():

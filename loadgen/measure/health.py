@@ -39,7 +39,7 @@ class HealthStats:
     late_reads: int = 0
     max_read_delay: float = 0.0
     # Reads the C half (protocol/_wire.c) took whole: token chunks no Python touched. A low share at high load means
-    # the server's chunks fall off that path (see the README) and the worker spends more CPU per chunk.
+    # the server's chunks fall off that path (see docs/metrics.md) and the worker spends more CPU per chunk.
     reads_in_c: int = 0
     # Open loop: dispatch time − scheduled time of every arrival (empty in closed loop).
     schedule_slip: LatencyHistogram = field(default_factory=lambda: LatencyHistogram(digits=2, highest_s=60.0))

@@ -7,103 +7,228 @@ snapshot per interval instead of raw samples, and the master's result equals one
 
 from __future__ import annotations
 
-import base64
+import binascii
 import ctypes
-import itertools
 import struct
+import sys
 import zlib
-from array import array
-from collections import Counter
 from collections.abc import Sequence
 
 from hdrh.histogram import HdrHistogram
 
 from loadgen.measure import _hdr_internals as hdr
+from loadgen.measure.chunk_gaps import record_chunk_gaps
+from loadgen.measure.hdr_layout import DIGITS as _DIGITS
+from loadgen.measure.hdr_layout import LOWEST_US as _LOWEST_US
+from loadgen.measure.hdr_layout import Layout, add_counts, layout_for
 from loadgen.metric_names import PERCENTILES
 
 __all__ = ["LatencyHistogram", "RELATIVE_ERROR", "PERCENTILES", "merge_encoded_into", "record_chunk_gaps"]
 
-_LOWEST_US = 1
-_HIGHEST_US = 3_600_000_000
-_DIGITS = 3
 RELATIVE_ERROR = 10.0**-_DIGITS
 # Counts summed per step by `percentiles_ms` (one C-level sum), and per sub-step inside a block that holds a rank.
 _WALK_BLOCK = 2048
 _WALK_SUB = 64
+# A histogram's window of slots grows in steps of this many (2 KiB): few regrowths, little held beyond its values.
+_WINDOW_STEP_MASK = 255
 
 
-# The bucket layout of HdrHistogram(1 µs, 1 h, 3 digits), for computing a value's counts index inline on the hot
-# path: hdrh's record_value is several Python calls per value, the inline form one expression (`python -m
-# bench.hotpath` prints what recording a request's chunk gaps costs). Checked against hdrh on first use
-# (`_GapIndex.build`), not at import.
-_SUB_HALF_MAG = 10  # sub_bucket_half_count_magnitude: 2 * 10**3 → 2048 sub-buckets
-_SUB_MASK = (1 << (_SUB_HALF_MAG + 1)) - 1
-_SHIFT0 = _SUB_HALF_MAG + 1
-_SUB_HALF = 1 << _SUB_HALF_MAG
 _V2_HEADER = struct.Struct(">ii")
 _PAYLOAD_HEADER = struct.Struct(">IIIIQQ")  # cookie, length, normalizing offset, digits, lowest, highest
 
 
-def _index(us: int) -> int:
-    b = (us | _SUB_MASK).bit_length() - _SHIFT0
-    return ((b + 1) << _SUB_HALF_MAG) + (us >> b) - _SUB_HALF
-
-
-def _check_layout() -> None:
-    h = HdrHistogram(_LOWEST_US, _HIGHEST_US, _DIGITS)
-    hdr.check(h)
-    assert hdr.layout_magnitudes(h) == (0, _SUB_HALF_MAG)
-    for v in (0, 1, 2047, 2048, 4095, 4096, 123_456, _HIGHEST_US):
-        assert hdr.index_for(h, v) == _index(v), v
-
-
 class LatencyHistogram:
     """Durations in µs, 1 µs … 1 h, 3 significant digits by default; `digits` / `highest_s` give a coarser, smaller
-    one (the loop-lag health histogram: 2 digits up to 60 s is 20 KB instead of 180 KB per worker on the master)."""
+    one (the loop-lag health histogram: 2 digits up to 60 s).
 
-    __slots__ = ("_h",)
+    hdrh's bucket layout and arithmetic, but only the window of slots the values fall in is held (a ctypes array
+    from slot `_off`, grown in 256-slot steps as values arrive; none while empty): a whole 3-digit layout is 23,552
+    slots (184 KiB), and a latency spans a few thousand of them, so a master with 10 variants × 5 mixes holds a
+    fraction of what hdrh's full arrays took. Counts, total, min and max are hdrh's exactly (tests hold them equal
+    to an hdrh histogram of the same values: tests/unit/test_histogram_window.py)."""
 
-    def __init__(self, _h: HdrHistogram | None = None, *, digits: int = _DIGITS, highest_s: float = 3600.0) -> None:
-        self._h = _h if _h is not None else HdrHistogram(_LOWEST_US, int(highest_s * 1e6), digits)
+    __slots__ = ("_lay", "_counts", "_off", "_total", "_min", "_max")
+
+    def __init__(self, *, digits: int = _DIGITS, highest_s: float = 3600.0, _layout: Layout | None = None) -> None:
+        self._lay = _layout if _layout is not None else layout_for(_LOWEST_US, int(highest_s * 1e6), digits)
+        self._counts: ctypes.Array[ctypes.c_int64] | None = None
+        self._off = 0
+        self._total = 0
+        self._min = sys.maxsize  # hdrh's bookkeeping: the lowest and highest value recorded
+        self._max = 0
+
+    def _cover(self, lo: int, hi: int) -> ctypes.Array[ctypes.c_int64]:
+        """The counts array, grown (when needed) to hold slots `lo` … `hi`."""
+        counts = self._counts
+        off = self._off
+        if counts is not None and lo >= off and hi < off + len(counts):
+            return counts
+        if counts is not None:
+            lo, hi = min(lo, off), max(hi, off + len(counts) - 1)
+        start = lo & ~_WINDOW_STEP_MASK
+        end = min((hi | _WINDOW_STEP_MASK) + 1, self._lay.counts_len)
+        grown = (ctypes.c_int64 * (end - start))()
+        if counts is not None:
+            ctypes.memmove(ctypes.addressof(grown) + 8 * (off - start), ctypes.addressof(counts), 8 * len(counts))
+        self._counts, self._off = grown, start
+        return grown
+
+    def _add_slots(self, slot_counts: dict[int, int], n: int, lo_value: int, hi_value: int) -> None:
+        """Add counts per slot (`n` in all, of values `lo_value` … `hi_value`)."""
+        if not slot_counts:
+            return
+        counts = self._cover(min(slot_counts), max(slot_counts))
+        off = self._off
+        for i, c in slot_counts.items():
+            counts[i - off] += c
+        self._note(n, lo_value, hi_value)
+
+    def _note(self, n: int, lo: int, hi: int) -> None:
+        self._total += n
+        if lo < self._min:
+            self._min = lo
+        if hi > self._max:
+            self._max = hi
 
     def record(self, seconds: float, count: int = 1) -> None:
+        lay = self._lay
         us = int(seconds * 1e6 + 0.5)
+        top = lay.key[1]
         if us < 0:
             us = 0  # clock oddities must not raise on the hot path
-        elif us > self._h.highest_trackable_value:
-            us = self._h.highest_trackable_value
-        self._h.record_value(us, count)
+        elif us > top:
+            us = top
+        i = lay.index(us)
+        counts, off = self._counts, self._off
+        if counts is None or i < off or i >= off + len(counts):
+            counts = self._cover(i, i)
+            off = self._off
+        counts[i - off] += count
+        self._note(count, us, us)
 
     @property
     def count(self) -> int:
-        return int(self._h.get_total_count())
+        return self._total
+
+    def _min_value(self) -> int:
+        """hdrh's `get_min_value` (µs): 0 when slot 0 holds a count or nothing was recorded."""
+        counts = self._counts
+        if not self._total or (self._off == 0 and counts is not None and counts[0] > 0):
+            return 0
+        if self._min == sys.maxsize:
+            return sys.maxsize
+        return self._lay.value_at(self._lay.index(self._min))
+
+    def _max_value(self) -> int:
+        """hdrh's `get_max_value` (µs): the highest equivalent of the highest value recorded."""
+        return self._lay.highest_of(self._max) if self._max else 0
 
     def merge(self, other: LatencyHistogram) -> None:
-        self._h.add(other._h)
+        """Add `other` (hdrh's `add`: the same counts, total, min and max — min included, which hdrh lowers to 0
+        when either side is empty)."""
+        if other._lay is not self._lay:
+            # Another layout: each of its slots re-recorded at its lowest value, as hdrh's slow path does.
+            lay = other._lay
+            for j, c in enumerate(other._counts or ()):
+                if c:
+                    self.record(lay.value_at(other._off + j) / 1e6, c)
+            return
+        src = other._counts
+        if src is not None:
+            counts = self._cover(other._off, other._off + len(src) - 1)
+            add_counts(counts, other._off - self._off, src, 0, len(src))
+        self._total += other._total
+        self._max = max(self._max, other._max_value())
+        self._min = min(self._min_value(), other._min_value())
+
+    def to_hdrh(self) -> HdrHistogram:
+        """An hdrh histogram of the same counts, total, min and max (a whole-layout array: for tests and tools)."""
+        lowest, highest, digits = self._lay.key
+        h = HdrHistogram(lowest, highest, digits)
+        if self._counts is not None:
+            add_counts(hdr.counts(h), self._off, self._counts, 0, len(self._counts))
+        h.total_count, h.min_value, h.max_value = self._total, self._min, self._max
+        return h
 
     def encode(self) -> bytes:
-        """Compressed, base64 HdrHistogram V2 encoding (portable to other HDR implementations)."""
-        return bytes(self._h.encode())
+        """Compressed, base64 HdrHistogram V2 encoding (portable to other HDR implementations): hdrh's own bytes."""
+        if self._counts is None:
+            return self._lay.empty_blob
+        return self._lay.encode(self._counts, self._off, self._total, self._min, self._max)
 
     @classmethod
     def decode(cls, blob: bytes | str) -> LatencyHistogram:
-        return cls(HdrHistogram.decode(blob))
+        h = HdrHistogram.decode(blob)
+        out = cls(_layout=layout_for(h.lowest_trackable_value, h.highest_trackable_value, h.significant_figures))
+        out._total, out._min, out._max = hdr.recorded(h)
+        if out._total:  # decoding set min and max to the lowest and highest slot with a count
+            lo, hi = out._lay.index(out._min), min(out._lay.index(out._max), out._lay.counts_len - 1)
+            add_counts(out._cover(lo, hi), lo - out._off, hdr.counts(h), lo, hi - lo + 1)
+        return out
 
     def merge_encoded(self, blob: bytes | str) -> None:
         merge_encoded_into(blob, (self,))
 
+    def _bounds(self) -> tuple[int, int, int] | None:
+        """(total count, first slot, last slot) of what the walks below go over, the slots of the lowest and highest
+        value recorded (clamped to the window: nothing is outside it), or None when empty."""
+        counts = self._counts
+        if not self._total or counts is None:
+            return None
+        lay, off = self._lay, self._off
+        lo = max(lay.index(self._min), off)
+        hi = min(lay.index(self._max), lay.counts_len - 1, off + len(counts) - 1)
+        return self._total, lo, hi
+
+    recorded_slots = _bounds
+
+    @property
+    def layout(self) -> Layout:
+        return self._lay
+
+    def counts_window(self) -> tuple[int, ctypes.Array[ctypes.c_int64] | None]:
+        """(first slot held, the counts array from it; None while nothing was recorded), to read in place: the
+        array is replaced, not resized, when the window grows."""
+        return self._off, self._counts
+
+    def _span(self) -> tuple[int, int, list[int]] | None:
+        """(total count, first slot, the counts of the slots `_bounds` gives) or None when empty."""
+        b = self._bounds()
+        if b is None or self._counts is None:
+            return None
+        n, lo, hi = b
+        return n, lo, self._counts[lo - self._off : hi + 1 - self._off]
+
     def percentile(self, p: float) -> float:
-        """Seconds. The value reported is the upper edge of the sample's bucket (≤ 0.1 % above it)."""
-        return self._h.get_value_at_percentile(p) / 1e6
+        """Seconds. The value reported is the upper edge of the sample's bucket (≤ 0.1 % above it); hdrh's
+        `get_value_at_percentile` (its rank, its edge)."""
+        span = self._span()
+        if span is None:
+            return 0.0
+        n, lo, seg = span
+        target = max(int(min(p, 100.0) * n / 100 + 0.5), 1)
+        total = 0
+        lay = self._lay
+        for j, c in enumerate(seg):
+            total += c
+            if total >= target:
+                v = lay.value_at(lo + j)
+                return (lay.highest_of(v) if p else v) / 1e6
+        return 0.0
 
     def mean(self) -> float:
-        return float(self._h.get_mean_value()) / 1e6
+        span = self._span()
+        if span is None:
+            return 0.0
+        n, lo, seg = span
+        value_at, median_of = self._lay.value_at, self._lay.median_of
+        return float(sum(c * median_of(value_at(lo + j)) for j, c in enumerate(seg) if c)) / n / 1e6
 
     def max(self) -> float:
-        return self._h.get_max_value() / 1e6
+        return self._max_value() / 1e6
 
     def min(self) -> float:
-        return self._h.get_min_value() / 1e6
+        return self._min_value() / 1e6
 
     def summary_ms(self, censored: int = 0) -> dict[str, float | int | None]:
         """count, mean, p50 … p99.9, max in milliseconds; empty histogram → count 0 only.
@@ -117,9 +242,8 @@ class LatencyHistogram:
         (and once more for the mean): for a report of many groups on the master's event loop, that adds up to
         seconds. Same values as hdrh's `get_value_at_percentile` / `get_mean_value` (a unit test holds them
         equal)."""
-        h = self._h
-        n, min_value, max_value = hdr.recorded(h)
-        if n == 0:
+        span = self._span()
+        if span is None:
             if censored:
                 return {
                     "count": 0,
@@ -129,14 +253,14 @@ class LatencyHistogram:
                     "max": None,
                 }
             return {"count": 0}
-        lo = hdr.index_for(h, min_value)
-        hi = min(hdr.index_for(h, max_value), hdr.counts_len(h) - 1)
+        n, lo, seg = span
         total_n = n + censored
         targets = [(max(int(p * total_n / 100 + 0.5), 1), name) for name, p in PERCENTILES]
         found: dict[str, int] = {}
         total = weighted = ti = 0
-        value_at, median_of, highest_of = hdr.walkers(h)
-        for j, c in enumerate(hdr.counts(h)[lo : hi + 1]):
+        lay = self._lay
+        value_at, median_of, highest_of = lay.value_at, lay.median_of, lay.highest_of
+        for j, c in enumerate(seg):
             if not c:
                 continue
             v = value_at(lo + j)
@@ -158,28 +282,24 @@ class LatencyHistogram:
     def count_above(self, seconds: float) -> int:
         """Samples recorded above `seconds`, each valued as `percentile` reports it (its bucket's highest value, within
         0.1 %), so the count agrees with an SLO checked on a percentile of the same histogram."""
-        h = self._h
-        n, min_value, max_value = hdr.recorded(h)
-        if n == 0:
+        span = self._span()
+        if span is None:
             return 0
+        _, lo, seg = span
         bound_us = seconds * 1e6
-        lo = hdr.index_for(h, min_value)
-        hi = min(hdr.index_for(h, max_value), hdr.counts_len(h) - 1)
-        value_at, _, highest_of = hdr.walkers(h)
-        return sum(c for j, c in enumerate(hdr.counts(h)[lo : hi + 1]) if c and highest_of(value_at(lo + j)) > bound_us)
+        value_at, highest_of = self._lay.value_at, self._lay.highest_of
+        return sum(c for j, c in enumerate(seg) if c and highest_of(value_at(lo + j)) > bound_us)
 
     def buckets_us(self) -> tuple[list[int], list[int]]:
         """Every non-empty bucket as (value µs, count), ascending: the distribution to resample (report/compare.py).
         The value is the bucket's highest equivalent, the one `percentile` reports."""
-        h = self._h
-        n, min_value, max_value = hdr.recorded(h)
-        if n == 0:
+        span = self._span()
+        if span is None:
             return [], []
-        lo = hdr.index_for(h, min_value)
-        hi = min(hdr.index_for(h, max_value), hdr.counts_len(h) - 1)
-        value_at, _, highest_of = hdr.walkers(h)
+        _, lo, seg = span
+        value_at, highest_of = self._lay.value_at, self._lay.highest_of
         values, counts = [], []
-        for j, c in enumerate(hdr.counts(h)[lo : hi + 1]):
+        for j, c in enumerate(seg):
             if c:
                 values.append(highest_of(value_at(lo + j)))
                 counts.append(c)
@@ -191,20 +311,18 @@ class LatencyHistogram:
         `percentile` gives it, in one pass over the counts like `summary_ms`. `censored` samples (above
         everything recorded) count in the ranks, so a metric with failed requests ends below 1, at the recorded
         share, where its last point is the max."""
-        h = self._h
-        n, min_value, max_value = hdr.recorded(h)
-        if n == 0:
+        span = self._span()
+        if span is None:
             return []
+        n, lo, seg = span
         total_n = n + censored
         fractions = sorted({i / points for i in range(1, points + 1)} | {0.995, 0.999, 0.9999})
         targets = [(max(int(f * total_n + 0.5), 1), f) for f in fractions]
         targets = [(rank, f) for rank, f in targets if rank <= n]
         out: list[list[float]] = []
-        lo = hdr.index_for(h, min_value)
-        hi = min(hdr.index_for(h, max_value), hdr.counts_len(h) - 1)
-        value_at, _, highest_of = hdr.walkers(h)
+        value_at, highest_of = self._lay.value_at, self._lay.highest_of
         total = ti = 0
-        for j, c in enumerate(hdr.counts(h)[lo : hi + 1]):
+        for j, c in enumerate(seg):
             if not c:
                 continue
             total += c
@@ -221,17 +339,17 @@ class LatencyHistogram:
         sub-blocks of the block holding a rank, and only the sub-block holding it is walked in Python. For the live
         views, which ask for a few percentiles of every (variant, mix) every couple of seconds on the master's
         event loop."""
-        h = self._h
-        n, min_value, max_value = hdr.recorded(h)
         out: list[float | None] = [None] * len(ps)
-        if n == 0:
+        b = self._bounds()
+        counts = self._counts
+        if b is None or counts is None:
             return out
+        n, lo, hi = b
+        off = self._off  # slot j + off is counts[j]
+        lo, hi = lo - off, hi - off
         total_n = n + censored
         targets = sorted((max(int(p * total_n / 100 + 0.5), 1), i) for i, p in enumerate(ps))
-        lo = hdr.index_for(h, min_value)
-        hi = min(hdr.index_for(h, max_value), hdr.counts_len(h) - 1)
-        value_at, _, highest_of = hdr.walkers(h)
-        counts = hdr.counts(h)
+        value_at, highest_of = self._lay.value_at, self._lay.highest_of
         total = ti = 0
         j = lo
         while j <= hi and ti < len(targets):
@@ -254,115 +372,10 @@ class LatencyHistogram:
                             continue
                         total += c
                         while ti < len(targets) and total >= targets[ti][0]:
-                            out[targets[ti][1]] = round(highest_of(value_at(j + k)) / 1e3, 4)
+                            out[targets[ti][1]] = round(highest_of(value_at(off + j + k)) / 1e3, 4)
                             ti += 1
                 j = sub_end
         return out
-
-
-# Bucket index of every value below 65.536 ms (a gap between two chunks, almost always), looked up instead of
-# computed: 512 KiB per process that records chunk gaps, none in one that does not (`loadgen validate`).
-_TABLE_TOP = 1 << 16
-
-
-def _index_table() -> array[int]:
-    """`_index(u)` for every u < _TABLE_TOP, from the layout: values below 2048 µs are their own index; in bucket
-    b ≥ 1, index b·1024 + j (j = 1024…2047) stands for 2**b consecutive values. Built with C-level repeats, several
-    times faster than calling `_index` for each value."""
-    table = array("l", range(2 * _SUB_HALF))
-    for b in range(1, (_TABLE_TOP // (2 * _SUB_HALF)).bit_length()):
-        base = b << _SUB_HALF_MAG
-        table.extend(
-            itertools.chain.from_iterable(itertools.repeat(base + j, 1 << b) for j in range(_SUB_HALF, 2 * _SUB_HALF))
-        )
-    return table
-
-
-class _GapIndex:
-    """The inline bucket index of `record_chunk_gaps`, checked against hdrh (and hdrh's internals against
-    `_hdr_internals`) and its lookup table built on the first call, not at import. Its state is a function of the
-    constant layout above, so one instance serves the process (`_GAP_INDEX`)."""
-
-    __slots__ = ("table",)
-
-    def __init__(self) -> None:
-        self.table: array[int] | None = None
-
-    def build(self) -> array[int]:
-        _check_layout()
-        self.table = _index_table()
-        return self.table
-
-
-_GAP_INDEX = _GapIndex()
-
-
-def record_chunk_gaps(
-    itl: LatencyHistogram, icl: LatencyHistogram, times: Sequence[float], tokens: Sequence[int]
-) -> None:
-    """Record one stream's chunk gaps: per-token ITL (a chunk of k tokens after gap g is k samples of g/k, recorded
-    once with count k) and per-chunk ICL. This runs for every finished request, on the event loop that is timing
-    the others: with one token per chunk (ITL = ICL) and every gap under 65 ms, the gaps are converted in list
-    comprehensions and counted per bucket (Counter) rather than one by one; otherwise one pass with the bucket
-    index computed inline."""
-    n = len(times)
-    if n < 2:
-        return
-    table = _GAP_INDEX.table or _GAP_INDEX.build()
-    if tokens.count(1) - (tokens[0] == 1) == n - 1:
-        gaps_us = [int((b - a) * 1e6 + 0.5) for a, b in zip(times, times[1:], strict=False)]
-        lo, hi = min(gaps_us), max(gaps_us)
-        if lo >= 0 and hi < _TABLE_TOP:
-            ic, cc = hdr.counts(itl._h), hdr.counts(icl._h)
-            for i, c in Counter([table[u] for u in gaps_us]).items():
-                ic[i] += c
-                cc[i] += c
-            hdr.note_recorded(itl._h, n - 1, lo, hi)
-            hdr.note_recorded(icl._h, n - 1, lo, hi)
-            return
-    hi_h, ci_h = itl._h, icl._h
-    ic, cc = hdr.counts(hi_h), hdr.counts(ci_h)
-    top = _HIGHEST_US
-    prev = times[0]
-    tok_total = gaps = 0
-    lo_i = lo_c = top + 1
-    hi_i = hi_c = -1
-    for i in range(1, len(times)):
-        t = times[i]
-        g = t - prev
-        prev = t
-        us = int(g * 1e6 + 0.5)
-        if us < 0:
-            us = 0
-        elif us > top:
-            us = top
-        b = (us | _SUB_MASK).bit_length() - _SHIFT0
-        cc[((b + 1) << _SUB_HALF_MAG) + (us >> b) - _SUB_HALF] += 1
-        gaps += 1
-        if us < lo_c:
-            lo_c = us
-        if us > hi_c:
-            hi_c = us
-        k = tokens[i]
-        if k <= 0:
-            continue
-        if k != 1:
-            us = int(g / k * 1e6 + 0.5)
-            if us < 0:
-                us = 0
-            elif us > top:
-                us = top
-            b = (us | _SUB_MASK).bit_length() - _SHIFT0
-        ic[((b + 1) << _SUB_HALF_MAG) + (us >> b) - _SUB_HALF] += k
-        tok_total += k
-        if us < lo_i:
-            lo_i = us
-        if us > hi_i:
-            hi_i = us
-    if gaps:
-        hdr.note_recorded(ci_h, gaps, lo_c, hi_c)
-    if tok_total:
-        hdr.note_recorded(hi_h, tok_total, lo_i, hi_i)
 
 
 class _DecodeBuffer:
@@ -395,31 +408,35 @@ def merge_encoded_into(blob: bytes | str, targets: Sequence[LatencyHistogram]) -
     bench.hotpath` prints both); this is the master's hot path (every worker's every histogram, every report
     interval).
     """
-    raw = base64.b64decode(blob)
+    if blob == targets[0]._lay.empty_blob:
+        return  # an empty histogram (a worker's health ships its schedule slip, empty in closed loop, every report)
+    raw = binascii.a2b_base64(blob)  # (base64.b64decode without its wrapper: the same, non-strict)
     cookie, length = _V2_HEADER.unpack_from(raw)
     if cookie & ~0xF0 != 0x1C849304 or 8 + length > len(raw):
+        decoded = LatencyHistogram.decode(blob)  # not a V2-compressed blob: let hdrh check it and complain
         for t in targets:
-            t._h.decode_and_add(blob)  # not a V2-compressed blob: let hdrh check it and complain
+            t.merge(decoded)
         return
     data = zlib.decompress(raw[8 : 8 + length])
-    first = targets[0]._h
+    lay = targets[0]._lay
     _, _, offset, digits, lowest, highest = _PAYLOAD_HEADER.unpack_from(data)
-    if (offset, digits, lowest, highest) != (0, first.significant_figures, first.lowest_trackable_value,
-                                             first.highest_trackable_value):  # fmt: skip
+    if offset or (lowest, highest, digits) != lay.key:
+        decoded = LatencyHistogram.decode(blob)  # another bucket layout: mapped value by value, as hdrh does
         for t in targets:
-            t._h.decode_and_add(blob)  # another bucket layout: hdrh maps it value by value
+            t.merge(decoded)
         return
-    counts_len = hdr.counts_len(first)
+    counts_len = lay.counts_len
     scratch = _DECODE_BUFFER.at_least(counts_len)
     total, lo, hi = hdr.decode_counts(data, scratch, counts_len)
     if not total:
         return
     n = hi - lo + 1
+    lowest_at, highest_at = lay.slot_values()
+    lo_value, hi_value = lowest_at[lo], highest_at[hi]
     try:
         for t in targets:
-            h = t._h
-            hdr.add_counts(h, scratch, lo, n)
-            value_at, _, highest_of = hdr.walkers(h)
-            hdr.note_recorded(h, total, value_at(lo), highest_of(value_at(hi)))
+            counts = t._cover(lo, hi)
+            add_counts(counts, lo - t._off, scratch, lo, n)
+            t._note(total, lo_value, hi_value)
     finally:
         ctypes.memset(ctypes.addressof(scratch) + 8 * lo, 0, 8 * n)

@@ -76,6 +76,8 @@ def _row(rec: RequestRecord) -> list[int]:
     if rec.error is None:
         return [_us(rec.ttft), _us(rec.tpot), _us(rec.e2e)]
     ttft = rec.ttft
+    if ttft is None and not rec.streamed:  # a whole reply has no TTFT: none, not censored
+        return [NO_VALUE, NO_VALUE, CENSORED]
     return [CENSORED if ttft is None else _us(ttft), NO_VALUE, CENSORED]
 
 

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from array import array
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from loadgen.traffic.references import Reference
 
 __all__ = ["ErrorKind", "RequestRecord", "TokenSource"]
 
@@ -69,6 +72,10 @@ class TokenSource:
     # tokenized once, each token given to the chunk whose text holds its end: measure/token_counts.py). Totals still
     # come from the server's usage; per-chunk counts, ITL and TPOT from the tokenizer.
     TOKENIZER = "tokenizer"
+    # A whole (non-streamed) reply: its output tokens from the server's usage, and no chunks to count per chunk.
+    USAGE = "usage"
+    # A whole reply without a usage count: its output tokens are unknown (0 in the totals).
+    UNCOUNTED = "uncounted"
 
 
 @dataclass(slots=True)
@@ -101,6 +108,11 @@ class RequestRecord:
     turn: int = 0
     # Its priority class (`traffic.classes`); "": the scenario has none (one implicit class, kept per variant only).
     priority_class: str = ""
+    # The images it carried (a mix's `images`); None: its mix carries none.
+    images: int | None = None
+    # The model it named when its variant lists LoRA adapters (`variants[].adapters`, the base model's name too
+    # when listed); "": the variant has none, every request named its `model`.
+    adapter: str = ""
     max_tokens: int = 0
     warmup: bool = False
     partial_bytes: bytes = b""
@@ -130,6 +142,31 @@ class RequestRecord:
     # Why it was a cold request, "" when warm (the stream's "first", the first after an "idle" gap, or on a
     # "new_connection"): reported apart from the warm steady state (`Aggregate.starts`).
     cold: str = ""
+    # A dataset row's reference answer (`expected`); judged against `output_text` where replies are kept
+    # (measure/outputs.py). Not in raw rows.
+    reference: Reference | None = None
+    # A reasoning model's thinking: the indices (into `chunk_times`) of the token chunks that carried only reasoning
+    # text (`delta.reasoning_content` / `delta.reasoning`), None when none did; and the reasoning tokens the server's
+    # usage counted (`completion_tokens_details.reasoning_tokens`), when it said. See measure/reasoning.py.
+    reasoning_chunks: array[int] | None = None
+    reasoning_tokens: int | None = None
+    # Tools (`traffic.mixes[].tools`): the request carried tools or a response_format, and the indices (into
+    # `chunk_times`) of the token chunks that carried a tool call's pieces (`delta.tool_calls`), None when none did.
+    # See measure/tool_calls.py.
+    carried_tools: bool = False
+    tool_call_chunks: array[int] | None = None
+    # With the text kept (a session): the reply's tool call, {id, name, arguments}, None when it made none. Not in
+    # raw rows: the next turn sends it back (traffic/sessions.py).
+    tool_call_reply: dict[str, str] | None = None
+    # The W3C `traceparent` header it carried (`tracing:`; protocol/traceparent.py), None without one: its trace id
+    # joins a server's spans to this record.
+    traceparent: str | None = None
+    # False: a whole reply (the variant's `stream: false`, protocol/whole_reply.py): no chunks, so no TTFT, ITL or
+    # TPOT (not measured, not censored); E2E and the usage's totals only.
+    streamed: bool = True
+    # Given up by the client mid-reply (`traffic.cancel`, as a user closing the tab): neither a success nor an
+    # error; its TTFT counts when its first token came, its E2E does not (it did not finish), its tokens do.
+    cancelled: bool = False
 
     # ---- derived metrics (seconds) -------------------------------------------------------------------------
     @property
@@ -243,6 +280,8 @@ class RequestRecord:
             shared_prefix_tokens=int(row.get("shared_prefix_tokens") or 0),
             turn=int(row.get("turn") or 0),
             priority_class=str(row.get("class") or ""),
+            images=row.get("images"),
+            adapter=str(row.get("adapter") or ""),
             max_tokens=int(row.get("max_tokens") or 0),
             warmup=bool(row.get("warmup")),
             finish_reason=row.get("finish_reason"),
@@ -250,6 +289,13 @@ class RequestRecord:
             tls_s=row.get("tls_s"),
             cut_by_stop=bool(row.get("cut_by_stop")),
             cold=str(row.get("cold") or ""),
+            reasoning_chunks=array("l", row["reasoning_chunks"]) if row.get("reasoning_chunks") else None,
+            reasoning_tokens=row.get("reasoning_tokens"),
+            carried_tools=bool(row.get("carried_tools")),
+            tool_call_chunks=array("l", row["tool_call_chunks"]) if row.get("tool_call_chunks") else None,
+            traceparent=row.get("traceparent"),
+            streamed=row.get("streamed", True) is not False,
+            cancelled=bool(row.get("cancelled")),
         )
         return rec
 
@@ -276,6 +322,8 @@ class RequestRecord:
             "shared_prefix_tokens": self.shared_prefix_tokens,
             "turn": self.turn,
             "class": self.priority_class,
+            "images": self.images,
+            "adapter": self.adapter,
             "max_tokens": self.max_tokens,
             "warmup": self.warmup,
             "ttft": self.ttft,
@@ -287,6 +335,15 @@ class RequestRecord:
             "tls_s": self.tls_s,
             "cut_by_stop": self.cut_by_stop,
             "cold": self.cold,
+            "reasoning_chunks": None if self.reasoning_chunks is None else list(self.reasoning_chunks),
+            "reasoning_tokens": self.reasoning_tokens,
+            "carried_tools": self.carried_tools,
+            "tool_call_chunks": None if self.tool_call_chunks is None else list(self.tool_call_chunks),
+            "traceparent": self.traceparent,
+            # Its trace id alone: what a tracing backend is searched by.
+            "trace_id": None if self.traceparent is None else self.traceparent[3:35],
+            "streamed": self.streamed,
+            "cancelled": self.cancelled,
             # The first bytes of a failed response (redacted of the API key by the lane), for the post-mortem.
             "first_bytes": self.partial_bytes[:2048].decode("utf-8", "replace") if self.error else "",
         }

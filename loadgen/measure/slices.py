@@ -1,15 +1,30 @@
 """A slice of one variant's traffic kept with few histograms: a (variant, mix, bucket), a session's turn, a cold or
-warm start (see `Aggregate`). Apart from aggregate.py so that neither passes 500 lines."""
+warm start (see `Aggregate`), and the tokens a record streamed inside the window. Apart from aggregate.py so that
+neither passes 500 lines."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from loadgen.measure.histogram import LatencyHistogram, merge_encoded_into
 from loadgen.measure.records import RequestRecord
 
-__all__ = ["BucketStats", "add_counts"]
+__all__ = ["BucketStats", "add_counts", "merge_slices", "slice_at", "slices_wire", "tokens_in_window"]
+
+
+def tokens_in_window(rec: RequestRecord, start: float, end: float = math.inf) -> int:
+    """Tokens of the chunks that arrived in [`start`, `end`] (all of them when the request lies inside); a whole
+    reply's (`streamed` False: its usage's count) when it arrived in there, a successful one's."""
+    if not rec.streamed:
+        done = rec.done
+        whole = rec.error is None and not rec.cut_by_stop and done is not None and start <= done <= end
+        return rec.output_token_count if whole else 0
+    t, n = rec.chunk_times, rec.chunk_tokens
+    if not t or (t[0] >= start and t[-1] <= end):
+        return sum(n)
+    return sum(k for ti, k in zip(t, n, strict=False) if start <= ti <= end)
 
 
 def add_counts(into: dict[str, int], other: dict[str, int]) -> None:
@@ -43,7 +58,7 @@ class BucketStats:
         ttft = rec.ttft
         if ttft is not None:
             self._hist("ttft").record(ttft)
-        elif rec.error is not None:
+        elif rec.error is not None and rec.streamed:  # a whole reply has no TTFT: not measured, not censored
             self.censored["ttft"] = self.censored.get("ttft", 0) + 1
         if rec.error is not None:
             self.censored["e2e"] = self.censored.get("e2e", 0) + 1
@@ -80,8 +95,35 @@ class BucketStats:
         for m, blob in w.get("hists", {}).items():
             merge_encoded_into(blob, [self._hist(m)])
         for name in _SLICE_COUNTERS:
-            setattr(self, name, getattr(self, name) + int(w.get(name, 0)))
-        add_counts(self.censored, w.get("censored", {}))
+            v = w.get(name)
+            if v:
+                setattr(self, name, getattr(self, name) + int(v))
+        censored = w.get("censored")
+        if censored:
+            add_counts(self.censored, censored)
 
 
 _SLICE_COUNTERS = ("requests", "ok", "prompt_reported", "prompt_tokens")
+
+
+def slice_at(slices: dict[Any, BucketStats], key: tuple[Any, ...]) -> BucketStats:
+    """The slice at `key` of a map of slices (an empty one on first use)."""
+    s = slices.get(key)
+    if s is None:
+        s = slices[key] = BucketStats()
+    return s
+
+
+def slices_wire(slices: dict[Any, BucketStats], histograms: bool) -> list[list[Any]]:
+    """A map of slices on the wire: one `[*key, stats]` row per slice."""
+    return [[*key, s.to_wire(histograms)] for key, s in slices.items()]
+
+
+def merge_slices(into: dict[Any, BucketStats], other: dict[Any, BucketStats] | list[list[Any]]) -> None:
+    """Add another map of slices into `into`: the map itself, or its wire rows (`slices_wire`)."""
+    if isinstance(other, dict):
+        for key, s in other.items():
+            slice_at(into, key).merge(s)
+        return
+    for *key, w in other:
+        slice_at(into, tuple(key)).merge_wire(w)

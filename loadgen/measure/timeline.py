@@ -3,8 +3,8 @@
 A bin keeps exact sums (counts, integer microseconds), never derived values, so adding two workers' bins gives the
 bin of all their requests: successes and errors by class counted where a request completed; output tokens where
 their chunks arrived (a long stream's tokens spread over the seconds it streamed, which is what tokens/s over time
-means); TTFT and E2E as count, sum and max of the requests that completed in the bin (mean and max, not
-percentiles: a per-bin histogram would multiply the wire size by the number of seconds).
+means); TTFT and E2E as count, sum and max of the requests that completed in the bin, and a small histogram of
+each (measure/bin_histogram.py: within 1 %, at most a few KB) for the bin's p50 and p99.
 
 Bins are 1 s wide on the workers. On the master a long run coarsens them: whenever a variant's bins would span more
 than `MAX_BINS`, the width doubles (1, 2, 4 … s, aligned at multiples of the width from the epoch, so coarser bins
@@ -18,14 +18,17 @@ from bisect import bisect_left
 from dataclasses import dataclass, field
 from typing import Any
 
+from loadgen.measure.bin_histogram import BinHistogram
 from loadgen.measure.records import RequestRecord
 
-__all__ = ["MAX_BINS", "Bin", "Timeline"]
+__all__ = ["BIN_PERCENTILES", "MAX_BINS", "Bin", "Timeline"]
 
 MAX_BINS = 512
 
 _INTS = ("ok", "output_tokens", "ttft_n", "ttft_sum_us", "ttft_max_us", "e2e_n", "e2e_sum_us", "e2e_max_us")
 _MAXES = frozenset({"ttft_max_us", "e2e_max_us"})
+# The percentiles a bin reports (nearest rank, as the report's HDR percentiles).
+BIN_PERCENTILES = (("p50", 50.0), ("p99", 99.0))
 
 
 @dataclass(slots=True)
@@ -39,20 +42,32 @@ class Bin:
     e2e_sum_us: int = 0
     e2e_max_us: int = 0
     errors: dict[str, int] = field(default_factory=dict)
+    ttft_hist: BinHistogram = field(default_factory=BinHistogram)
+    e2e_hist: BinHistogram = field(default_factory=BinHistogram)
 
     def merge_row(self, row: list[Any]) -> None:
-        """Add a wire row: the `_INTS` in order, then the errors by class."""
+        """Add a wire row: the `_INTS` in order, the errors by class, then TTFT's and E2E's histograms (flat; a row
+        from an older worker has none)."""
         for name, value in zip(_INTS, row, strict=False):
             if name in _MAXES:
                 if value > getattr(self, name):
                     setattr(self, name, int(value))
             else:
                 setattr(self, name, getattr(self, name) + int(value))
-        for k, n in row[len(_INTS)].items():
-            self.errors[k] = self.errors.get(k, 0) + int(n)
+        n = len(_INTS)
+        for k, c in row[n].items():
+            self.errors[k] = self.errors.get(k, 0) + int(c)
+        if len(row) > n + 2:
+            self.ttft_hist.merge_wire(row[n + 1])
+            self.e2e_hist.merge_wire(row[n + 2])
 
     def row(self) -> list[Any]:
-        return [*(getattr(self, name) for name in _INTS), dict(self.errors)]
+        return [
+            *(getattr(self, name) for name in _INTS),
+            dict(self.errors),
+            self.ttft_hist.to_wire(),
+            self.e2e_hist.to_wire(),
+        ]
 
 
 def _us(seconds: float) -> int:
@@ -111,7 +126,7 @@ class Timeline:
         arrived at or after `window_start`, from any request, warm-up and cut-by-stop ones included), so the
         timeline's tokens add up to the report's; the rest only for a request of the measured window."""
         self._add_tokens(rec, wall_time, window_start)
-        if rec.warmup or rec.cut_by_stop:
+        if rec.warmup or rec.cut_by_stop or rec.cancelled:
             return
         b = self._bin(rec.variant, int(wall_time))
         if rec.error is not None:
@@ -125,6 +140,7 @@ class Timeline:
                 b.e2e_sum_us += us
                 if us > b.e2e_max_us:
                     b.e2e_max_us = us
+                b.e2e_hist.record_us(us)
         ttft = rec.ttft
         if ttft is not None:
             us = _us(ttft)
@@ -132,8 +148,13 @@ class Timeline:
             b.ttft_sum_us += us
             if us > b.ttft_max_us:
                 b.ttft_max_us = us
+            b.ttft_hist.record_us(us)
 
     def _add_tokens(self, rec: RequestRecord, wall_time: float, window_start: float) -> None:
+        if not rec.streamed:  # a whole reply: its usage's tokens, at its end, when GroupStats counts them
+            if rec.error is None and not rec.warmup and not rec.cut_by_stop:
+                self._bin(rec.variant, int(wall_time)).output_tokens += rec.output_token_count
+            return
         times, tokens = rec.chunk_times, rec.chunk_tokens
         start = 0 if not times or times[0] >= window_start else bisect_left(times, window_start)
         if start == len(times):
@@ -187,6 +208,9 @@ class Timeline:
         def mean_ms(total: int, n: int) -> float | None:
             return round(total / n / 1e3, 3) if n else None
 
+        ps = tuple(p for _, p in BIN_PERCENTILES)
+        ttft_ps = [b.ttft_hist.percentiles_ms(ps) for b in rows]
+        e2e_ps = [b.e2e_hist.percentiles_ms(ps) for b in rows]
         return {
             "start_unix_s": span[0] if span else None,
             "bin_s": w,
@@ -195,6 +219,8 @@ class Timeline:
             "output_tokens_per_s": [round(b.output_tokens / w, 2) for b in rows],
             "ttft_mean_ms": [mean_ms(b.ttft_sum_us, b.ttft_n) for b in rows],
             "ttft_max_ms": [round(b.ttft_max_us / 1e3, 3) if b.ttft_n else None for b in rows],
+            **{f"ttft_{name}_ms": [v[k] for v in ttft_ps] for k, (name, _) in enumerate(BIN_PERCENTILES)},
             "e2e_mean_ms": [mean_ms(b.e2e_sum_us, b.e2e_n) for b in rows],
             "e2e_max_ms": [round(b.e2e_max_us / 1e3, 3) if b.e2e_n else None for b in rows],
+            **{f"e2e_{name}_ms": [v[k] for v in e2e_ps] for k, (name, _) in enumerate(BIN_PERCENTILES)},
         }

@@ -23,6 +23,10 @@
  * with output; the first token decides which. `usage.prompt_tokens` / `completion_tokens` integers are copied to
  * the record.
  * tests/unit/test_wire.py checks every accepted payload against the Python path.
+ *
+ * Nothing is held across reads here (a read is at most RECV_SIZE, counted whole or handed back whole), so an event
+ * that never ends always reaches the Python SSE parser, whose 1 MiB bound (sse.py `MAX_EVENT`) fails the stream as
+ * malformed on both paths alike (tests/integration/test_event_bound_paths.py).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

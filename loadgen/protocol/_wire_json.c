@@ -295,7 +295,7 @@ typedef struct {
     int content, reasoning_content, reasoning, tool_calls, refusal;
 } Delta;
 
-/* The delta fields that carry generated tokens: those of the dialect's `_choice_has_output` (openai.py). */
+/* The delta fields that carry generated tokens: those of the dialect's `_choice_output` (openai.py). */
 static int delta_member(Cur *c, const unsigned char *k, ptrdiff_t n, void *ctx) {
     Delta *d = (Delta *)ctx;
     if (key_is(k, n, "content")) return any_truthy(c, &d->content);
@@ -312,7 +312,11 @@ static int choice_member(Cur *c, const unsigned char *k, ptrdiff_t n, void *ctx)
         if (c->p < c->end && *c->p == '{') {
             Delta d = {0, 0, 0, 0, 0};
             if (members(c, delta_member, &d) < 0) return -1;
-            ch->has_output = d.content || d.reasoning_content || d.reasoning || d.tool_calls || d.refusal;
+            /* Reasoning text (vLLM, SGLang, DeepSeek, llama.cpp): the record keeps which chunks were thinking
+             * (measure/reasoning.py), so such a chunk is Python's, as few as a stream's thoughts are. So is a tool
+             * call's piece (measure/tool_calls.py): the record keeps which chunks were one. */
+            if (d.reasoning_content || d.reasoning || d.tool_calls) return -1;
+            ch->has_output = d.content || d.tool_calls || d.refusal;
             return 0;
         }
         ch->has_output = 0; /* a delta that is not an object carries nothing */
@@ -357,6 +361,8 @@ static int usage_member(Cur *c, const unsigned char *k, ptrdiff_t n, void *ctx) 
     if (key_is(k, n, "completion_tokens")) return usage_count(c, &ch->ct);
     /* Cached prompt tokens (vLLM / OpenAI final usage): once per stream, Python's to record. */
     if (key_is(k, n, "prompt_tokens_details")) return -1;
+    /* Reasoning tokens (OpenAI's final usage): Python's to record, when they are an object to read. */
+    if (key_is(k, n, "completion_tokens_details") && c->p < c->end && *c->p == '{') return -1;
     return skip_any(c);
 }
 

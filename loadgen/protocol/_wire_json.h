@@ -17,7 +17,7 @@
 /* What one token chunk told us. */
 typedef struct {
     int chat;            /* chat.completion.chunk (delta) rather than text completion (text) */
-    int has_output;      /* the first choice carries generated tokens (the dialect's `_choice_has_output`) */
+    int has_output;      /* the first choice carries generated tokens (the dialect's `_choice_output`) */
     int saw_choices;     /* the last "choices" was a non-empty array starting with an object */
     int usage_dict;      /* the last "usage" was an object */
     long long pt, ct;    /* usage.prompt_tokens / completion_tokens; -1: absent or not an integer */

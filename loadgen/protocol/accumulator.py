@@ -36,8 +36,8 @@ from loadgen.protocol.dialects._base import error_message
 from loadgen.protocol.dialects.openai import OpenAIChat, OpenAICompletions
 from loadgen.protocol.native import fast_path_available
 from loadgen.protocol.ndjson import NDJSONParser
-from loadgen.protocol.output_text import text_reader
-from loadgen.protocol.sse import SSEEvent, SSEParser
+from loadgen.protocol.output_text import text_reader, tool_call_piece
+from loadgen.protocol.sse import EventTooLarge, SSEEvent, SSEParser
 
 __all__ = ["StreamAccumulator", "fast_path_available"]
 
@@ -45,6 +45,9 @@ _wire = native.wire
 
 # Dialects whose token chunks `_wire.TokenChunkCounter` accounts exactly as `parse` + `_on_chunk` would (True: chat).
 _FAST_DIALECTS: dict[type, bool] = {OpenAIChat: True, OpenAICompletions: False}
+
+
+_NEVER = 1 << 62  # `cancel_at` of a stream the client lets finish
 
 
 def _count(v: Any) -> int | None:
@@ -88,6 +91,9 @@ class StreamAccumulator:
         "_text_of",
         "_pieces",
         "_text_len",
+        "cancel_at",
+        "cancelled",
+        "_cancel_t",
     )
 
     def __init__(self, record: RequestRecord, dialect: Dialect, keep_text: bool = False) -> None:
@@ -116,6 +122,16 @@ class StreamAccumulator:
         self._text_len = 0
         if keep_text:
             record.chunk_text_ends = array("l")
+        # `traffic.cancel`: the client gives the stream up once this many tokens came (`give_up_after`), unless
+        # the chunk that reaches it ends the reply; `cancelled` once it did.
+        self.cancel_at = _NEVER
+        self.cancelled = False
+        self._cancel_t = 0.0  # the arrival of the read that reached the count
+
+    def give_up_after(self, tokens: int) -> None:
+        """Give the stream up (`cancelled`: the reader stops, the connection is closed) once `tokens` output
+        tokens came. Such a stream reads on the Python path, which sees every chunk."""
+        self.cancel_at = tokens
 
     # ---- the C fast path (see _wire.c) -----------------------------------------------------------------------------
     def make_chunk_counter(self) -> Any:
@@ -128,7 +144,7 @@ class StreamAccumulator:
         # A stream that keeps its text stays on the Python path: the C counter would have to decode the content
         # strings (JSON escapes, \u sequences) exactly as orjson does to keep parity, for the few streams that
         # need text (sessions, tokenizer counts). The cost is the Python path's, ~4 us a chunk instead of ~0.7.
-        if chat is None or not self._sse or _wire is None or self._text_of is not None:
+        if chat is None or not self._sse or _wire is None or self._text_of is not None or self.cancel_at != _NEVER:
             return None
         self._counter = _wire.TokenChunkCounter(self.record, chat, TokenSource.SERVER)
         return self._counter
@@ -164,14 +180,22 @@ class StreamAccumulator:
 
     @property
     def fatal(self) -> bool:
-        """The stream carried something that ends it badly; the rest of the body is not worth reading."""
-        return self.record.error is not None
+        """The stream carried something that ends it badly, or the client gave it up: the rest of the body is not
+        worth reading."""
+        return self.record.error is not None or self.cancelled
 
     def feed(self, t: float, data: bytes) -> None:
         if self._sniff and self._not_a_stream(t, data):
             return
         parser = self._parser
-        events = parser.feed(data)
+        try:
+            events = parser.feed(data)
+        except EventTooLarge as e:
+            # A server that never ends its event: the stream fails now (the connection is closed, not reused),
+            # not after request_timeout with the whole of it held.
+            self._fail(ErrorKind.MALFORMED, str(e))
+            self.record.partial_bytes = e.head
+            return
         if self._sse:
             self.sse_idle = parser.idle  # type: ignore[union-attr]
         for ev in events:
@@ -255,6 +279,16 @@ class StreamAccumulator:
                 if from_server:
                     rec.token_source = TokenSource.SERVER
             self._counted += k
+            if chunk.reasoning:  # only Python sees these chunks: the C counter declines them
+                if rec.reasoning_chunks is None:
+                    rec.reasoning_chunks = array("l")
+                rec.reasoning_chunks.append(len(rec.chunk_times))
+            elif chunk.tool_call:  # a tool call's piece: Python's too
+                if rec.tool_call_chunks is None:
+                    rec.tool_call_chunks = array("l")
+                rec.tool_call_chunks.append(len(rec.chunk_times))
+                if text_of is not None:  # a session sends the call back (traffic/sessions.py)
+                    self._keep_call(payload)
             rec.chunk_times.append(t)
             rec.chunk_tokens.append(k)
         timings = chunk.server_timings
@@ -276,8 +310,18 @@ class StreamAccumulator:
                 cached = _count(details.get("cached_tokens"))
                 if cached is not None:
                     rec.cached_prompt_tokens = cached
+            details = usage.get("completion_tokens_details")  # OpenAI: the reasoning tokens among the output
+            if type(details) is dict:
+                reasoning = _count(details.get("reasoning_tokens"))
+                if reasoning is not None:
+                    rec.reasoning_tokens = reasoning
         if chunk.finish_reason is not None:
             rec.finish_reason = chunk.finish_reason
+        elif self._counted >= self.cancel_at and not chunk.done and not self.cancelled:
+            # Given up with this read (a chunk that says why the reply ended ends it: nothing left to give up). The
+            # rest of the read arrived with it and is kept; a reply whose end came in it was whole already.
+            self.cancelled = True
+            self._cancel_t = t
         if chunk.done:
             # [DONE], or a final chunk that also carries the last tokens and totals (TGI, llama.cpp, Ollama).
             self.saw_done = True
@@ -288,6 +332,12 @@ class StreamAccumulator:
         """End of a complete body. A stream that ended without its end marker is `stream_interrupted`, unless the
         dialect has no end marker (Triton), where the complete body is the orderly end."""
         rec = self.record
+        if self.cancelled and not self.saw_done:
+            rec.cancelled = True
+            rec.done = self._cancel_t
+            self.close_text()
+            return rec
+        self.cancelled = False  # the reply came whole in the read that reached the count: it completed
         _, leftover = self._parser.close()
         if leftover and not self.finished and isinstance(self._parser, NDJSONParser):
             # NDJSON's last object may come without a trailing newline; one that does not parse was cut short.
@@ -308,6 +358,16 @@ class StreamAccumulator:
             self._spread_usage()
         self.close_text()
         return rec
+
+    def _keep_call(self, payload: bytes) -> None:
+        """The reply's tool call, piece by piece, into `record.tool_call_reply` (id, name, arguments)."""
+        call_id, name, arguments = tool_call_piece(payload)
+        kept = self.record.tool_call_reply
+        if kept is None:
+            kept = self.record.tool_call_reply = {"id": "", "name": "", "arguments": ""}
+        kept["id"] = kept["id"] or call_id
+        kept["name"] = kept["name"] or name
+        kept["arguments"] += arguments
 
     def close_text(self) -> None:
         """The text kept so far into `record.output_text` (when keeping it): at the end of the stream, however it

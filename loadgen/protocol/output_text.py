@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["TEXT_DIALECTS", "text_reader"]
+__all__ = ["TEXT_DIALECTS", "text_reader", "tool_call_piece"]
 
 
 def _load(payload: bytes) -> dict[str, Any] | None:
@@ -52,6 +52,21 @@ def _openai_chat(payload: bytes) -> str:
     if content is None:
         return _str(delta.get("refusal"))
     return _str(content)
+
+
+def tool_call_piece(payload: bytes) -> tuple[str, str, str]:
+    """An OpenAI chat chunk's piece of its first tool call: (its id, its function's name, its arguments' piece), each
+    "" where the chunk has none (the id and name come with the call's first piece). A session sends the call back."""
+    obj = _load(payload)
+    choice = _first_choice(obj) if obj is not None else None
+    delta = choice.get("delta") if choice is not None else None
+    calls = delta.get("tool_calls") if type(delta) is dict else None
+    call = calls[0] if type(calls) is list and calls else None
+    if type(call) is not dict:
+        return "", "", ""
+    fn = call.get("function")
+    fn = fn if type(fn) is dict else {}
+    return _str(call.get("id")), _str(fn.get("name")), _str(fn.get("arguments"))
 
 
 def _openai_completions(payload: bytes) -> str:

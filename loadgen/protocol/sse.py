@@ -5,11 +5,31 @@ be LF, CRLF or CR (a CRLF can itself be split between two reads). The parser yie
 complete event as bytes, untouched, so the caller decides how to decode it (orjson on the hot path).
 
 Fast path: servers send one `data:` line per event and LF line ends, so a whole event is one `find(b"\\n\\n")` away.
+
+One event is bounded (`MAX_EVENT`, 1 MiB): a server that never sends the blank line would otherwise grow the buffer
+for as long as the request may last. Beyond it `feed` raises `EventTooLarge` (the stream is `malformed`). Each read
+is searched for the blank line from where the previous search stopped, so a long event costs its length once, not
+once per read.
 """
 
 from __future__ import annotations
 
-__all__ = ["SSEEvent", "SSEParser"]
+__all__ = ["MAX_EVENT", "EventTooLarge", "SSEEvent", "SSEParser"]
+
+# The longest event (its bytes before the blank line that ends it), or NDJSON line, a stream may send: far above
+# any token chunk (a few hundred bytes; a final chunk with logprobs, some KiB), far below what hurts a worker.
+MAX_EVENT = 1 << 20
+
+
+class EventTooLarge(ValueError):
+    """An SSE event (or NDJSON line) longer than `MAX_EVENT`: the stream is malformed; `head` holds its first bytes."""
+
+    def __init__(self, size: int, head: bytes, what: str = "SSE event") -> None:
+        super().__init__(
+            f"an {what} of over {MAX_EVENT >> 20} MiB without its end ({size} bytes so far): not a token stream"
+        )
+        self.size = size
+        self.head = head
 
 
 class SSEEvent:
@@ -31,12 +51,15 @@ class SSEEvent:
 class SSEParser:
     """Feed bytes, get complete events; `close()` tells whether the stream ended mid-event."""
 
-    __slots__ = ("_buf", "_pending_cr", "bytes_received", "comments")
+    __slots__ = ("_buf", "_pending_cr", "_scanned", "bytes_received", "comments")
 
     def __init__(self) -> None:
         self._buf = bytearray()
         # The previous read ended in CR: a LF starting the next read belongs to it.
         self._pending_cr = False
+        # How far into `_buf` the blank line has been searched for already (the last byte of it excepted: it may be
+        # the first LF of a pair).
+        self._scanned = 0
         self.bytes_received = 0
         self.comments = 0
 
@@ -47,7 +70,13 @@ class SSEParser:
 
     def feed(self, data: bytes) -> list[SSEEvent]:
         self.bytes_received += len(data)
-        if not self._buf and not self._pending_cr and data[-2:] == b"\n\n" and b"\r" not in data:
+        if (
+            not self._buf
+            and not self._pending_cr
+            and data[-2:] == b"\n\n"
+            and len(data) <= MAX_EVENT
+            and b"\r" not in data
+        ):
             # The common read: whole events, LF line ends, nothing buffered. No copy into the buffer.
             if data[:6] == b"data: " and data.find(b"\n") == len(data) - 2:
                 return [SSEEvent(data[6:-2])]
@@ -69,18 +98,30 @@ class SSEParser:
         buf += data
         events: list[SSEEvent] = []
         start = 0
+        scan = max(self._scanned - 1, 0)
         while True:
-            end = buf.find(b"\n\n", start)
+            end = buf.find(b"\n\n", scan)
             if end < 0:
                 break
+            if end - start > MAX_EVENT:
+                self._overflow(end - start)
             block = bytes(buf[start:end])
-            start = end + 2
+            start = scan = end + 2
             ev = self._parse_block(block)
             if ev is not None:
                 events.append(ev)
         if start:
             del buf[:start]
+        if len(buf) > MAX_EVENT:
+            self._overflow(len(buf))
+        self._scanned = len(buf)
         return events
+
+    def _overflow(self, size: int) -> None:
+        head = bytes(self._buf[:2048])
+        self._buf.clear()
+        self._scanned = 0
+        raise EventTooLarge(size, head)
 
     def close(self) -> tuple[list[SSEEvent], bytes]:
         """End of stream. Returns events completed by EOF-as-line-end, and any bytes of an unfinished event.
@@ -91,6 +132,7 @@ class SSEParser:
         self._pending_cr = False
         leftover = bytes(self._buf).strip(b"\n")
         self._buf.clear()
+        self._scanned = 0
         return [], leftover
 
     def _parse_block(self, block: bytes) -> SSEEvent | None:

@@ -7,6 +7,7 @@ from, the measured window, and whether the load generator itself was healthy.
 from __future__ import annotations
 
 import datetime as _dt
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,9 @@ from loadgen.measure.aggregate import (
     GroupStats,
 )
 from loadgen.measure.histogram import RELATIVE_ERROR, LatencyHistogram
+from loadgen.metric_names import STREAM_METRICS
 from loadgen.protocol.dialects import output_length
+from loadgen.report.adapters import adapters_json
 from loadgen.report.compare import (
     COMPARE_METRICS,
     COMPARE_STATS,
@@ -34,11 +37,19 @@ from loadgen.report.compare import (
     hdr_json,
     speedups_by_stat,
 )
+from loadgen.report.cost import cost_energy_json
 from loadgen.report.html import render_html
+from loadgen.report.images import images_json
+from loadgen.report.latency_fit import fit_latency
 from loadgen.report.markdown import render_markdown
+from loadgen.report.pooling import pooling_json
 from loadgen.report.provenance import environment, safe_url, scenario_record
+from loadgen.report.quality import quality_section
+from loadgen.report.reasoning import reasoning_json
+from loadgen.report.speculative import tokens_per_chunk
 from loadgen.report.sustained_rate import sustained_rate_slos
-from loadgen.traffic.arrivals import schedule_for
+from loadgen.report.tool_calls import tool_calls_entry
+from loadgen.traffic.scenario_schedule import requested_in_window, schedule_of, trace_summary
 
 __all__ = ["SCHEMA", "build_report", "exit_code", "open_loop_json", "render_markdown", "write_reports"]
 
@@ -51,6 +62,7 @@ def _goodput_json(g: GroupStats, window_s: float) -> dict[str, Any]:
     of all requests (failures are never good), and per bound the successful requests that missed it."""
     return {
         "requests": g.goodput_ok,
+        "output_tokens": g.good_output_tokens,  # theirs inside the window, as output_tokens counts them
         # Over the window, as requests/s: the good requests that completed in the drain after it are not in it.
         "per_s": round((g.goodput_ok - g.drained_good) / window_s, 4) if window_s > 0 else None,
         "share": round(g.goodput_ok / g.requests, 4) if g.requests else None,
@@ -86,6 +98,8 @@ def _group_json(g: GroupStats, window_s: float, goodput: bool = False) -> dict[s
         # in the success rate; their tokens inside the window are in output_tokens. Their age at the cut.
         "cut_by_stop": g.cut_by_stop,
         "cut_by_stop_age_ms": _age_json(g.hists.get("cut_age")),
+        # Given up by the client (traffic.cancel): not in the success rate nor E2E; a TTFT they had is in TTFT.
+        "cancelled": g.cancelled,
         # Completed during the drain, after the window: in the latencies and the success rate, not in requests/s.
         "drained": g.drained,
         # Failed requests in the latency percentiles: above every measured value (see report text).
@@ -188,10 +202,17 @@ def open_loop_json(scenario: Scenario, g: GroupStats, window_s: float) -> dict[s
     if arrival is None:
         return None
     counts = {k: g.arrivals.get(k, 0) for k in ("sent", "dropped", "unsent_at_stop", "in_warmup")}
-    profile = schedule_for(arrival).profile
+    schedule = schedule_of(scenario)
+    assert schedule is not None
     load = scenario.load
-    # Staged rates: what the stages ask for on average over the measured window (warm-up end to the end).
-    requested = arrival.mean_rate() if profile is None else round(profile.mean_rate(load.warmup, load.duration), 4)
+    # Staged rates: what the stages ask for on average over the measured window (warm-up end to the end); a
+    # trace's rows there per second.
+    if schedule.offsets is not None:
+        requested = requested_in_window(schedule, load.warmup, load.duration)
+    elif schedule.profile is not None:
+        requested = round(schedule.profile.mean_rate(load.warmup, load.duration), 4)
+    else:
+        requested = arrival.mean_rate()
     in_drain = g.arrivals.get("sent_in_drain", 0)  # of the sent: due in the window, sent in the drain after it
     achieved = (counts["sent"] - in_drain) / window_s if window_s > 0 else None
     return {
@@ -202,10 +223,11 @@ def open_loop_json(scenario: Scenario, g: GroupStats, window_s: float) -> dict[s
         "senders": scenario.load.users,
         "requested_rate_per_s": requested,
         "achieved_rate_per_s": None if achieved is None else round(achieved, 4),
-        "achieved_share": None if achieved is None else round(achieved / requested, 4),
+        "achieved_share": None if achieved is None or not requested else round(achieved / requested, 4),
         **counts,
         "sent_in_drain": in_drain,
         "arrivals": sum(counts.values()),
+        **({} if scenario.traffic.trace is None else {"trace": trace_summary(scenario.traffic.trace)}),
     }
 
 
@@ -247,6 +269,7 @@ def build_report(
                 **_group_json(g, window_s, scenario.goodput is not None),
                 "buckets": _buckets_json(agg, v.name, m),
                 "turns": _turns_json(agg, v.name, m),
+                **images_json(agg, v.name, m, _bucket_json),
             }
             for (vn, m), g in sorted(agg.groups.items())
             if vn == v.name
@@ -257,6 +280,8 @@ def build_report(
             "baseline": v.name == baseline,
             "model": v.model,
             "dialect": v.dialect,
+            # False: `stream: false`, whole replies: no TTFT, ITL, ICL or TPOT (not measured), E2E and usage only.
+            "streamed": v.stream,
             # enforced: the server was asked for exactly max_tokens (ignore EOS); max_only: a request may stop early.
             "output_length": output_length(v.dialect, v.extra_body),
             "base_url": safe_url(v.base_url),
@@ -271,17 +296,39 @@ def build_report(
         entry["overall"]["cdf_ms"] = _cdf_json(merged)
         entry["overall"]["hdr"] = hdr_json(merged)  # what `loadgen compare` resamples
         entry["timeline"] = agg.variant_timeline.report(v.name)
+        fit = fit_latency(agg.latency_samples, v.name, scenario.seed)  # why TTFT and E2E are what they are
+        if fit is not None:
+            entry["latency_fit"] = fit
+        chunks = tokens_per_chunk(agg.latency_samples, v.name)  # with speculative decoding, 1 + accepted drafts
+        if chunks is not None:
+            entry["tokens_per_chunk"] = chunks
+        reasoning = reasoning_json(merged, {m: g for (vn, m), g in agg.groups.items() if vn == v.name})
+        if reasoning is not None:  # a reasoning model's thinking and answer, apart
+            entry["reasoning"] = reasoning
+        entry.update(tool_calls_entry(merged, {m: g for (vn, m), g in agg.groups.items() if vn == v.name}))
         classes = _classes_json(scenario, agg, v, merged, window_s)
         if classes is not None:
             entry["classes"] = classes
+        group_of = partial(_group_json, window_s=window_s, goodput=scenario.goodput is not None)
+        adapters = adapters_json(v, agg.adapters, merged, group_of)
+        if adapters is not None:  # per LoRA adapter its requests named (variants[].adapters)
+            entry["adapters"] = adapters
+        pooling = pooling_json(v, entry["overall"])
+        if pooling is not None:  # embeddings / rerank: items a second beside requests
+            entry["pooling"] = pooling
         if windows:
             entry["window_s"] = round(window_s, 3)
+        good_tokens = merged.good_output_tokens if scenario.goodput is not None else None
+        cost_energy = cost_energy_json(v, window_s, merged.output_tokens, good_tokens)
+        if cost_energy is not None:
+            entry["cost_energy"] = cost_energy
         open_loop = open_loop_json(scenario, merged, window_s)
         if open_loop is not None:
             entry["open_loop"] = open_loop
         variants.append(entry)
     window_s = whole_window
-    comparison = build_comparison(agg, [v.name for v in scenario.variants], baseline, scenario.seed)
+    whole = {v.name for v in scenario.variants if not v.stream}
+    comparison = build_comparison(agg, [v.name for v in scenario.variants], baseline, scenario.seed, whole=whole)
     for x in variants:
         # The comparison's speedups (compare.SPEEDUP_DEFINITION), not a second definition; the baseline's own are 1
         # where it has a measured statistic.
@@ -294,13 +341,15 @@ def build_report(
                 for s, _ in COMPARE_STATS
             }
         )
-    stats: dict[tuple[str, str | None, str | None], GroupStats] = {}
+    stats: dict[tuple[str, str | None, str | None, str | None], GroupStats] = {}
     for (vn, m), g in agg.groups.items():
-        stats[(vn, m, None)] = g
+        stats[(vn, m, None, None)] = g
     for (vn, c), g in agg.classes.items():
-        stats[(vn, None, c)] = g
+        stats[(vn, None, c, None)] = g
+    for (vn, a), g in agg.adapters.items():
+        stats[(vn, None, None, a)] = g
     for v in scenario.variants:
-        stats[(v.name, None, None)] = agg.merged_variant(v.name)
+        stats[(v.name, None, None, None)] = agg.merged_variant(v.name)
     slos = _evaluate_slos(scenario, variants, stats)
     reasons = list(run.get("untrustworthy_reasons", []))
     total_ok = sum(x["overall"]["ok"] for x in variants)
@@ -338,6 +387,9 @@ def build_report(
         "scenario_doc": scenario_record(scenario),
         "environment": environment(),
     }
+    quality = quality_section(scenario, agg, comparison)  # with `quality:`: replies against the baseline's
+    if quality is not None:
+        report["quality"] = quality
     report["exit_code"] = int(exit_code(report))
     return report
 
@@ -353,18 +405,25 @@ def _breaching(g: GroupStats | None, metric: str, max_ms: float) -> int | None:
 def _evaluate_slos(
     scenario: Scenario,
     variants: list[dict[str, Any]],
-    stats: dict[tuple[str, str | None, str | None], GroupStats] | None = None,
+    stats: dict[tuple[str, str | None, str | None, str | None], GroupStats] | None = None,
 ) -> list[dict[str, Any]]:
-    """`stats`: each group's GroupStats by (variant, mix, class), to count the requests over a latency SLO."""
+    """`stats`: each group's GroupStats by (variant, mix, class, adapter), to count the requests over a latency
+    SLO."""
     out = []
     for slo in scenario.slos:
         for v in variants:
             if slo.variant is not None and slo.variant != v["name"]:
                 continue
+            if slo.metric in STREAM_METRICS and v.get("streamed") is False:
+                continue  # whole replies have no TTFT, ITL or TPOT: judged on the streamed variants (the report says)
             if slo.mix is not None:
                 group = v["mixes"].get(slo.mix)
             elif slo.cls is not None:
                 group = v.get("classes", {}).get(slo.cls)
+            elif slo.adapter is not None:
+                if slo.adapter not in v.get("adapters", {}):
+                    continue  # judged on the variants listing the adapter
+                group = v["adapters"][slo.adapter]
             else:
                 group = v["overall"]
             entry: dict[str, Any] = {
@@ -375,6 +434,7 @@ def _evaluate_slos(
                 "variant": v["name"],
                 "mix": slo.mix,
                 "class": slo.cls,
+                **({"adapter": slo.adapter} if slo.adapter is not None else {}),
                 "slo": slo.describe(),
             }
             if slo.metric == "success_rate":
@@ -407,7 +467,7 @@ def _evaluate_slos(
                 entry["passed"] = observed_ms is not None and observed_ms <= slo.max_ms
                 if stats is not None:
                     entry["breaching_requests"] = _breaching(
-                        stats.get((v["name"], slo.mix, slo.cls)), metric, slo.max_ms
+                        stats.get((v["name"], slo.mix, slo.cls, slo.adapter)), metric, slo.max_ms
                     )
             out.append(entry)
     return out + sustained_rate_slos(scenario, variants)
@@ -418,6 +478,8 @@ def exit_code(report: dict[str, Any]) -> ExitCode:
         return ExitCode.RUN_FAILED
     if not report["run"]["trustworthy"]:
         return ExitCode.UNTRUSTWORTHY
+    if report["run"].get("stopped_early"):  # a run `stop_when:` ended is never a pass, whatever its SLOs say
+        return ExitCode.SLO_BREACHED
     return ExitCode.OK if report["slos_passed"] else ExitCode.SLO_BREACHED
 
 

@@ -21,6 +21,7 @@ from loadgen.config.scenario import Scenario
 from loadgen.measure.aggregate import Aggregate
 from loadgen.report.build import build_report
 from loadgen.report.cluster_metrics_report import join_cluster_sections
+from loadgen.report.server_split import latency_split
 
 __all__ = ["AGGREGATE_FILE", "Phase", "combine_phases", "read_aggregate", "write_aggregate"]
 
@@ -67,6 +68,7 @@ def combine_phases(scenario: Scenario, phases: list[Phase], pause_s: float) -> t
     reasons: list[str] = []
     failed: list[str] = []
     lost: list[str] = []
+    lost_in_flight: dict[str, int] = {}
     recovered: list[Any] = []
     for p in phases:
         agg.merge(p.aggregate)
@@ -77,6 +79,7 @@ def combine_phases(scenario: Scenario, phases: list[Phase], pause_s: float) -> t
         reasons += [f"{p.variant}: {r}" for r in run.get("untrustworthy_reasons", [])]
         failed += [f"{p.variant}: {r}" for r in run.get("failed", [])]  # a phase that failed fails the run
         lost += [f"{p.variant}/{w}" for w in run.get("lost_workers", [])]
+        lost_in_flight |= {f"{p.variant}/{w}": n for w, n in (run.get("lost_in_flight") or {}).items()}
         recovered += run.get("recovered", [])
     run_facts = {
         "sequential": True,
@@ -98,6 +101,7 @@ def combine_phases(scenario: Scenario, phases: list[Phase], pause_s: float) -> t
         "users_per_variant": {p.variant: p.report["run"].get("users") for p in phases},
         "workers": workers,
         "lost_workers": lost,
+        "lost_in_flight": lost_in_flight,
         "recovered": recovered,
         "untrustworthy_reasons": reasons,
         "run_number": 1,
@@ -105,6 +109,9 @@ def combine_phases(scenario: Scenario, phases: list[Phase], pause_s: float) -> t
     }
     if failed:
         run_facts["failed"] = failed
+    stops = [p.report["run"]["stopped_early"] for p in phases if p.report["run"].get("stopped_early")]
+    if stops:  # a phase `stop_when:` ended: the combined run is no pass either (its reasons carry the verdict)
+        run_facts["stopped_early"] = stops[0]
     report = build_report(scenario, agg, max(windows.values(), default=0.0), run_facts, windows=windows)
     # What each phase's master read beside its aggregate: its variant's own /metrics, the cluster Prometheus.
     own = {p.variant: v for p in phases for v in p.report.get("variants", []) if v.get("name") == p.variant}
@@ -112,6 +119,25 @@ def combine_phases(scenario: Scenario, phases: list[Phase], pause_s: float) -> t
         sm = own.get(v["name"], {}).get("server_metrics")
         if sm is not None:
             v["server_metrics"] = sm
+            split = latency_split(v)  # its TTFT split by its server's histograms, over its own window
+            if split is not None:
+                v["latency_split"] = split
+        # Its power, GPU memory and KV-cache use, read over its own window (the one its cost is over here too).
+        read = own.get(v["name"], {}).get("cost_energy") or {}
+        if v.get("cost_energy") is not None:
+            v["cost_energy"] |= {k: read[k] for k in ("energy", "gpu_memory", "kv") if k in read}
+    lanes = [
+        v
+        for p in phases
+        for v in (p.report.get("request_timeline") or {}).get("variants", [])
+        if v["name"] == p.variant
+    ]
+    if lanes:  # each variant's sampled requests, on its own phase's clock
+        method = next(p.report["request_timeline"]["method"] for p in phases if p.report.get("request_timeline"))
+        report["request_timeline"] = {
+            "method": {**method, "clock": "each variant's own phase: seconds from its start"},
+            "variants": lanes,
+        }
     cluster = join_cluster_sections([p.report.get("cluster_metrics") or {} for p in phases])
     if cluster is not None:
         report["cluster_metrics"] = cluster

@@ -35,6 +35,7 @@ import numpy as np
 from loadgen.measure.aggregate import Aggregate, GroupStats
 from loadgen.measure.histogram import LatencyHistogram
 from loadgen.measure.pairs import CENSORED, NO_VALUE, PAIR_CAP, PAIR_METRICS
+from loadgen.metric_names import STREAM_METRICS
 from loadgen.report.bootstrap import (
     FloatArray,
     IntArray,
@@ -280,8 +281,10 @@ def build_comparison(
     seed: int,
     resamples: int = RESAMPLES,
     confidence: float = CONFIDENCE,
+    whole: set[str] | frozenset[str] = frozenset(),
 ) -> list[dict[str, Any]]:
-    """One entry per (non-baseline variant, metric, stat), in the variants' order."""
+    """One entry per (non-baseline variant, metric, stat), in the variants' order. `whole`: the variants whose
+    replies came whole (`stream: false`): their pairs have E2E entries only (no TTFT or TPOT was measured)."""
     out: list[dict[str, Any]] = []
     base_group = agg.merged_variant(baseline)
     for v in variants:
@@ -290,6 +293,8 @@ def build_comparison(
         group = agg.merged_variant(v)
         rows = _common(agg, baseline, v)
         for metric in COMPARE_METRICS:
+            if metric in STREAM_METRICS and (v in whole or baseline in whole):
+                continue
             a, b = _paired_values(agg, baseline, v, rows, metric)
             samples: tuple[Sample, Sample, str] | None = None
             if len(a) < MIN_PAIRS:

@@ -18,6 +18,7 @@ _FIELDS: tuple[tuple[str, str, float | None], ...] = (
     ("id", "id", None),
     ("variant", "variant", None),
     ("mix", "mix", None),
+    ("adapter", "adapter", None),  # (`variants[].adapters`) the LoRA adapter the request named
     ("bucket", "bucket", None),
     ("turn", "turn", None),
     ("status", "status", None),
@@ -25,6 +26,7 @@ _FIELDS: tuple[tuple[str, str, float | None], ...] = (
     ("finish_reason", "finish_reason", None),
     ("warmup", "warmup", None),
     ("cut_by_stop", "cut_by_stop", None),
+    ("cancelled", "cancelled", None),  # (`traffic.cancel`) given up by the client mid-reply
     ("scheduled_s", "scheduled", None),
     ("sent_s", "sent", None),
     ("done_s", "done", None),
@@ -39,6 +41,7 @@ _FIELDS: tuple[tuple[str, str, float | None], ...] = (
     ("max_tokens", "max_tokens", None),
     ("token_source", "token_source", None),
     ("chunks", "chunk_times", None),
+    ("trace_id", "trace_id", None),  # (`tracing:`) what a tracing backend finds the request's spans by
 )
 COLUMNS = tuple(name for name, _, _ in _FIELDS)
 

@@ -67,11 +67,15 @@ def settle_run(
     scenario: Scenario | None = None,
     raw_dir: Path | None = None,
     since: float = 0.0,
+    forced: bool = False,
 ) -> tuple[int, str | None]:
     """(the run's exit code, why it failed or None) from the master's `Popen.returncode` and what it left in
-    `report_dir`; marks or rebuilds the report there (from `raw_dir`'s shards newer than `since`) when it failed."""
+    `report_dir`; marks or rebuilds the report there (from `raw_dir`'s shards newer than `since`) when it failed.
+    `forced`: the launcher killed every process on a second signal, whose -N `returncode` is."""
     code = from_returncode(returncode)
     death = signal_death(returncode) if returncode < 0 else None
+    if forced and death is not None:
+        death = f"a second {death} to loadgen run, which killed every process"
     report = _read_report(report_dir)
     if report is not None:
         if death is None and code == report.get("exit_code"):

@@ -2,6 +2,7 @@
 the records), so a report re-rendered next month says what it said on the night it ran.
 
 `csv` is the exception by nature: the report keeps no per-request rows, so it is rendered from the raw shards.
+`timeline-csv` is the one sample of requests the report does keep (its request timeline), one row each.
 """
 
 from __future__ import annotations
@@ -48,6 +49,18 @@ def _junit(report: dict[str, Any]) -> str:
     return render_junit(report)
 
 
+def _timeline_csv(report: dict[str, Any]) -> str:
+    from loadgen.report.request_timeline import render_timeline_csv
+
+    return render_timeline_csv(report)
+
+
+def _vllm_bench(report: dict[str, Any]) -> str:
+    from loadgen.report.vllm_bench import render_vllm_bench
+
+    return render_vllm_bench(report)
+
+
 def formats() -> Registry[Format]:
     """A fresh registry of the formats."""
     registry: Registry[Format] = Registry("report format")
@@ -57,6 +70,19 @@ def formats() -> Registry[Format]:
         Format("html", "html", "one self-contained HTML file with charts (opens offline)", _html),
         Format("junit", "xml", "JUnit XML: one test case per SLO and one for run trust", _junit),
         Format("csv", "csv", "per-request records, from raw shards (--raw-records DIR)", None),
+        Format(
+            "timeline-csv",
+            "csv",
+            "the request timeline's sampled requests (the HTML report's lanes): one row each, times and gaps",
+            _timeline_csv,
+        ),
+        Format(
+            "vllm-bench",
+            "jsonl",
+            "each variant as `vllm bench serve --save-result` writes a run (one JSON object per line; itl = loadgen's "
+            "ICL, vLLM's per-chunk gap)",
+            _vllm_bench,
+        ),
     ):
         registry.register(fmt.name, fmt)
     return registry

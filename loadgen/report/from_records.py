@@ -15,7 +15,9 @@ from loadgen.config.scenario import Scenario
 from loadgen.measure.aggregate import Aggregate
 from loadgen.measure.goodput import goodput_misses
 from loadgen.measure.records import RequestRecord
+from loadgen.measure.request_timeline import RequestTimelineSample, itl_bound_ms
 from loadgen.report.build import build_report
+from loadgen.report.request_timeline import timeline_section
 
 __all__ = ["report_from_records"]
 
@@ -47,4 +49,13 @@ def report_from_records(scenario: Scenario, rows: list[dict[str, Any]]) -> dict[
         "untrustworthy_reasons": [],
         "finished": True,
     }
-    return build_report(scenario, agg, max(end - start, 0.0), run)
+    report = build_report(scenario, agg, max(end - start, 0.0), run)
+    # The request timeline from the same rows, the same seeded sample the workers keep; its clock starts at the
+    # first measured send (the rows carry monotonic seconds only).
+    sample = RequestTimelineSample(
+        scenario.seed, bounds={v.name: itl_bound_ms(scenario, v.name) for v in scenario.variants}
+    )
+    for rec in records:
+        sample.add(rec, 0.0)
+    report["request_timeline"] = timeline_section(scenario, sample, start)
+    return report

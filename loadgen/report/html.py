@@ -23,9 +23,20 @@ from typing import Any
 
 import orjson
 
+from loadgen.report.adapters import adapter_html
+from loadgen.report.cost_html import render_cost_html
 from loadgen.report.html_charts import Chart, report_charts, sweep_charts
+from loadgen.report.latency_render import latency_html
+from loadgen.report.lost_workers import lost_worker_texts
+from loadgen.report.numbers import figure
+from loadgen.report.quality_render import quality_html
+from loadgen.report.reasoning import reasoning_html
+from loadgen.report.request_timeline import timeline_html
+from loadgen.report.stopped_early import stopped_early_text
+from loadgen.report.tool_calls import tool_calls_html
+from loadgen.report.whole_replies import NOT_MEASURED, whole_reply_html
 
-__all__ = ["chart_library", "page", "render_html"]
+__all__ = ["chart_library", "page", "render_html", "render_sweep_html"]
 
 _CSP = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:"
 _METRICS = (("ttft", "TTFT"), ("itl", "ITL"), ("tpot", "TPOT"), ("e2e", "E2E"), ("queue_delay", "Queue delay"))
@@ -66,15 +77,16 @@ def _figure(c: Chart) -> str:
     )
 
 
-def page(title: str, body: str, charts: list[Chart], after: str = "") -> str:
+def page(title: str, body: str, charts: list[Chart], after: str = "", refresh_s: int | None = None) -> str:
     """A whole document: `body` (HTML, escaped already), a grid of `charts`, `after`; then the charts' data, the
-    library and the script that draws them."""
+    library and the script that draws them. `refresh_s`: the browser reloads the page that often (a live view)."""
     lib_name, lib = chart_library()
     grid = f'<div class="charts">{"".join(_figure(c) for c in charts)}</div>' if charts else ""
+    refresh = f'<meta http-equiv="refresh" content="{int(refresh_s)}">' if refresh_s else ""
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en"><head><meta charset="utf-8">'
-        f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">'
+        f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">{refresh}'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{_e(title)}</title><style>{_asset('report.css')}</style></head>\n<body>\n"
         f"{body}\n{grid}\n{after}\n"
@@ -88,11 +100,7 @@ def page(title: str, body: str, charts: list[Chart], after: str = "") -> str:
 
 
 def _fmt(v: Any, nd: int = 1) -> str:
-    if v is None:
-        return "–"
-    if isinstance(v, float):
-        return f"{v:,.{nd}f}"
-    return f"{v:,}" if isinstance(v, int) else _e(v)
+    return figure(v, nd) if v is None or isinstance(v, int | float) else _e(v)  # report/numbers.py's rule
 
 
 def _stat(group: dict[str, Any], metric: str, stat: str) -> str:
@@ -137,15 +145,19 @@ def _summary(report: dict[str, Any]) -> str:
         if (v["name"], "ttft", "p99") in censored:
             speed_cell = "censored"
         name = _e(v["name"]) + (" <small>(baseline)</small>" if v.get("baseline") else "")
+        cell = _stat if v.get("streamed") is not False else lambda _g, _m, _s: NOT_MEASURED  # whole replies
         rows.append(
             f'<tr class="{"fail" if cls != "pass" else ""}"><td class=text>{name}</td>'
             f'<td class="text verdict {cls}">{_e(words)}</td><td>{_fmt(g.get("requests"))}</td>'
             f"<td>{'–' if rate is None else f'{100 * rate:.2f} %'}</td><td>{_fmt(g.get('requests_per_s'), 2)}</td>"
-            f"<td>{_fmt(g.get('output_tokens_per_s'))}</td><td>{_stat(g, 'ttft', 'p50')}</td>"
-            f"<td>{_stat(g, 'ttft', 'p99')}</td><td>{_stat(g, 'itl', 'p50')}</td><td>{_stat(g, 'tpot', 'p50')}</td>"
+            f"<td>{_fmt(g.get('output_tokens_per_s'))}</td><td>{cell(g, 'ttft', 'p50')}</td>"
+            f"<td>{cell(g, 'ttft', 'p99')}</td><td>{cell(g, 'itl', 'p50')}</td><td>{cell(g, 'tpot', 'p50')}</td>"
             f"<td>{_stat(g, 'e2e', 'p99')}</td><td>{speed_cell}</td></tr>"
         )
-    return f"<h2>Summary per variant</h2><table>{head}{''.join(rows)}</table><p class=note>Latencies in ms.</p>"
+    return (
+        f"<h2>Summary per variant</h2><table>{head}{''.join(rows)}</table><p class=note>Latencies in ms.</p>"
+        + whole_reply_html(report)
+    )
 
 
 def _slo_table(report: dict[str, Any]) -> str:
@@ -155,6 +167,7 @@ def _slo_table(report: dict[str, Any]) -> str:
     rows = []
     for s in slos:
         scope = s.get("mix") or (f"class {s['class']}" if s.get("class") else "all")
+        scope = f"adapter {s['adapter']}" if s.get("adapter") else scope
         if s.get("min_percent") is not None:  # a share: success rate, open-loop arrivals sent
             threshold = f"≥ {s.get('min_percent'):,g} %" if s.get("min_percent") is not None else "–"
             obs = s.get("observed_percent")
@@ -186,8 +199,9 @@ def _slo_table(report: dict[str, Any]) -> str:
 def _failed(run: dict[str, Any]) -> str:
     """Why the run failed (something crashed, or it was cut short): its figures below are what it measured."""
     reasons = run.get("failed") or []
+    stopped = stopped_early_text(run)  # stop_when: ended the run (no failure: a verdict)
     if not reasons:
-        return ""
+        return f"<p class=stopped-early>{_e(stopped)}</p>" if stopped else ""
     items = "".join(f"<li>{_e(r)}</li>" for r in reasons)
     return f"<ul>{items}</ul>The figures below are what it measured until then, and no verdict."
 
@@ -204,8 +218,7 @@ def _trust(report: dict[str, Any]) -> str:
             '<div class="banner bad"><b>Not trustworthy</b> — the load generator may have been the bottleneck, so '
             f"its latencies may be inflated:<ul>{items}</ul></div>"
         )
-    notes = [f"lost worker {_e(w)}: its in-flight requests and anything after its last report are missing"
-             for w in run.get("lost_workers") or []]  # fmt: skip
+    notes = [_e(text) for text in lost_worker_texts(run)]
     notes += [_e(n) for n in run.get("recovered") or []]
     if notes:
         parts.append('<div class="banner warn"><ul>' + "".join(f"<li>{n}</li>" for n in notes) + "</ul></div>")
@@ -313,13 +326,20 @@ def _percentiles(report: dict[str, Any]) -> str:
     return "".join(parts)
 
 
-def render_html(report: dict[str, Any], sweep: dict[str, Any] | None = None) -> str:
-    """The whole page of `report` (the canonical JSON), with `sweep`'s latency–throughput curves when given."""
+def render_html(report: dict[str, Any], sweep: dict[str, Any] | None = None, refresh_s: int | None = None) -> str:
+    """The whole page of `report` (the canonical JSON), with `sweep`'s latency–throughput curves when given.
+    `refresh_s`: a live report (the web UI's, while the run goes on), reloaded by the browser that often."""
     run = report["run"]
     code = report.get("exit_code")
     trusted = run.get("trustworthy", True)
     banner = "ok" if code == 0 else "bad"
-    header = (
+    live = (
+        f'<div class="banner warn"><b>Live</b>: the run is still going; these are its figures so far, and the '
+        f"verdict is what it would be if it stopped now. This page reloads every {int(refresh_s)} s.</div>"
+        if refresh_s
+        else ""
+    )
+    header = live + (
         f"<h1>loadgen report — {_e(report['scenario'])}</h1>"
         f"<p class=meta>Generated {_e(report.get('generated_at', '?'))} · measured window "
         f"{_fmt(run.get('window_s'))} s "
@@ -331,11 +351,25 @@ def render_html(report: dict[str, Any], sweep: dict[str, Any] | None = None) -> 
     )
     charts = report_charts(report) + (sweep_charts(sweep) if sweep else [])
     body = "".join(
-        [header, _summary(report), _slo_table(report), _trust(report), _comparison_table(report), "<h2>Charts</h2>"]
+        [
+            header,
+            _summary(report),
+            _slo_table(report),
+            _trust(report),
+            _comparison_table(report),
+            quality_html(report),
+            latency_html(report),
+            reasoning_html(report),
+            tool_calls_html(report),
+            adapter_html(report),
+            render_cost_html(report),
+            "<h2>Charts</h2>",
+        ]
     )
     if not charts:
         body += "<p>The report holds no data to chart.</p>"
-    return page(f"loadgen report — {report['scenario']}", body, charts, after=_percentiles(report))
+    title = f"loadgen report — {report['scenario']}"
+    return page(title, body, charts, after=_percentiles(report) + timeline_html(report), refresh_s=refresh_s)
 
 
 def render_sweep_html(sweep: dict[str, Any]) -> str:
@@ -344,7 +378,7 @@ def render_sweep_html(sweep: dict[str, Any]) -> str:
     key, unit = ("knee_concurrency", "users") if by_concurrency else ("knee_rate_per_s", "req/s")
     rows = "".join(
         f"<tr><td>{_e(v['name'])}</td><td>{_e('none passed' if v.get(key) is None else f'{v[key]:g} {unit}')}</td>"
-        f"<td>{len(v.get('steps', []))}</td></tr>"
+        f"<td>{len(v.get('steps', []))}</td><td>{_fmt(v.get('usd_per_1m_output_tokens_at_knee'), 4)}</td></tr>"
         for v in sweep.get("variants", [])
     )
     body = (
@@ -352,6 +386,7 @@ def render_sweep_html(sweep: dict[str, Any]) -> str:
         f"<p class=meta>Generated {_e(sweep.get('generated_at', '?'))} · by "
         f"{_e('concurrency' if by_concurrency else 'rate')}"
         f" · {_e(sweep.get('step_duration_s'))} s steps · exit code {_e(sweep.get('exit_code'))}</p>"
-        f"<table><tr><th>variant</th><th>knee</th><th>steps</th></tr>{rows}</table><h2>Charts</h2>"
+        f"<table><tr><th>variant</th><th>knee</th><th>steps</th><th>$ / 1M output tok at the knee</th></tr>{rows}"
+        "</table><h2>Charts</h2>"
     )
     return page(f"loadgen sweep — {sweep.get('scenario', '?')}", body, sweep_charts(sweep))

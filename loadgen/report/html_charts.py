@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from loadgen.report.cluster_metrics_report import cluster_metrics_series
+from loadgen.report.cost_html import cost_charts
 from loadgen.report.server_metrics_report import server_metrics_series
 
 __all__ = [
@@ -169,15 +170,17 @@ def _over_time(report: dict[str, Any]) -> list[Chart]:
               "Requests counted where they completed."),
     ]  # fmt: skip
     for metric, title in (("ttft", "TTFT"), ("e2e", "E2E")):
+        # p50 and p99 per bin (within 1 %: measure/timeline.py); a report from before they were kept: mean and max.
+        low, high = ("p50", "p99") if all(f"{metric}_p50_ms" in t for _, t in series) else ("mean", "max")
         datasets = []
         for n, t in series:
-            datasets.append(line(f"{n} mean", list(zip(xs(t), t[f"{metric}_mean_ms"], strict=True)), colors[n]))
+            datasets.append(line(f"{n} {low}", list(zip(xs(t), t[f"{metric}_{low}_ms"], strict=True)), colors[n]))
             datasets.append(
-                line(f"{n} max", list(zip(xs(t), t[f"{metric}_max_ms"], strict=True)), colors[n], dashed=True)
+                line(f"{n} {high}", list(zip(xs(t), t[f"{metric}_{high}_ms"], strict=True)), colors[n], dashed=True)
             )
         out.append(
             chart(f"time-{metric}", f"{title} over time", f"{title} (ms)", datasets,
-                  "Mean (solid) and max (dashed) of the requests that completed in each bin.")
+                  f"{low.capitalize()} (solid) and {high} (dashed) of the requests that completed in each bin.")
         )  # fmt: skip
     out += _errors_over_time(report, series, xs(series[0][1]))
     return out
@@ -224,6 +227,7 @@ def report_charts(report: dict[str, Any]) -> list[Chart]:
         *_server_metrics(report),
         *_cluster_metrics(report),
         *comparison_charts(report.get("comparison") or []),
+        *cost_charts(report),
     ]
 
 

@@ -4,10 +4,22 @@ from __future__ import annotations
 
 from typing import Any
 
+from loadgen.report.adapters import adapter_lines
 from loadgen.report.cluster_metrics_report import cluster_metrics_lines
 from loadgen.report.compare_md import comparison_lines, speedup_lines
+from loadgen.report.cost import render_cost_markdown
+from loadgen.report.images import image_lines
+from loadgen.report.latency_render import latency_lines
+from loadgen.report.lost_workers import lost_worker_texts
 from loadgen.report.markdown_summary import cold_lines, goodput_lines, summary_lines
+from loadgen.report.numbers import figure
+from loadgen.report.pooling import pooling_lines
+from loadgen.report.quality_render import quality_markdown_lines
+from loadgen.report.reasoning import reasoning_lines
 from loadgen.report.server_metrics_report import server_metrics_lines
+from loadgen.report.stopped_early import stopped_early_text
+from loadgen.report.tool_calls import tool_calls_lines
+from loadgen.report.whole_replies import whole_reply_lines
 
 __all__ = ["render_markdown"]
 
@@ -30,6 +42,8 @@ _TOKEN_SOURCE_NOTE = {
     "several tokens)",
     "usage_spread": "estimated: the server sent no per-chunk counts and its final usage disagreed with the chunks, "
     "so the usage total was spread evenly over the chunks (ITL and TPOT are estimates)",
+    "usage": "whole replies (stream: false): output tokens from each reply's usage, no chunks to count",
+    "uncounted": "whole replies without usage: their output tokens are unknown (0 in the totals)",
     "tokenizer": "counted by the scenario's tokenizer: the server sent no per-chunk counts, so each reply was "
     "tokenized whole and each token given to the chunk that carried its end (per-chunk counts, ITL and TPOT from the "
     "tokenizer; token totals and throughput still from the server's usage)",
@@ -37,11 +51,7 @@ _TOKEN_SOURCE_NOTE = {
 
 
 def _fmt(v: Any, nd: int = 1) -> str:
-    if v is None:
-        return "–"
-    if isinstance(v, float):
-        return f"{v:,.{nd}f}"
-    return f"{v:,}" if isinstance(v, int) else str(v)
+    return figure(v, nd)  # the reports' and the web UI's one rule (report/numbers.py)
 
 
 def _cell(s: dict[str, Any], k: str) -> str:
@@ -78,6 +88,10 @@ def render_markdown(report: dict[str, Any]) -> str:
         lines.append(f"Output lengths: max_tokens only a cap (a request may stop early at EOS) for {', '.join(capped)}")
     if len(capped) < len(report["variants"]):
         lines.append("Output lengths: exactly max_tokens (EOS ignored)" + (" for the others" if capped else ""))
+    lines += whole_reply_lines(report)  # stream: false
+    lines += pooling_lines(report)  # embeddings, rerank
+    stopped = stopped_early_text(run)  # stop_when: ended the run
+    lines += [f"- ⏹ {stopped}"] if stopped else []
     for r in run.get("failed", []):
         lines.append(f"- ✖ run failed: {r}")
     for r in run.get("untrustworthy_reasons", []):
@@ -85,10 +99,21 @@ def render_markdown(report: dict[str, Any]) -> str:
     for e in run.get("user_exceptions", []):
         where = f" at {e['where']}" if e.get("where") else ""
         lines.append(f"- ⚠ exception in users ×{e['count']} ({', '.join(e['nodes'])}){where}: {e['message']}")
-    for w in run.get("lost_workers", []):
-        lines.append(f"- ⚠ lost worker {w}: its in-flight requests and anything after its last report are missing")
+    lines += [f"- ⚠ {text}" for text in lost_worker_texts(run)]
     for note in run.get("recovered", []):
         lines.append(f"- {note}")
+    master = run.get("master") or {}
+    if master.get("merge_ms_per_interval_max") is not None:
+        lines.append(
+            f"- master: merged {master['reports_merged']:,} worker reports, {master['merge_ms_per_interval_p50']} ms "
+            f"per 3 s interval (largest {master['merge_ms_per_interval_max']} ms), "
+            f"peak memory {master['rss_peak_mb']} MB"
+        )
+    for r in run.get("raw_records_lost", []):
+        lines.append(
+            f"- ⚠ raw records of {r['worker']}: {r['rows']} rows lost, writing to {r['folder']} failed ({r['error']}); "
+            "its histograms and counters in this report are whole"
+        )
     lines += summary_lines(report)
     lines += ["", "## Throughput and errors", ""]
     lines.append(
@@ -98,6 +123,7 @@ def render_markdown(report: dict[str, Any]) -> str:
     lines.append("|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|")
     sources: set[str] = set()
     no_tokens: list[str] = []
+    cancelled: list[str] = []
     for v in report["variants"]:
         for mix, g in _groups(v):
             errs = ", ".join(f"{k} {n}" for k, n in g["errors"].items()) or "0"
@@ -111,6 +137,8 @@ def render_markdown(report: dict[str, Any]) -> str:
             sources.update(g["token_count_source"])
             if mix == "**all**" and g.get("ok_without_tokens"):
                 no_tokens.append(f"{v['name']} {g['ok_without_tokens']}")
+            if mix == "**all**" and g.get("cancelled"):
+                cancelled.append(f"{v['name']} {g['cancelled']}")
     lines += [
         "",
         "Requests are counted when they complete after the warm-up: inside the measured window, or in the drain "
@@ -127,12 +155,21 @@ def render_markdown(report: dict[str, Any]) -> str:
         lines.append(f"- token counts `{src}`: {_TOKEN_SOURCE_NOTE.get(src, src)}")
     if no_tokens:
         lines.append(f"- ⚠ successful requests that streamed no token (no TTFT): {', '.join(no_tokens)}")
+    if cancelled:  # traffic.cancel
+        lines.append(
+            f"- cancelled by the client mid-reply (`traffic.cancel`): {', '.join(cancelled)} — neither successes "
+            "nor errors, not in E2E; their TTFT counts where their first token came"
+        )
     lines += goodput_lines(report)
     lines += cold_lines(report)
     lines += _open_loop_lines(report)
     lines += _cache_lines(report)
     lines += server_metrics_lines(report)
+    lines += latency_lines(report)
+    lines += reasoning_lines(report)
+    lines += tool_calls_lines(report)
     lines += cluster_metrics_lines(report)
+    lines += render_cost_markdown(report)
     for metric in _METRIC_LABEL:
         rows = []
         for v in report["variants"]:
@@ -149,9 +186,12 @@ def render_markdown(report: dict[str, Any]) -> str:
         lines += rows
     lines += _bucket_lines(report)
     lines += _turn_lines(report)
+    lines += image_lines(report)
     lines += _class_lines(report)
+    lines += adapter_lines(report)
     lines += speedup_lines(report)
     lines += comparison_lines(report)
+    lines += quality_markdown_lines(report)
     if report["slos"]:
         by_class = any(s.get("class") for s in report["slos"])
         lines += ["", "## SLOs", ""]
@@ -168,7 +208,8 @@ def render_markdown(report: dict[str, Any]) -> str:
             else:
                 obs = "no data" if s.get("observed_ms") is None else _fmt(s["observed_ms"], 1)
             cls = f"{s.get('class') or 'all'} | " if by_class else ""
-            lines.append(f"| {s['variant']} | {s['mix'] or 'all'} | {cls}{s.get('slo', s['metric'])} | {obs} | {res} |")
+            mix = s["mix"] or (f"adapter {s['adapter']}" if s.get("adapter") else "all")
+            lines.append(f"| {s['variant']} | {mix} | {cls}{s.get('slo', s['metric'])} | {obs} | {res} |")
     workers = run.get("workers") or {}
     if workers:
         lines += ["", "## Load generator health", ""]
@@ -340,6 +381,16 @@ def _open_loop_lines(report: dict[str, Any]) -> list[str]:
         f"Schedule {kind}, overflow `{first['overflow']}`, at most {first['senders']} requests in flight (users) "
         "per variant over all workers."
     )
+    trace = first.get("trace")
+    if trace:  # traffic.trace: the window of the production trace replayed
+        window = f"from {trace['start_s']:g} s" + (f" for {trace['duration_s']:g} s" if trace["duration_s"] else "")
+        lines.append(
+            f"Trace: {trace['format']}, {trace['rows_in_window']:,} of its {trace['rows_in_file']:,} rows ({window} "
+            f"of trace time, time_scale {trace['time_scale']:g}: {trace['span_s']:g} s), asking for "
+            f"{trace['input_tokens']:,} input and {trace['output_tokens']:,} output tokens"
+            + (f"; {trace['failed_left_out']:,} failed rows left out" if trace["failed_left_out"] else "")
+            + "."
+        )
     lines += [
         "",
         "| variant | requested req/s | achieved req/s | achieved | sent | dropped | unsent at stop | in warm-up "

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from loadgen.report.numbers import REQ_PER_S, figure, ms
+from loadgen.report.whole_replies import NOT_MEASURED
+
 __all__ = ["cold_lines", "goodput_lines", "summary_lines"]
 
 
@@ -15,11 +18,11 @@ def _ms(summary: dict[str, Any] | None, stat: str) -> str:
     value = summary.get(stat)
     if value is None:
         return "censored" if summary.get("censored") else "–"
-    return f"{value:,.1f}"
+    return ms(value)
 
 
-def _num(v: float | None, nd: int = 2) -> str:
-    return "–" if v is None else f"{v:,.{nd}f}"
+def _num(v: float | None, nd: int = REQ_PER_S) -> str:
+    return figure(v, nd)
 
 
 def _breach(s: dict[str, Any]) -> str:
@@ -58,10 +61,13 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
         success = "–" if rate is None else f"{100 * rate:.2f} %"
         gp = f"{_num(g['goodput']['per_s'])} | " if goodput else ""
         base = " (baseline)" if v.get("baseline") and v["name"] != "baseline" else ""
+        ttft = f"{_ms(m.get('ttft'), 'p50')} / {_ms(m.get('ttft'), 'p99')}"
+        tpot = _ms(m.get("tpot"), "p50")
+        if v.get("streamed") is False:  # whole replies (stream: false): nothing to time before the end
+            ttft = tpot = NOT_MEASURED
         lines.append(
             f"| {v['name']}{base} | {verdict} | {g['requests']:,} | {success} | {_num(g.get('requests_per_s'))} | "
-            f"{gp}{_ms(m.get('ttft'), 'p50')} / {_ms(m.get('ttft'), 'p99')} | {_ms(m.get('tpot'), 'p50')} | "
-            f"{_ms(m.get('e2e'), 'p99')} |"
+            f"{gp}{ttft} | {tpot} | {_ms(m.get('e2e'), 'p99')} |"
         )
     breached = [s for s in slos if not s["passed"]]
     if breached:

@@ -14,7 +14,10 @@ __all__ = ["server_metrics_lines", "server_metrics_series", "timeline_origin"]
 _CHARTS = (
     ("waiting", "Server queue over time", "requests waiting", "The server's own count of queued requests."),
     ("running", "Server batch over time", "requests running", "Requests in the server's running batch."),
-    ("kv_usage", "KV-cache use over time", "KV-cache use (0–1)", "The share of the server's KV cache in use."),
+    ("kv_usage", "KV-cache use over time", "KV-cache use (0–1)",
+     "The share of the server's KV cache in use (the mean across pods, scraped pod by pod)."),
+    ("kv_usage_max", "KV-cache use of the fullest pod over time", "KV-cache use (0–1)",
+     "The highest share of KV cache in use on any one pod, at each scrape."),
     ("preemptions_per_s", "Preemptions over time", "preemptions/s", "Sequences the server preempted, per second."),
     ("prefix_cache_hit_rate", "Prefix-cache hit rate over time", "hit rate (0–1)",
      "Prompt tokens served from the prefix cache ÷ looked up, per scrape interval."),
@@ -29,20 +32,30 @@ def _f(v: Any, nd: int = 2) -> str:
 
 def server_metrics_lines(report: dict[str, Any]) -> list[str]:
     """## Server metrics: mean / max queue and batch, KV use, preemptions, prefix-cache hit rate, speculative
-    acceptance per variant, from the servers' own /metrics; a skipped server with its note."""
-    rows, notes = [], []
+    acceptance per variant, from the servers' own /metrics; a skipped server with its note; a variant scraped pod
+    by pod with a row per pod; several replicas behind one URL as a note, without numbers."""
+    rows, notes, pod_rows = [], [], []
     for v in report.get("variants", []):
         sm = v.get("server_metrics")
         if not sm:
             continue
         if sm.get("note"):
-            notes.append(f"- {v['name']}: {sm['note']}")
-        if not sm.get("samples"):
+            notes.append(f"- {v['name']}: {'⚠ ' if sm.get('several_replicas') else ''}{sm['note']}")
+        if not sm.get("samples") or sm.get("several_replicas"):
             continue
+        pods = sm.get("pods") or []
+        for pod in pods:
+            ps = pod.get("summary", {})
+            pod_rows.append(
+                f"| {v['name']} | {pod['url']} | {pod['samples']} | {pod['failures']} | {pod.get('restarts', 0)} | "
+                f"{_f(ps.get('waiting_mean'), 1)} | {_f(ps.get('running_mean'), 1)} | {_f(ps.get('kv_usage_mean'))} "
+                f"| {_f(ps.get('kv_usage_max'))} |"
+            )
         s = sm.get("summary", {})
         pre = s.get("preemptions")
         rows.append(
-            f"| {v['name']} | {sm.get('source') or '?'} | {sm['samples']} | {_f(s.get('waiting_mean'), 1)} | "
+            f"| {v['name']} | {sm.get('source') or '?'} | {sm['samples']} | {len(pods) or 'URL'} | "
+            f"{_f(s.get('waiting_mean'), 1)} | "
             f"{_f(s.get('waiting_max'), 0)} | {_f(s.get('running_mean'), 1)} | {_f(s.get('running_max'), 0)} | "
             f"{_f(s.get('kv_usage_mean'))} | {_f(s.get('kv_usage_max'))} | {'–' if pre is None else f'{pre:,.0f}'} | "
             f"{_f(s.get('prefix_cache_hit_rate'))} | {_f(s.get('spec_acceptance'))} |"
@@ -52,12 +65,21 @@ def server_metrics_lines(report: dict[str, Any]) -> list[str]:
     out = ["", "## Server metrics (the servers' own /metrics, scraped by the master)", ""]
     if rows:
         out += [
-            "| variant | server | scrapes | queue mean | queue max | batch mean | batch max | KV use mean | KV use max "
-            "| preemptions | prefix-cache hit rate | spec. acceptance |",
-            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+            "| variant | server | scrapes | pods | queue mean | queue max | batch mean | batch max | KV use mean "
+            "| KV use max | preemptions | prefix-cache hit rate | spec. acceptance |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
             *rows,
             "",
-            "– : the server does not export it. Hit rate and acceptance are over the whole run (token counts).",
+            "– : the server does not export it. Hit rate and acceptance are over the whole run (token counts). "
+            "pods: scraped pod by pod (counters summed over pods, each differenced on its own; queue and batch "
+            "summed; KV use the mean across pods, its max the fullest pod's); URL: through the variant's one URL.",
+        ]
+    if pod_rows:
+        out += [
+            "",
+            "| variant | pod | scrapes | failures | restarts | queue mean | batch mean | KV use mean | KV use max |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+            *pod_rows,
         ]
     return out + notes
 

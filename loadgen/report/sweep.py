@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from loadgen.exit_codes import ExitCode
+from loadgen.report.sweep_cost import at_knee, cheapest_variant, step_cost, sweep_cost_lines
 from loadgen.traffic.sweeps import StepOutcome, knee, saturated, throughput_stalled
 
 __all__ = [
@@ -52,7 +53,7 @@ def _common(row: dict[str, Any], report: dict[str, Any]) -> dict[str, Any]:
     row["untrustworthy_reasons"] = failed + list(report["run"].get("untrustworthy_reasons", []))
     row["slos_passed"] = bool(report["slos_passed"])
     row["failed_slos"] = [s["slo"] for s in report.get("slos", []) if not s.get("passed")]
-    return row
+    return row | step_cost(report)
 
 
 def step_row(rate: float, report: dict[str, Any] | None, report_path: str, exit_code: int) -> dict[str, Any]:
@@ -124,8 +125,13 @@ def _knee_key(plan: Mapping[str, Any]) -> str:
 
 
 def sweep_json(
-    scenario: str, plan: dict[str, Any], step_duration_s: float, variants: Mapping[str, Sequence[dict[str, Any]]]
+    scenario: str,
+    plan: dict[str, Any],
+    step_duration_s: float,
+    variants: Mapping[str, Sequence[dict[str, Any]]],
+    required_rate: float | None = None,
 ) -> dict[str, Any]:
+    """`required_rate`: the rate (req/s) the cheapest variant must meet the SLOs at (report/sweep_cost.py)."""
     plan = {"by": "rate", **plan}
     key = _knee_key(plan)
     out = []
@@ -140,6 +146,7 @@ def sweep_json(
                 "steps": list(steps),
                 key: found,
                 "untrustworthy_steps": sum(1 for o in outcomes if o.untrustworthy),
+                "usd_per_1m_output_tokens_at_knee": at_knee(steps, found),
             }
         )
     doc: dict[str, Any] = {
@@ -149,6 +156,7 @@ def sweep_json(
         "plan": plan,
         "step_duration_s": step_duration_s,
         "variants": out,
+        "cost": cheapest_variant(out, key, required_rate),
     }
     doc["exit_code"] = int(sweep_exit_code(doc))
     return doc
@@ -239,4 +247,5 @@ def render_sweep_markdown(doc: dict[str, Any]) -> str:
         ]
         if failed:
             lines += ["", "Breached: " + "; ".join(failed)]
+    lines += sweep_cost_lines(doc)
     return "\n".join(lines) + "\n"

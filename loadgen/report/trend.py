@@ -9,20 +9,17 @@ file, before anything is written.
 
 from __future__ import annotations
 
-import argparse
 import datetime as _dt
 import html
-import sys
 from pathlib import Path
 from typing import Any
 
-from loadgen.exit_codes import ExitCode
 from loadgen.report.build import SCHEMA
 from loadgen.report.html import page
 from loadgen.report.html_charts import Chart, color
 from loadgen.report.report_file import read_report_file
 
-__all__ = ["SCHEMA", "TrendInputError", "add_trend_parser", "cmd_trend", "load_reports", "render_trend"]
+__all__ = ["SCHEMA", "TrendInputError", "load_reports", "render_trend", "variant_names"]
 
 _METRICS = (("ttft", "TTFT"), ("itl", "ITL"), ("tpot", "TPOT"), ("e2e", "E2E"))
 
@@ -50,7 +47,7 @@ def load_reports(paths: list[Path]) -> list[tuple[Path, dict[str, Any]]]:
     return sorted(loaded, key=lambda pr: _dt.datetime.fromisoformat(str(pr[1]["generated_at"])))
 
 
-def _variants(series: list[tuple[Path, dict[str, Any]]]) -> list[str]:
+def variant_names(series: list[tuple[Path, dict[str, Any]]]) -> list[str]:
     names: dict[str, None] = {}
     for _, r in series:
         for v in r["variants"]:
@@ -107,7 +104,7 @@ def trend_charts(series: list[tuple[Path, dict[str, Any]]]) -> list[Chart]:
     """One chart per metric (a line per variant and statistic), and one of output tokens/s (a line per variant)."""
     labels = _labels(series)
     names = [p.name for p, _ in series]
-    variants = _variants(series)
+    variants = variant_names(series)
     gap = "A gap: the variant is not in that report, or its percentile fell among failed requests (censored)."
     out = []
     for metric, title in _METRICS:
@@ -164,33 +161,3 @@ def render_trend(series: list[tuple[Path, dict[str, Any]]]) -> str:
     )
     after = _table(series, _labels(series))
     return page(f"loadgen trend — {', '.join(scenarios)}", body, trend_charts(series), after=after)
-
-
-def add_trend_parser(sub: Any) -> None:
-    """Register `loadgen trend` on the CLI's subparsers."""
-    t = sub.add_parser(
-        "trend",
-        help="p50/p99 per variant and metric across a series of report.json files (nightly runs), in one HTML file",
-        description="Draws p50 and p99 of TTFT, ITL, TPOT and E2E, and output tokens/s, per variant across the "
-        "reports, ordered by each report's generated_at (ties keep the order given), into one self-contained HTML "
-        "file. Exit 0 once written (the reports' own verdicts are in the page); 2 when a file is not a loadgen "
-        "report of this schema version.",
-    )
-    t.add_argument("reports", nargs="+", metavar="REPORT", help="report.json files")
-    t.add_argument("--out", default="trend.html", help="the HTML file to write (default: trend.html)")
-
-
-def cmd_trend(args: argparse.Namespace) -> int:
-    try:
-        series = load_reports([Path(p) for p in args.reports])
-    except TrendInputError as e:
-        print(f"loadgen trend: {e}", file=sys.stderr)
-        return ExitCode.USAGE
-    scenarios = {r.get("scenario") for _, r in series}
-    if len(scenarios) > 1:
-        print(f"loadgen trend: warning: reports of different scenarios: {sorted(map(str, scenarios))}", file=sys.stderr)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render_trend(series), encoding="utf-8")
-    print(f"Trend: {out} ({len(series)} reports, variants {', '.join(_variants(series))})")
-    return ExitCode.OK

@@ -12,6 +12,10 @@ is aborted. Every request generates exactly ``max_tokens`` tokens (benchmark mod
 the reservation is exact and preemption can never be needed; a full cache shows up as queueing instead. For the
 same reason priority scheduling only orders the queue: a running sequence is never preempted for a more urgent one
 (vLLM's priority scheduler may preempt when its cache runs out).
+
+LoRA adapters (the profile's ``lora_adapters``): a sequence may run on an adapter, which must hold one of the
+``max_loras`` slots; loading it prices the admitting step, and a sequence whose adapter finds no slot waits while
+those behind it are admitted (loadgen/sim/lora.py).
 """
 
 from __future__ import annotations
@@ -22,11 +26,13 @@ import heapq
 import itertools
 import logging
 import random
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from loadgen.sim.lora import LoraSlots
 from loadgen.sim.profiles import BLOCK_SIZE, SimProfile
 
 _log = logging.getLogger(__name__)
@@ -55,8 +61,13 @@ class SimSequence:
     block_hashes: tuple[int, ...] = ()
     #: The request's ``priority`` (vLLM's: lower is more urgent); orders the queue under priority scheduling only.
     priority: int = 0
+    #: The LoRA adapter it runs on ("": the base model), and whether its admission loaded it (it paid the load).
+    adapter: str = ""
+    lora_loaded: bool = False
     generated: int = 0
     cached_tokens: int = 0
+    #: When the scheduler admitted it (monotonic): its queue time ends and its prefill begins (vLLM's split).
+    scheduled_at: float | None = None
     #: Number of engine steps that emitted tokens for this sequence.
     steps: int = 0
     running: bool = False
@@ -95,6 +106,10 @@ class EngineStats:
     prefix_cache_hits: int = 0
     #: Per step: tokens emitted by each sequence that was already decoding (tests check spec-decode math).
     decode_tokens_hist: dict[int, int] = field(default_factory=dict)
+    #: Speculative decoding, as vLLM counts it: draft tokens proposed (k − 1 per sequence and step) and accepted.
+    spec_drafts: int = 0
+    spec_draft_tokens: int = 0
+    spec_accepted_tokens: int = 0
 
 
 def block_hashes(words: Sequence[str]) -> tuple[int, ...]:
@@ -125,6 +140,7 @@ class Engine:
         # from reservations (a simplification: real engines evict cached blocks as running sequences need room).
         self._prefix_lru: OrderedDict[int, None] = OrderedDict()
         self._lru_capacity = profile.kv_cache_tokens // BLOCK_SIZE
+        self.loras = LoraSlots(profile.max_loras)
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -149,10 +165,17 @@ class Engine:
 
     # ---- requests ----
     def submit(
-        self, rid: str, prompt_words: Sequence[str], max_tokens: int, sink: TokenSink, priority: int = 0
+        self,
+        rid: str,
+        prompt_words: Sequence[str],
+        max_tokens: int,
+        sink: TokenSink,
+        priority: int = 0,
+        adapter: str = "",
     ) -> SimSequence:
         """Queue a request; its tokens arrive through ``sink.on_tokens`` from the engine task. ``priority`` (lower
-        first) matters only under the profile's priority scheduling, as vLLM's does."""
+        first) matters only under the profile's priority scheduling, as vLLM's does. ``adapter``: the LoRA adapter
+        it runs on ("": the base model)."""
         if max_tokens < 1:
             raise ValueError("max_tokens must be >= 1")
         prompt_tokens = len(prompt_words)
@@ -163,7 +186,7 @@ class Engine:
                 f"{max_tokens} in the completion)."
             )
         hashes = block_hashes(prompt_words) if self.profile.prefix_caching else ()
-        seq = SimSequence(rid, prompt_tokens, max_tokens, sink, hashes, priority)
+        seq = SimSequence(rid, prompt_tokens, max_tokens, sink, hashes, priority, adapter)
         heapq.heappush(self._waiting, (priority if self._by_priority else 0, next(self._arrivals), seq))
         self._num_waiting += 1
         if self._wake is not None:
@@ -191,8 +214,9 @@ class Engine:
         """Admit what fits and price the step; ``None`` when there is nothing to do."""
         profile = self.profile
         admitted: list[SimSequence] = []
-        uncached = 0
+        uncached = loads = 0
         waiting = self._waiting
+        no_slot: list[tuple[int, int, SimSequence]] = []  # waiting for a LoRA slot: back in the queue after
         while waiting and len(self._running) + len(admitted) < profile.max_num_seqs:
             seq = waiting[0][2]
             if seq.aborted:
@@ -203,16 +227,26 @@ class Engine:
             cached = self._cached_prefix(seq) if profile.prefix_caching else 0
             if admitted and uncached + seq.prompt_tokens - cached > profile.max_prefill_tokens_per_step:
                 break  # prefill budget of this step spent; the rest start next step
+            if seq.adapter:
+                load = self.loras.acquire(seq.adapter, (s.adapter for s in (*self._running, *admitted)))
+                if load is None:
+                    no_slot.append(heapq.heappop(waiting))
+                    continue
+                seq.lora_loaded = load
+                loads += load
             heapq.heappop(waiting)
             self._num_waiting -= 1
             self._kv_reserved += seq.reserved
             seq.running = True
             seq.cached_tokens = cached
+            seq.scheduled_at = time.monotonic()
             if profile.prefix_caching:
                 self._insert_prefix(seq)
             uncached += seq.prompt_tokens - cached
             self.stats.prompt_tokens_total += seq.prompt_tokens
             admitted.append(seq)
+        for item in no_slot:
+            heapq.heappush(waiting, item)
         decoding = list(self._running)
         if not decoding and not admitted:
             return None
@@ -221,6 +255,9 @@ class Engine:
         # Newly admitted sequences take part in the step's forward pass too (their first token comes out of it),
         # so a lone request's TTFT is prefill + one decode step.
         ms = profile.decode_step_ms(len(self._running), ctx) + profile.prefill_ms(uncached)
+        if profile.lora_adapters:
+            adapters = len({s.adapter for s in self._running} - {""})
+            ms += profile.lora_load_ms * loads + profile.lora_ms_per_adapter * adapters
         return StepPlan(decoding, admitted, uncached, ctx, ms / 1000.0)
 
     def complete_step(self, plan: StepPlan) -> None:
@@ -237,6 +274,10 @@ class Engine:
             while n < k and rand() < acceptance:
                 n += 1
             hist[n] = hist.get(n, 0) + 1
+            if k > 1:
+                self.stats.spec_drafts += 1
+                self.stats.spec_draft_tokens += k - 1
+                self.stats.spec_accepted_tokens += n - 1
             self._emit(seq, min(n, seq.max_tokens - seq.generated))
         for seq in plan.admitted:
             if not seq.aborted:

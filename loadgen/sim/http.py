@@ -197,11 +197,10 @@ class HttpConnection(asyncio.Protocol):
         self._process()
 
     def eof_received(self) -> bool | None:
-        # Half-close from the client: finish the response in flight (if any), then close.
-        if self._current is None:
-            return None
-        self._current.keep_alive = False
-        return True
+        # The client closed its side: the transport closes and connection_lost aborts the response in flight (its
+        # `on_abort`), as uvicorn does for vLLM and SGLang, whose engines then abort the request. A client gone
+        # mid-stream (a closed tab, `traffic.cancel`) is seen at once, not at the write after next that fails.
+        return None
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True

@@ -48,6 +48,26 @@ class SimProfile:
     #: Order of the waiting queue, as vLLM's ``--scheduling-policy``: ``fcfs``, or ``priority`` (the request body's
     #: ``priority``, lower first, FCFS among equals). Under ``fcfs`` a request's priority is accepted and ignored.
     scheduling_policy: str = "fcfs"
+    #: Quality: the share of a greedy reply's tokens (a request with ``temperature: 0``, OpenAI routes) that differ
+    #: from the baseline's, as a lower-precision model's would. Which positions is drawn per request from the
+    #: simulator's seed, the variant's name and the prompt, so the same request differs at the same positions in
+    #: every run; the truth log records them (``kind: output``).
+    perturb_share: float = 0.0
+    #: A reasoning model: the first ``reasoning_tokens`` generated tokens of a chat reply (at most all of them) are
+    #: its thinking, streamed in ``delta.reasoning_content`` before the answer's ``delta.content``, as vLLM with a
+    #: reasoning parser, SGLang and DeepSeek do (a step that crosses over is sent as two events); the truth log
+    #: records each request's count (``kind: reasoning``). Other routes stream every token as the answer.
+    reasoning_tokens: int = 0
+    #: LoRA adapters served beside the base model, named ``adapter-0`` … (0: none; any ``model`` is then the base).
+    #: With adapters, another name is a 404, as vLLM answers it (loadgen/sim/lora.py).
+    lora_adapters: int = 0
+    #: Adapters loaded at once (vLLM ``--max-loras``): a request for another evicts the least recently used one that
+    #: no running sequence uses, or waits.
+    max_loras: int = 1
+    #: Loading an adapter: added to the step that admits its request (the whole batch waits, as in vLLM's step).
+    lora_load_ms: float = 100.0
+    #: Extra cost per step per distinct adapter in the batch.
+    lora_ms_per_adapter: float = 0.5
     description: str = ""
 
     def __post_init__(self) -> None:
@@ -61,6 +81,12 @@ class SimProfile:
             raise ValueError(f"profile {self.name!r}: spec_k must be >= 1")
         if not 0.0 <= self.spec_acceptance <= 1.0:
             raise ValueError(f"profile {self.name!r}: spec_acceptance must be within [0, 1]")
+        if not 0.0 <= self.perturb_share <= 1.0:
+            raise ValueError(f"profile {self.name!r}: perturb_share must be within [0, 1]")
+        if self.reasoning_tokens < 0:
+            raise ValueError(f"profile {self.name!r}: reasoning_tokens must be >= 0")
+        if self.lora_adapters < 0 or self.max_loras < 1 or min(self.lora_load_ms, self.lora_ms_per_adapter) < 0:
+            raise ValueError(f"profile {self.name!r}: lora_adapters must be >= 0, max_loras >= 1, LoRA costs >= 0")
         if self.scheduling_policy not in ("fcfs", "priority"):
             raise ValueError(f"profile {self.name!r}: scheduling_policy must be fcfs or priority")
         costs = (self.prefill_ms_per_1k_tokens, self.decode_base_ms, self.decode_ms_per_seq, self.decode_ms_per_1k_ctx)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import time
 import uuid
 from collections.abc import Mapping
@@ -24,6 +25,7 @@ from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from loadgen.registry import Registry
+from loadgen.sim.discovery import DISCOVERY_PATHS, discovery_body
 from loadgen.sim.engine import Engine, RequestTooLargeError, SimSequence
 from loadgen.sim.faults import (
     ERROR_EVENT,
@@ -39,9 +41,10 @@ from loadgen.sim.faults import (
     FaultPlan,
     FaultSpec,
 )
-from loadgen.sim.framings import DEFAULT_MAX_TOKENS, FRAMINGS, ApiError, Framing, SimRequest
+from loadgen.sim.framings import DEFAULT_MAX_TOKENS, FRAMINGS, ApiError, Framing, SimRequest, greedy_offset
 from loadgen.sim.http import Request, Response, serve_http
-from loadgen.sim.metrics import E2E_BUCKETS, TTFT_BUCKETS, EngineCollector, FaultCollector
+from loadgen.sim.lora import models_body, resolve_adapter
+from loadgen.sim.metrics import E2E_BUCKETS, TTFT_BUCKETS, EngineCollector, FaultCollector, RequestTimes
 from loadgen.sim.profiles import SimProfile, profile_registry
 from loadgen.sim.truth import TruthLog
 
@@ -136,8 +139,8 @@ class _Stream:
     """
 
     __slots__ = (
-        "server", "response", "framing", "req", "rid", "created", "vocab_offset", "arrival", "first_token",
-        "first_step", "seq", "plan", "hold", "pending", "pending_end", "malformed_sent",
+        "server", "response", "framing", "req", "rid", "created", "vocab_offset", "perturbed", "arrival", "first_token",
+        "first_step", "seq", "plan", "hold", "pending", "pending_end", "malformed_sent", "reasoning_tokens",
     )  # fmt: skip
 
     def __init__(
@@ -150,11 +153,13 @@ class _Stream:
         arrival: float,
         vocab_offset: int,
         plan: FaultPlan | None = None,
+        perturbed: frozenset[int] = frozenset(),
     ) -> None:
         self.server, self.response, self.framing, self.req = server, response, framing, req
         self.rid, self.arrival = rid, arrival
         self.created = int(time.time())
         self.vocab_offset = vocab_offset
+        self.perturbed = perturbed
         self.first_token: float | None = None  # write time of the first token
         self.first_step: float | None = None  # engine time of the step that produced it
         self.seq: SimSequence | None = None
@@ -163,6 +168,7 @@ class _Stream:
         self.pending: list[_Out] = []
         self.pending_end: str | None = None
         self.malformed_sent = False
+        self.reasoning_tokens = min(server.profile.reasoning_tokens, req.max_tokens) if framing.reasoning else 0
 
     @property
     def prompt_tokens(self) -> int:
@@ -305,6 +311,7 @@ class VariantServer:
     ) -> None:
         self.name = name
         self.profile = profile
+        self.seed = seed
         self.engine = Engine(profile, seed=f"{seed}:{name}")  # per-variant stream, stable if variants are added
         # Its own RNG stream: enabling faults must not shift the engine's speculative-decoding draws.
         self.faults = FaultInjector(faults or FaultSpec(), seed=f"{seed}:{name}:faults")
@@ -323,6 +330,7 @@ class VariantServer:
             "vllm:e2e_request_latency_seconds", "Histogram of end to end request latency in seconds.", ["model_name"],
             registry=self.metrics, buckets=E2E_BUCKETS,
         ).labels(name)  # fmt: skip
+        self._times = RequestTimes(self.metrics, name)
 
     async def start(self, host: str, port: int = 0) -> int:
         self.engine.start()
@@ -343,9 +351,16 @@ class VariantServer:
         if stream.first_token is None:
             stream.first_token = t
             self._ttft.observe(t - stream.arrival)
+            scheduled = stream.seq.scheduled_at if stream.seq is not None else None
+            self._times.first_token(stream.arrival, scheduled, t)
+            if self.truth is not None and scheduled is not None:
+                self.truth.scheduled(stream.rid, self.name, scheduled, stream.cached_tokens)
+                if self.profile.lora_adapters and stream.seq is not None:  # the model it asked for, a load it paid
+                    self.truth.adapter(stream.rid, self.name, scheduled, stream.req.model, stream.seq.lora_loaded)
 
     def record_finish(self, stream: _Stream, t: float) -> None:
         self._e2e.observe(t - stream.arrival)
+        self._times.finished(stream.first_token, t)
         if self.truth is not None:
             self.truth.finish(stream.rid, self.name, t)
 
@@ -373,23 +388,13 @@ class VariantServer:
             elif path == "/metrics":
                 response.send(200, generate_latest(self.metrics), CONTENT_TYPE_LATEST, extra)
             elif path == "/v1/models":
-                response.send(200, self._models(), headers=extra)
+                response.send(200, models_body(self.name, self.profile), headers=extra)
+            elif path in DISCOVERY_PATHS:  # what vLLM, TGI and Ollama answer about themselves
+                response.send(200, discovery_body(path, self.name, self.profile) or b"{}", headers=extra)
             else:
                 raise ApiError(404, f"no route for {path}", "NotFound")
         except ApiError as e:
             response.send(e.status, (framing or _OPENAI).error_body(e.status, e.message, e.type), headers=extra)
-
-    def _models(self) -> bytes:
-        model = {
-            "id": self.name,
-            "object": "model",
-            "created": int(time.time()),
-            "owned_by": "loadgen-sim",
-            "root": self.name,
-            "max_model_len": self.profile.kv_cache_tokens,
-            "description": self.profile.description,
-        }
-        return orjson.dumps({"object": "list", "data": [model]})
 
     def _generate(self, request: Request, response: Response, rid: str, framing: Framing) -> None:
         try:
@@ -399,24 +404,42 @@ class VariantServer:
         if not isinstance(body, dict):
             raise ApiError(400, "request body must be a JSON object")
         req = framing.parse(body)
+        adapter = resolve_adapter(self.profile, self.name, req.model)  # a LoRA adapter's name, or the base's ""
         req.model = req.model or self.name
 
         plan = self.faults.draw(req.max_tokens, req.stream)
         if plan is not None and plan.reply is not None:
             if self.truth is not None:
-                self.truth.arrival(rid, self.name, request.arrival)
+                self.truth.arrival(rid, self.name, request.arrival, request.headers.get("traceparent", ""))
             self._fault_reply(response, rid, plan, framing)
             return
-        s = _Stream(self, response, framing, req, rid, request.arrival, self._requests, plan)
+        offset, perturbed = self._requests, frozenset[int]()
+        if req.greedy:
+            offset, perturbed = self._greedy_output(req)
+            if self.truth is not None:
+                self.truth.output(rid, self.name, request.arrival, perturbed)
+        s = _Stream(self, response, framing, req, rid, request.arrival, offset, plan, perturbed)
+        if self.truth is not None and (s.reasoning_tokens or req.tool_call or req.tool_result):  # thinking; tools
+            self.truth.reply(rid, self.name, request.arrival, s.reasoning_tokens, req.tool_call, req.tool_result)
         self._requests += 1
         try:
-            s.seq = self.engine.submit(rid, req.words, req.max_tokens, s, req.priority)
+            s.seq = self.engine.submit(rid, req.words, req.max_tokens, s, req.priority, adapter)
         except RequestTooLargeError as e:
             raise ApiError(framing.invalid_status, str(e)) from None
         if self.truth is not None:
-            self.truth.arrival(rid, self.name, request.arrival)
+            self.truth.arrival(rid, self.name, request.arrival, request.headers.get("traceparent", ""))
         response.on_abort = s.abort
         s.begin()
+
+    def _greedy_output(self, req: SimRequest) -> tuple[int, frozenset[int]]:
+        """A greedy reply's vocabulary offset (the prompt's) and the positions this variant changes: each of the
+        `max_tokens` positions with probability `perturb_share`, drawn from the seed, the variant and the prompt."""
+        offset, digest = greedy_offset(req.words)
+        share = self.profile.perturb_share
+        if share <= 0.0:
+            return offset, frozenset()
+        draw = random.Random(f"{self.seed}:{self.name}:{digest}").random
+        return offset, frozenset(i for i in range(req.max_tokens) if draw() < share)
 
     def _fault_reply(self, response: Response, rid: str, plan: FaultPlan, framing: Framing) -> None:
         """Answer with the error status ``plan.reply`` instead of running the request (after ``slow_headers_s``)."""

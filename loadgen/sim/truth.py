@@ -20,7 +20,9 @@ from typing import IO
 
 import orjson
 
-# (kind, rid, variant, t, n, fault) -- n is 0 except for tokens, fault is "" except for injected faults.
+# (kind, rid, variant, t, n, fault) -- n is 0 except for tokens, reasoning, the cached tokens of `scheduled` and an
+# adapter's load (1: paid); fault is an injected fault's name, an arrival's `traceparent` header (when the request
+# carried one) or an adapter record's model, else "".
 _Record = tuple[str, str, str, float, int, str]
 
 
@@ -44,11 +46,47 @@ class TruthLog:
     def token(self, rid: str, variant: str, t: float, n: int) -> None:
         self._buf.append(("token", rid, variant, t, n, ""))
 
-    def arrival(self, rid: str, variant: str, t: float) -> None:
-        self._buf.append(("arrival", rid, variant, t, 0, ""))
+    def arrival(self, rid: str, variant: str, t: float, traceparent: str = "") -> None:
+        """A request arrived; `traceparent`: the W3C trace header it carried ("": none), the ids its spans join."""
+        self._buf.append(("arrival", rid, variant, t, 0, traceparent))
+
+    def scheduled(self, rid: str, variant: str, t: float, cached: int = 0) -> None:
+        """When the engine admitted the request (its queue time ends, its prefill begins), and how many of its
+        prompt tokens the prefix cache held then."""
+        self._buf.append(("scheduled", rid, variant, t, cached, ""))
+
+    def adapter(self, rid: str, variant: str, t: float, model: str, loaded: bool) -> None:
+        """A variant serving LoRA adapters admitted the request at `t`: the model it asked for (an adapter's name, or
+        the base model's), and whether its admission loaded that adapter (its step paid the profile's load time)."""
+        self._buf.append(("adapter", rid, variant, t, int(loaded), model))
 
     def finish(self, rid: str, variant: str, t: float) -> None:
         self._buf.append(("finish", rid, variant, t, 0, ""))
+
+    def output(self, rid: str, variant: str, t: float, perturbed: frozenset[int]) -> None:
+        """A greedy request (``temperature: 0``): the reply's positions that differ from the baseline's (the
+        profile's ``perturb_share``), carried in the record's text field until written."""
+        self._buf.append(("output", rid, variant, t, 0, ",".join(map(str, sorted(perturbed)))))
+
+    def reasoning(self, rid: str, variant: str, t: float, n: int) -> None:
+        """A reasoning profile's request: its first ``n`` tokens are thinking (``reasoning_content``)."""
+        self._buf.append(("reasoning", rid, variant, t, n, ""))
+
+    def reply(self, rid: str, variant: str, t: float, reasoning: int, tool_call: str, tool_result: str = "") -> None:
+        """What the reply is made of beyond plain content: its first ``reasoning`` tokens thinking (0: none), and
+        ``tool_call`` the function it calls instead of answering ("": none); ``tool_result``: the id of the tool call
+        whose result the request sent back (``role: tool``; "": none)."""
+        if reasoning:
+            self.reasoning(rid, variant, t, reasoning)
+        if tool_call:
+            self.tool_call(rid, variant, t, tool_call)
+        if tool_result:
+            self._buf.append(("tool_result", rid, variant, t, 0, tool_result))
+
+    def tool_call(self, rid: str, variant: str, t: float, name: str) -> None:
+        """An OpenAI chat request with tools answered by a call of function ``name`` instead of content: every token
+        of its reply after the thinking is a ``delta.tool_calls`` piece (``TruthRequest.first_tool_call``)."""
+        self._buf.append(("tool_call", rid, variant, t, 0, name))
 
     def abort(self, rid: str, variant: str, t: float) -> None:
         self._buf.append(("abort", rid, variant, t, 0, ""))
@@ -84,10 +122,28 @@ class TruthLog:
         dumps = orjson.dumps
         lines = []
         for kind, rid, variant, t, n, fault in batch:
-            if kind == "token":
+            if kind == "token" or kind == "reasoning":
                 rec: dict[str, object] = {"rid": rid, "variant": variant, "t": t, "n": n, "kind": kind}
             elif kind == "fault":
                 rec = {"rid": rid, "variant": variant, "kind": kind, "fault": fault, "t": t}
+            elif kind == "arrival" and fault:
+                rec = {"rid": rid, "variant": variant, "kind": kind, "t": t, "traceparent": fault}
+            elif kind == "scheduled":
+                rec = {"rid": rid, "variant": variant, "kind": kind, "t": t, "cached": n}
+            elif kind == "tool_call":
+                rec = {"rid": rid, "variant": variant, "kind": kind, "t": t, "tool": fault}
+            elif kind == "tool_result":
+                rec = {"rid": rid, "variant": variant, "kind": kind, "t": t, "tool_call_id": fault}
+            elif kind == "adapter":
+                rec = {"rid": rid, "variant": variant, "kind": kind, "t": t, "model": fault, "lora_load": bool(n)}
+            elif kind == "output":
+                rec = {
+                    "rid": rid,
+                    "variant": variant,
+                    "kind": kind,
+                    "t": t,
+                    "perturbed": [int(i) for i in fault.split(",") if i],
+                }
             else:
                 rec = {"rid": rid, "variant": variant, "kind": kind, "t": t}
             lines.append(dumps(rec))
@@ -117,16 +173,47 @@ class TruthRequest:
     rid: str
     variant: str
     arrival: float | None = None
+    scheduled: float | None = None
+    #: Prompt tokens the prefix cache held when the engine admitted it (0: none, or no prefix caching).
+    cached_tokens: int = 0
     finish: float | None = None
     aborted: bool = False
     chunk_times: list[float] = field(default_factory=list)
     chunk_tokens: list[int] = field(default_factory=list)
     #: Injected faults, in the order they took effect (``loadgen.sim.faults.FAULT_NAMES``).
     faults: list[str] = field(default_factory=list)
+    #: A greedy request (``temperature: 0``), and its reply's token positions that differ from the baseline's.
+    greedy: bool = False
+    perturbed: list[int] = field(default_factory=list)
+    #: A reasoning profile's request: how many of its first tokens were thinking (``reasoning_content``).
+    reasoning_tokens: int = 0
+    #: The W3C ``traceparent`` header the request arrived with (None: it carried none).
+    traceparent: str | None = None
+    #: A variant serving LoRA adapters: the model it asked for (an adapter's name or the base model's; None: the
+    #: variant serves none, or it was never admitted), and whether its admission paid the adapter's load.
+    model: str | None = None
+    lora_load: bool = False
+
+    #: The function the reply called instead of answering (OpenAI chat with tools), None: it called none.
+    tool_call: str | None = None
+    #: The id of the tool call whose result (``role: tool``) the request sent back, None: it sent none.
+    tool_result: str | None = None
 
     @property
     def output_tokens(self) -> int:
         return sum(self.chunk_tokens)
+
+    @property
+    def first_tool_call(self) -> float | None:
+        """The write of the reply's first tool-call piece: its first token chunk past the thinking (None: no call)."""
+        if self.tool_call is None:
+            return None
+        seen = 0
+        for t, n in zip(self.chunk_times, self.chunk_tokens, strict=True):
+            seen += n
+            if seen > self.reasoning_tokens:
+                return t
+        return None
 
     @property
     def first_token(self) -> float | None:
@@ -161,6 +248,10 @@ def load_truth(path: Path | str, variant: str | None = None) -> dict[str, TruthR
                 req.chunk_tokens.append(rec["n"])
             elif kind == "arrival":
                 req.arrival = rec["t"]
+                req.traceparent = rec.get("traceparent", req.traceparent)
+            elif kind == "scheduled":
+                req.scheduled = rec["t"]
+                req.cached_tokens = rec.get("cached", 0)
             elif kind == "finish":
                 req.finish = rec["t"]
             elif kind == "abort":
@@ -168,4 +259,14 @@ def load_truth(path: Path | str, variant: str | None = None) -> dict[str, TruthR
                 req.finish = rec["t"]
             elif kind == "fault":
                 req.faults.append(rec["fault"])
+            elif kind == "output":
+                req.greedy, req.perturbed = True, list(rec["perturbed"])
+            elif kind == "reasoning":
+                req.reasoning_tokens = rec["n"]
+            elif kind == "tool_call":
+                req.tool_call = rec["tool"]
+            elif kind == "tool_result":
+                req.tool_result = rec["tool_call_id"]
+            elif kind == "adapter":
+                req.model, req.lora_load = rec["model"], rec["lora_load"]
     return out

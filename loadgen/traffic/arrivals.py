@@ -32,6 +32,10 @@ request of the open-loop stream, so arrival k is the same request at the same of
 (a Locust user), queues it when every sender is busy (``late``: the next free sender takes it, lagging) or drops
 it (``drop``), and hands back what was never sent when the run stops.
 
+A trace (``kind: trace``, ``ArrivalSchedule.offsets``): the trace's own send times, split round robin like
+``constant`` (row k to worker k mod W), so its bursts are the target's; loadgen/traffic/scenario_schedule.py reads
+them from the file.
+
 Stages of rates (``ArrivalSchedule.profile``, see ``rate_profile``): the same kinds, drawn at rate 1 and stretched
 in time by the rate of the moment.
 
@@ -125,6 +129,10 @@ def constant(rate: float, seed: int = 0) -> Iterator[float]:
     return (k / rate for k in count(1))
 
 
+def _trace_times(rate: float, burstiness: float, seed: int) -> Iterator[float]:
+    raise ValueError("a trace's times come from its file: ArrivalSchedule(kind='trace', offsets=...)")
+
+
 def _accumulate_gaps(gap: Callable[[float], float], rate: float) -> Iterator[float]:
     t = 0.0
     while True:
@@ -176,6 +184,13 @@ def arrival_kinds() -> Registry[ArrivalKind]:
             "round_robin",
             False,
         ),
+        ArrivalKind(
+            "trace",
+            "The times of a trace's rows (traffic.trace), scaled and windowed; its rate is theirs.",
+            _trace_times,
+            "round_robin",
+            False,
+        ),
     )
     for kind in kinds:
         registry.register(kind.name, kind)
@@ -192,6 +207,8 @@ class ArrivalSchedule:
     burstiness: float = 1.0
     # Rates that change over the run (stages); `rate` is then their mean, and the schedule ends with the last stage.
     profile: RateProfile | None = None
+    # kind "trace": the send times themselves (sorted), and `rate` their count over the trace window's span.
+    offsets: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
         try:
@@ -200,6 +217,8 @@ class ArrivalSchedule:
             raise ValueError(str(exc)) from None
         _check_rate(self.rate)
         _check_burstiness(self.burstiness)
+        if (self.kind == "trace") != (self.offsets is not None):
+            raise ValueError("a trace schedule, and only one, gives its send times (offsets)")
         if not kind.uses_burstiness and self.burstiness != 1:
             raise ValueError(
                 f"burstiness applies to 'gamma' only; {self.kind!r} has none (got {self.burstiness!r}; "
@@ -234,7 +253,10 @@ def schedule_arrivals(
     splits). Over all workers the pairs are exactly those of ``workers=1``."""
     _check_worker(worker, workers)
     kind = arrival_kinds().get(schedule.kind)
-    if schedule.profile is None:
+    times: Iterator[tuple[int, float]]
+    if schedule.offsets is not None:
+        times = enumerate(schedule.offsets)
+    elif schedule.profile is None:
         times = enumerate(kind.times(schedule.rate, schedule.burstiness, seed))
     else:  # drawn at rate 1, stretched by the stages' rates (time rescaling)
         times = enumerate(schedule.profile.rescale(kind.times(1.0, schedule.burstiness, seed)))

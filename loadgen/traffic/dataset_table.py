@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from loadgen.traffic.datasets import Dataset
+    from loadgen.traffic.references import Reference
     from loadgen.traffic.tokenizer import PromptTokenizer
 
 __all__ = ["LENGTH_CLASSES", "DatasetTable", "length_class"]
@@ -54,7 +55,7 @@ class DatasetTable:
         n = len(dataset.records) if sample is None else sample
         ordered = sample_dataset(dataset, n, seed, replace=replace).records
         count: Callable[[str], int] = tokenizer.count if tokenizer is not None else _words
-        rows: list[tuple[str, str, str, tuple[dict[str, str], ...] | None, int, int]] = []
+        rows: list[tuple[str, str, str, tuple[dict[str, str], ...] | None, int, int, Reference | None]] = []
         for record in ordered:
             out = record.output_tokens if record.output_tokens is not None else default_output_tokens
             if out is None:
@@ -67,5 +68,5 @@ class DatasetTable:
                 prompt = "\n".join(texts[1:] if system else texts)
                 messages = tuple({"role": m.role, "content": m.content} for m in record.messages)
             tokens = sum(count(text) for text in record.texts())
-            rows.append((length_class(tokens), system, prompt, messages, tokens, out))
+            rows.append((length_class(tokens), system, prompt, messages, tokens, out, record.reference))
         self.rows = rows

@@ -38,6 +38,7 @@ from typing import Any
 import orjson
 
 from loadgen.config.errors import ConfigError, ConfigIssue, describe_value
+from loadgen.traffic.references import Reference, reference_of
 
 __all__ = [
     "ROLES",
@@ -65,7 +66,7 @@ _SHAREGPT_ROLES = MappingProxyType(
         "system": "system",
     }
 )
-_SIMPLE_FIELDS = ("prompt", "messages", "output_tokens")
+_SIMPLE_FIELDS = ("prompt", "messages", "output_tokens", "expected", "match")
 _MESSAGE_FIELDS = ("role", "content")
 _TURN_FIELDS = ("from", "value")
 # Past this many malformed rows the rest are counted, not listed: the first few are enough to fix a generator.
@@ -91,6 +92,7 @@ class DatasetRecord:
     messages: tuple[Message, ...] | None
     output_tokens: int | None  # None: the row does not say; let the mix or the server decide
     output_tokens_estimated: bool = False  # True: words of a ShareGPT reply, not a count the row gave
+    reference: Reference | None = None  # `expected` / `match`: the answer a reply is judged against (quality:)
 
     def texts(self) -> tuple[str, ...]:
         if self.prompt is not None:
@@ -276,15 +278,24 @@ def _record(value: Any, line: int, index: int) -> DatasetRecord | str:
         prompt = value["prompt"]
         if not isinstance(prompt, str) or not prompt:
             raise _RowError("prompt", f"expected a non-empty string, got {describe_value(prompt)}")
-        return DatasetRecord(line, index, prompt, None, output_tokens)
+        return DatasetRecord(line, index, prompt, None, output_tokens, reference=_reference(value))
     if "messages" in value:
-        return DatasetRecord(line, index, None, _messages(value["messages"]), output_tokens)
+        return DatasetRecord(
+            line, index, None, _messages(value["messages"]), output_tokens, reference=_reference(value)
+        )
     fields = ", ".join(repr(key) for key in value) or "none"
     raise _RowError(
         "",
         "expected 'prompt' (a string), 'messages' (a list of {role, content}) or ShareGPT 'conversations'; "
         f"the row's fields: {fields}",
     )
+
+
+def _reference(row: dict[str, Any]) -> Reference | None:
+    try:
+        return reference_of(row)
+    except ValueError as e:
+        raise _RowError(*e.args) from None
 
 
 def _output_tokens(row: dict[str, Any]) -> int | None:

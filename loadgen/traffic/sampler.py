@@ -37,7 +37,8 @@ tokens), counted once when the sampler is built.
 A scenario's priority classes (``traffic.classes``) are drawn by share from one more hash of (seed, stream,
 index), apart from every other draw: the same request gets the same prompt, lengths and mix with classes or without,
 and the same class from every sampler of the scenario, so variants and worker counts stay paired. A session's turns
-keep the class of the request that opened it.
+keep the class of the request that opened it. A mix's images (``images``, traffic/images.py) are drawn the same way,
+from a hash of their own: references to a pool of data URLs encoded once per sampler.
 
 Generation runs on the load generator's event loop before every request, so it is a few slices of one
 precomputed string, not a loop over words.
@@ -59,11 +60,16 @@ from loadgen.config.scenario import MixDef
 from loadgen.config.traffic import MIN_QUESTION_TOKENS, Sessions
 from loadgen.traffic.code_text import CodeBlock, code_block
 from loadgen.traffic.dataset_table import LENGTH_CLASSES, DatasetTable, length_class
+from loadgen.traffic.images import image_plans
 from loadgen.traffic.mixes import resolve_mixes
+from loadgen.traffic.replay import replay_rows
+from loadgen.traffic.trace_file import trace_of
+from loadgen.traffic.trace_table import TraceTable
 from loadgen.traffic.words import WORDS
 
 if TYPE_CHECKING:
     from loadgen.config.scenario import Scenario
+    from loadgen.traffic.references import Reference
     from loadgen.traffic.tokenizer import PromptTokenizer
 
 __all__ = ["LENGTH_CLASSES", "WORDS", "DatasetTable", "RequestSampler", "RequestSpec", "length_class", "sampler_for"]
@@ -103,6 +109,10 @@ class RequestSpec:
     # Its priority class (`traffic.classes`; a session's turns all keep their opening request's); "": the
     # scenario has none, so every request is of the one implicit class.
     priority_class: str = ""
+    # A dataset row's reference answer (`expected`), judged against the reply where replies are kept (`quality:`).
+    reference: Reference | None = None
+    # Its images as data URLs (the pool's shared strings; `images` of its mix); None: its mix carries none.
+    images: tuple[str, ...] | None = None
 
 
 # With a tokenizer, the request's tag is this many pool words (fewer when the prompt has fewer tokens).
@@ -209,13 +219,13 @@ class RequestSampler:
         seed: int,
         stream: int = 0,
         tokenizer: PromptTokenizer | None = None,
-        datasets: dict[str, DatasetTable] | None = None,
+        datasets: dict[str, DatasetTable | TraceTable] | None = None,
         sessions: dict[str, Sessions] | None = None,
         classes: dict[str, float] | None = None,
     ) -> None:
-        """``datasets``: mixes replayed from a dataset, by name (each with a weight, and no entry in ``mixes``).
-        ``sessions``: the mixes sent as multi-turn sessions, by name. ``classes``: priority classes by name, each
-        with its share (None or empty: no classes)."""
+        """``datasets``: mixes replayed from a dataset or a trace, by name (each with a weight, and no entry in
+        ``mixes``). ``sessions``: the mixes sent as multi-turn sessions, by name. ``classes``: priority classes by
+        name, each with its share (None or empty: no classes)."""
         datasets = datasets or {}
         if not weights:
             raise ValueError("no mixes to draw from: weights is empty")
@@ -236,10 +246,13 @@ class RequestSampler:
         # Sorted, so the stream does not depend on the order mixes were listed in.
         names = sorted(weights)
         self._mix_cum = list(accumulate(weights[name] for name in names))
-        self._tables: list[_MixTable | DatasetTable] = []
+        self._tables: list[_MixTable | DatasetTable | TraceTable] = []
         for name in names:
             if name in datasets:
-                self._tables.append(datasets[name])
+                replayed = datasets[name]
+                if isinstance(replayed, TraceTable) and tokenizer is not None:
+                    replayed.overhead = tokenizer.chat_template_overhead(system=False)
+                self._tables.append(replayed)
                 continue
             mix = mixes[name]
             # Depends on the seed and mix only, not the stream: every worker and user shares the prefix.
@@ -281,6 +294,7 @@ class RequestSampler:
         several = len(self._class_names) > 1
         self._class_cum = list(accumulate((classes or {})[n] for n in self._class_names)) if several else []
         self._only_class = self._class_names[0] if len(self._class_names) == 1 else ""
+        self._image_plans = image_plans({n: mixes[n] for n in names if n not in datasets}, seed)
 
     def _offset(self, stream: int) -> int:
         """Where stream ``stream`` starts in the dataset rows (one offset for all of them: a 64-bit draw)."""
@@ -323,16 +337,24 @@ class RequestSampler:
             spec.priority_class = self._class_names[_pick(int.from_bytes(d_class, "big"), self._class_cum)]
         elif self._only_class:
             spec.priority_class = self._only_class
+        if self._image_plans and spec.mix in self._image_plans:  # a draw of its own too
+            spec.images = self._image_plans[spec.mix].draw(f"{self._prefix}{index}")
         return spec
 
     def _spec_at(self, index: int) -> RequestSpec:
         digest = hashlib.blake2b(f"{self._prefix}{index}".encode(), digest_size=_DRAWS.size).digest()
         d_mix, d_bucket, d_len, d_out, d_start, d_tag = _DRAWS.unpack(digest)
         table = self._tables[_pick(d_mix, self._mix_cum)]
+        if isinstance(table, TraceTable):
+            # The open-loop stream (0) walks the trace in order, row k at arrival k; other streams start apart.
+            row = index % len(table) if self.stream == 0 else (self._row_offset + index) % len(table)
+            bucket, tokens, out, shared = table.parts(row)
+            prompt = table.prompt(row, self._words, self._window, _BLOCK_WORDS)
+            return RequestSpec(index, table.name, bucket, "", prompt, tokens, out, shared_prefix_tokens=shared)
         if isinstance(table, DatasetTable):
             rows = table.rows
-            bucket, system, prompt, messages, tokens, out = rows[(self._row_offset + index) % len(rows)]
-            return RequestSpec(index, table.name, bucket, system, prompt, tokens, out, messages)
+            bucket, system, prompt, messages, tokens, out, reference = rows[(self._row_offset + index) % len(rows)]
+            return RequestSpec(index, table.name, bucket, system, prompt, tokens, out, messages, reference=reference)
         bucket, lo, hi = table.buckets[_pick(d_bucket, table.cum_weights)]
         prompt_tokens = lo + _below(d_len, hi - lo + 1)
         out_lo, out_hi = table.output
@@ -447,9 +469,10 @@ class RequestSampler:
 def sampler_for(scenario: Scenario, stream: int) -> RequestSampler:
     """The request stream ``stream`` of ``scenario``: its mixes, weights and seed."""
     traffic = scenario.traffic
-    replay = traffic.dataset
-    if replay is not None:  # the dataset is no MixDef: resolve the others
-        traffic = traffic.model_copy(update={"mixes": [ref for ref in traffic.mixes if ref.name != replay.name]})
+    replay, trace = traffic.dataset, traffic.trace
+    replayed = {r.name for r in (replay, trace) if r is not None}
+    if replayed:  # a dataset or a trace is no MixDef: resolve the others
+        traffic = traffic.model_copy(update={"mixes": [ref for ref in traffic.mixes if ref.name not in replayed]})
     mixes = resolve_mixes(traffic)
     weights = {ref.name: ref.weight for ref in scenario.traffic.mixes}
     tokenizer = None
@@ -457,11 +480,13 @@ def sampler_for(scenario: Scenario, stream: int) -> RequestSampler:
         from loadgen.traffic.tokenizer import load_tokenizer
 
         tokenizer = load_tokenizer(scenario.tokenizer)  # loaded (and checked) once per process, at validation
-    datasets: dict[str, DatasetTable] = {}
+    datasets: dict[str, DatasetTable | TraceTable] = {}
+    if trace is not None:
+        datasets[trace.name] = TraceTable(trace.name, trace_of(trace), trace.block_tokens)  # read by the preflight
     if replay is not None:
         table = DatasetTable(
             replay.name,
-            replay.rows(),  # read when the scenario was validated
+            replay_rows(replay),  # read once per process, by the preflight step before load
             scenario.seed,
             replay.default_output_tokens,
             replay.sample,

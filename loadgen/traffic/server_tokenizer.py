@@ -20,7 +20,6 @@ is a configuration error (exit 2 before any load) naming `tokenizer` and the URL
 
 from __future__ import annotations
 
-import os
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
@@ -130,6 +129,5 @@ def check_tokenizer(value: str, variants: Sequence[Any]) -> bool:
         load_tokenizer(value).one_token_words()
     elif variants:
         v = variants[0]
-        key = os.environ.get(v.api_key_env or "", "")
-        server_tokenizer(v.base_url, v.model, {**v.headers, **({"Authorization": f"Bearer {key}"} if key else {})})
+        server_tokenizer(v.base_url, v.model, {**v.headers, **v.credential_headers()})
     return True

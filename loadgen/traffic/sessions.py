@@ -14,13 +14,18 @@ chat template's markers per added message elsewhere (the report states turn 1's 
 ``shared_prefix_tokens`` of a follow-up is the previous turn's prompt: the server has seen it word for word, so a
 prefix cache can serve it.
 
+An agentic session (a session mix with ``tools``): a turn whose reply was a tool call is followed by the call as the
+assistant's message (``tool_calls``: its id, name and arguments as streamed) and the tool's result (``role: tool``,
+``tool_call_id`` the call's) in place of the next user message; the result's text is the follow-up message the
+turn would have sent (same seeded words and length).
+
 Pure state on the hot path (a list of messages grows by two per turn): no I/O, no sleeping; the Locust user sends
 the turns and waits the think time between them.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 from loadgen.traffic.sampler import RequestSpec
 
@@ -62,17 +67,27 @@ class Conversation:
         """Whether the last turn handed out is the session's last."""
         return self._last.turn >= self.first.turns
 
-    def reply(self, text: str, tokens: int) -> RequestSpec | None:
-        """The next turn, after the reply ``text`` (``tokens`` long, by the server's count) to the last one."""
+    def reply(self, text: str, tokens: int, tool_call: dict[str, str] | None = None) -> RequestSpec | None:
+        """The next turn, after the reply ``text`` (``tokens`` long, by the server's count) to the last one, or
+        after its ``tool_call`` ({id, name, arguments}: the next turn sends the tool's result)."""
         last = self._last
         if last.turn >= self.first.turns:
             return None
         turn = last.turn + 1
         message, words, max_tokens = self._sampler.follow_up(self.first, turn)
-        # A reply the stream kept no text of adds nothing to the history, so it adds no tokens either: the target
-        # counts what is sent.
-        self._messages.append({"role": "assistant", "content": text})
-        self._messages.append({"role": "user", "content": message})
+        # A reply the stream kept no text (or call) of adds nothing to the history, so it adds no tokens either: the
+        # target counts what is sent.
+        called = tool_call is not None and bool(tool_call["id"])
+        if tool_call is not None and called:
+            # The chat API's shapes (content null, a list of calls): the dialect sends the messages as they are.
+            fn = {"name": tool_call["name"], "arguments": tool_call["arguments"]}
+            call = {"id": tool_call["id"], "type": "function", "function": fn}
+            said: dict[str, Any] = {"role": "assistant", "content": text or None, "tool_calls": [call]}
+            self._messages.append(cast(dict[str, str], said))
+            self._messages.append({"role": "tool", "tool_call_id": tool_call["id"], "content": message})
+        else:
+            self._messages.append({"role": "assistant", "content": text})
+            self._messages.append({"role": "user", "content": message})
         first = self.first
         spec = RequestSpec(
             first.index,
@@ -80,8 +95,8 @@ class Conversation:
             first.bucket,
             first.system_prompt,
             # For servers that take one prompt: the conversation after the system prompt, a message a line.
-            "\n".join(m["content"] for m in self._messages[1 if first.system_prompt else 0 :]),
-            last.prompt_tokens + (tokens if text else 0) + words,
+            "\n".join(m["content"] or "" for m in self._messages[1 if first.system_prompt else 0 :]),
+            last.prompt_tokens + (tokens if text or called else 0) + words,
             max_tokens,
             tuple(self._messages),
             shared_prefix_tokens=last.prompt_tokens,

@@ -1,10 +1,11 @@
 """The demo's HTML report in a real browser with the network off: every chart drawn, none empty, no request made.
 
-`loadgen demo` (the simulator, a Locust master and a worker) writes report.html; headless Chromium opens it from
-disk with every request sent to a dead proxy. Each chart must exist as a Chart.js chart with data elements laid out
-and pixels of its series' colours painted, the page must have asked for nothing and logged no error. The same
-browser then draws the charts the demo has no data for (comparison intervals, a sweep's curves, errors over time,
-rendered from the demo's own report.json with those sections added) and a `loadgen trend` page of five reports.
+`loadgen demo` (the simulator, a Locust master and a worker) writes report.html by default and prints its path, as a
+newcomer sees it; headless Chromium opens the file the demo named, from disk, with every request sent to a dead
+proxy. Each chart must exist as a Chart.js chart with data elements laid out and pixels of its series' colours
+painted, the page must have asked for nothing and logged no error. The same browser then draws the charts the demo
+has no data for (comparison intervals, a sweep's curves, errors over time, rendered from the demo's own report.json
+with those sections added), a sweep's own page (sweep.html) and a `loadgen trend` page of five reports.
 A page that does make a request is seen to (so the check is not blind).
 """
 
@@ -21,7 +22,7 @@ from typing import Any
 import pytest
 from selenium import webdriver
 
-from loadgen.report.html import render_html
+from loadgen.report.html import render_html, render_sweep_html
 
 from .browser import chart_state, chromium, network_events, severe_console, wait_loaded
 
@@ -35,16 +36,22 @@ DEMO_CHARTS = {
 
 
 @pytest.fixture(scope="module")
-def demo_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def demo_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """The demo's report folder and what it printed (no flag but a short duration and the folder)."""
     out = tmp_path_factory.mktemp("demo")
     proc = subprocess.run(
-        [sys.executable, "-m", "loadgen.cli", "demo", "--duration", "20s", "--report-dir", str(out), "--quiet"],
+        [sys.executable, "-m", "loadgen.cli", "demo", "--duration", "20s", "--report-dir", str(out)],
         capture_output=True,
         text=True,
         timeout=180,
     )
     assert (out / "report.html").exists(), proc.stdout[-2000:] + proc.stderr[-3000:]
-    return out
+    return out, proc.stdout
+
+
+@pytest.fixture(scope="module")
+def demo_dir(demo_run: tuple[Path, str]) -> Path:
+    return demo_run[0]
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +67,8 @@ def _embedded_ids(page: str) -> list[str]:
 
 
 def _open(drv: webdriver.Chrome, path: Path) -> dict[str, dict[str, Any]]:
-    network_events(drv)  # drop what an earlier page logged
+    network_events(drv)  # drop what an earlier page logged (requests and console alike)
+    severe_console(drv)
     drv.get(path.as_uri())
     wait_loaded(drv)
     errors = drv.execute_script("return window.loadgenChartErrors")
@@ -81,8 +89,14 @@ def _assert_drawn(state: dict[str, dict[str, Any]], expected: list[str]) -> None
         assert c["painted"] > 50, f"{cid}: its series' colours are not on the canvas: {c}"
 
 
-def test_the_demo_report_draws_every_chart_offline(demo_dir: Path, browser: webdriver.Chrome) -> None:
+def test_the_demo_report_draws_every_chart_offline(demo_run: tuple[Path, str], browser: webdriver.Chrome) -> None:
+    demo_dir, printed = demo_run
+    # The page the demo told its user to open: its default output, report.html beside report.json and report.md.
+    named = re.search(r"^Open in a browser: (file://\S+)$", printed, re.M)
+    assert named is not None, printed[-2000:]
     page = demo_dir / "report.html"
+    assert named.group(1) == page.resolve().as_uri()
+    assert (demo_dir / "report.json").exists() and (demo_dir / "report.md").exists()
     ids = _embedded_ids(page.read_text(encoding="utf-8"))
     assert set(ids) >= DEMO_CHARTS, ids
     state = _open(browser, page)
@@ -113,6 +127,15 @@ def test_comparison_sweep_and_errors_draw_too(demo_dir: Path, browser: webdriver
     ids = _embedded_ids(page.read_text(encoding="utf-8"))
     assert {"comparison", "time-errors", "sweep-ttft", "sweep-itl", "sweep-e2e"} <= set(ids)
     _assert_drawn(_open(browser, page), ids)
+    # The sweep's own page, as `loadgen sweep` writes it (sweep.html): its knees and the same curves.
+    sweep |= {"scenario": "demo", "plan": {"by": "rate"}, "step_duration_s": 3, "exit_code": 0}
+    own = tmp_path / "sweep.html"
+    own.write_text(render_sweep_html(sweep), encoding="utf-8")
+    ids = _embedded_ids(own.read_text(encoding="utf-8"))
+    assert sorted(ids) == ["sweep-e2e", "sweep-itl", "sweep-ttft"]
+    state = _open(browser, own)
+    _assert_drawn(state, ids)
+    assert state["sweep-ttft"]["datasets"] == 2 and state["sweep-ttft"]["elements"] == 6  # p50 and p99, 3 steps
 
 
 def test_a_trend_of_five_reports_draws_offline(demo_dir: Path, browser: webdriver.Chrome, tmp_path: Path) -> None:
@@ -145,3 +168,30 @@ def test_a_page_that_makes_a_request_is_caught(browser: webdriver.Chrome, tmp_pa
     events = network_events(browser)
     assert any(e.get("url") == "http://example.com/pixel.png" for e in events), events
     assert any(e["method"] == "Network.loadingFailed" for e in events), events  # and the network is off
+
+
+def test_the_request_timeline_draws_its_lanes(demo_dir: Path, browser: webdriver.Chrome) -> None:
+    """The demo's report as it is: one SVG of lanes per variant, every sampled request a lane laid out inside it,
+    each bar a visible box in its colour."""
+    report = json.loads((demo_dir / "report.json").read_text(encoding="utf-8"))
+    expected = {v["name"]: len(v["requests"]) for v in report["request_timeline"]["variants"] if v["requests"]}
+    assert len(expected) == 3 and all(n > 0 for n in expected.values()), expected
+    _open(browser, demo_dir / "report.html")
+    drawn = browser.execute_script(
+        """
+        return [...document.querySelectorAll('svg.request-timeline')].map(svg => {
+          const box = svg.getBoundingClientRect();
+          const bars = [...svg.querySelectorAll('rect')].map(r => r.getBoundingClientRect());
+          const inside = bars.every(b => b.width > 0 && b.height > 0 && b.left >= box.left - 1
+                                         && b.right <= box.right + 1 && b.bottom <= box.bottom + 1);
+          const fills = new Set([...svg.querySelectorAll('rect.ttft, rect.decode')].map(
+            r => getComputedStyle(r).fill));
+          return {variant: svg.dataset.variant, width: box.width, height: box.height,
+                  lanes: svg.querySelectorAll('g.lane').length, bars: bars.length, inside, fills: fills.size};
+        });
+        """
+    )
+    assert {d["variant"]: d["lanes"] for d in drawn} == expected
+    for d in drawn:
+        assert d["width"] > 300 and d["height"] > 50 and d["inside"] and d["bars"] >= d["lanes"], d
+        assert d["fills"] == 2, d  # sent → first token and first token → done, in their two colours

@@ -44,7 +44,7 @@ def _run(tmp_path: Path, url: str, unique: bool) -> tuple[dict[str, Any], list[d
         "traffic": {"mixes": [{"name": "rag-small"}], "custom_mixes": {"rag-small": rag}},
         # One user: the server's 1 thread prefills one batch at a time (measured here: ~5 ms a prompt token on a
         # shared machine), so more users would only queue; the warm-up takes the first, cold request.
-        "load": {"users": 1, "spawn_rate": 1, "duration": "30s", "warmup": "4s"},
+        "load": {"users": 1, "spawn_rate": 1, "duration": "22s", "warmup": "4s"},
         "slos": [],
         "report_dir": str(out / "report"),
     }
@@ -58,7 +58,9 @@ def _run(tmp_path: Path, url: str, unique: bool) -> tuple[dict[str, Any], list[d
 def test_shared_prefixes_are_cached_and_lower_ttft(llama_server: str, tmp_path: Path) -> None:
     shared, shared_records = _run(tmp_path, llama_server, unique=False)
     unique, unique_records = _run(tmp_path, llama_server, unique=True)
-    assert len(shared_records) >= 8 and len(unique_records) >= 8
+    # 18 s measured: ~27 shared and 8-13 unique requests (a unique prefill takes 1.4-2 s on a shared core); the ratio of
+    # the medians is 0.26-0.36 against a bound of 0.8, so six of each decide it.
+    assert len(shared_records) >= 6 and len(unique_records) >= 6
     cached = sorted(r["cached_prompt_tokens"] for r in shared_records)
     cached_unique = sorted(r["cached_prompt_tokens"] for r in unique_records)
     # Same lengths request by request: the server counts the same prompt tokens for the same index.

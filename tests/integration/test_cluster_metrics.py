@@ -121,7 +121,7 @@ def test_an_unreachable_prometheus_is_a_note() -> None:
 def test_the_check_names_each_refused_query_and_sends_the_token(prom: str) -> None:
     cfg = ClusterPrometheus(url=prom, queries={"a": "up", "b": "bad(x", "c": "bad(y"}, bearer_token_env="LG_TOKEN")
     assert check_queries(cfg, {}) == [
-        ("metrics.prometheus.bearer_token_env", "environment variable LG_TOKEN is not set")
+        ("metrics.prometheus.bearer_token_env", "environment variable LG_TOKEN is not set or empty")
     ]
     assert _Prom.seen == []  # nothing asked without the token
     problems = check_queries(cfg, {"LG_TOKEN": "s3cret"})

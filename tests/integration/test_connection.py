@@ -1,6 +1,6 @@
 """The streaming connection against a hand-driven server thread: keep-alive reuse, a server that closed or reset
 an idle keep-alive connection (the request goes again on a fresh one, once), and a connection lost mid-request
-(classified, not retried)."""
+(classified, not retried), a connection that owns its reactor closed by the greenlet its last response woke."""
 
 from __future__ import annotations
 
@@ -9,13 +9,17 @@ import struct
 import threading
 import time
 
+import gevent
 import pytest
+from gevent import get_hub
 
+from loadgen.client import reactor as reactor_module
 from loadgen.client.connection import Endpoint, StreamConnection, TransportError
 from loadgen.measure.records import ErrorKind, RequestRecord
 from loadgen.protocol.accumulator import StreamAccumulator
 from loadgen.protocol.dialects import get_dialect
 
+from .misbehaving import RawServer
 from .wire import read_request
 
 _EVENT = b'data: {"choices":[{"delta":{"content":"hi"}}],"usage":{"completion_tokens":1}}\n\n'
@@ -95,3 +99,30 @@ def test_a_connection_lost_after_the_request_was_read_is_an_error_not_a_retry() 
         server.close()
     assert err.value.error_class == ErrorKind.STREAM_INTERRUPTED
     assert server.accepted == 1
+
+
+def test_a_connection_closing_its_own_reactor_after_its_last_response_leaves_the_hub_quiet(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The reactor wakes the greenlet from its read callback; that greenlet closes the connection and with it the
+    reactor the connection made for itself. The callback, resumed later, must not read the closed epoll set (it did:
+    "I/O operation on closed epoll object" printed by the hub once per request)."""
+
+    def answer(conn: socket.socket) -> bool:
+        conn.sendall(_RESPONSE)
+        return True
+
+    server = RawServer(answer)
+    errors: list[BaseException | None] = []
+    monkeypatch.setattr(get_hub(), "handle_error", lambda context, kind, value, tb: errors.append(value))
+    try:
+        for _ in range(3):
+            conn = StreamConnection(Endpoint(server.base_url), 2.0, 10.0)  # no reactor given: it owns one
+            assert _request(conn).error is None
+            conn.close()
+            # Longer than the callback's re-poll period before the hub runs again: the callback polls on resuming.
+            time.sleep(reactor_module._REPOLL_S * 2)
+            gevent.sleep(0)
+    finally:
+        server.close()
+    assert errors == []

@@ -34,8 +34,8 @@ def _open_loop_run(tmp_path: Path, base_url: str, rate: float, overflow: str) ->
         load={
             "users": 16,
             "spawn_rate": 100,
-            "duration": "14s",
-            "warmup": "2s",
+            "duration": "9s",
+            "warmup": "1s",
             "drain": "5s",
             "arrival": {"kind": "poisson", "rate": rate},
             "overflow": overflow,

@@ -77,10 +77,14 @@ def _check_against_truth(records: list[RequestRecord], truth: dict[str, TruthReq
         assert rec.token_source == "server" and rec.output_tokens == sum(tr.chunk_tokens)
         errors_ms += [(a - b) * 1e3 for a, b in zip(rec.chunk_times, tr.chunk_times, strict=True)]
     # Kernel arrival stamp minus the simulator's write time, on loopback: microseconds, unless the simulator was
-    # descheduled between stamping and writing (a shared CI core). A wrong path is off by a chunk gap (>= 10 ms).
+    # descheduled between stamping and writing (a shared CI core). Such a stall moves a whole engine step's chunks
+    # together (a fresh-clone CI read 2.69 ms on its 12 streams' chunks of one step, past a 2 ms p99). A wrong path
+    # is off by a chunk gap (>= 10 ms, the simulator's step) on most chunks: the median says so, and a tail past
+    # half a step is allowed a couple of stalled steps.
     errors_ms.sort()
     assert errors_ms[0] > -0.05, errors_ms[0]  # never before the write
-    assert errors_ms[len(errors_ms) // 2] < 0.5 and errors_ms[int(0.99 * len(errors_ms))] < 2.0, errors_ms[-10:]
+    assert errors_ms[len(errors_ms) // 2] < 0.5, errors_ms[len(errors_ms) // 2]
+    assert sum(e >= 5.0 for e in errors_ms) <= 0.03 * len(errors_ms), errors_ms[-40:]
     return len(errors_ms)
 
 

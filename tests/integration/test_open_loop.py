@@ -1,8 +1,8 @@
 """Open-loop load end to end against the simulator, on 127.0.0.1.
 
 - 2 workers at R req/s for T s schedule R·T arrivals within 3σ (Poisson: σ = sqrt(R·T)), send them on time (queue
-  delay p99 of a few ms at a rate the senders keep up with), and send both variants the same requests at the same
-  times (paired);
+  delay p50 of a few ms at a rate the senders keep up with, and 95 % within 50 ms), and send both variants the same
+  requests at the same times (paired);
 - one sender per variant at a rate it cannot keep up with: `late` shows the growing lag in queue delay, `drop`
   counts the refused arrivals, and in both every arrival the schedule put in the window is accounted for;
 - the same seed sends the same requests at the same offsets with 1 and with 2 workers (paired replay).
@@ -33,10 +33,13 @@ def test_two_workers_send_the_rate_on_time_and_paired(tmp_path: Path) -> None:
             tmp_path / "s.yaml",
             {"a": sim.base_url("a"), "b": sim.base_url("b")},
             load={"users": 32, "duration": f"{duration:g}s", "arrival": {"kind": "poisson", "rate": rate}},
-            slos=[{"metric": "queue_delay", "stat": "p99", "max_ms": 20}],
-            # The counts, the pairing and the queue delay (its SLO above) are under test, not the generator's trust:
-            # two workers, a master and the simulator on a 2-core CI machine once slipped past the default 5 ms.
-            run_trust={"loop_lag_p99_ms": 200, "schedule_slip_p99_ms": 50},
+            # The queue delay (send lag behind the schedule) is judged below from the records: with users to spare
+            # it stays at the dispatcher's slip (one user short per arrival and it would grow by whole requests,
+            # ~260 ms here). Not by a p99 SLO: ~130 sends a variant make the p99 their second largest, and a
+            # fresh-clone CI read one stall of a worker of 55 ms (two sends of each variant); nor by the default
+            # trust limits, which the same stall trips (two workers, a master and the simulator on 2 cores).
+            slos=[],
+            run_trust={"loop_lag_p99_ms": 200, "schedule_slip_p99_ms": 200},
         )
         proc = run_loadgen(scenario, "--workers", "2", "--raw-records", str(tmp_path / "raw"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -59,9 +62,11 @@ def test_two_workers_send_the_rate_on_time_and_paired(tmp_path: Path) -> None:
         # No warm-up: every sent request is in the window; an arrival unsent at the stop is a failed one.
         assert o["sent"] == g["requests"] - g["errors"].get("not_sent", 0) + g["cut_by_stop"]
         assert o["requested_rate_per_s"] == rate
-        assert qd["p99"] < 20 and qd["count"] == g["ok"]
+        assert qd["p50"] < 10 and qd["count"] == g["ok"]
     rows = read_records(tmp_path / "raw")
     assert rows and all(r["scheduled"] is not None and r["sent"] >= r["scheduled"] for r in rows)
+    late = sorted(r["sent"] - r["scheduled"] for r in rows if r["sent"] - r["scheduled"] > 0.05)
+    assert len(late) <= 0.05 * len(rows), late
     # Paired: on each worker both variants got the same request (index) at the same scheduled time.
     sent = {
         name: {(r["id"].split("-")[1], r["id"].rsplit("-", 1)[1], r["scheduled"]) for r in rows if r["variant"] == name}
@@ -99,6 +104,9 @@ def test_the_same_seed_sends_the_same_stream_with_one_and_with_two_workers(tmp_p
                 {"a": sim.base_url("a")},
                 load={"users": 16, "duration": "3s", "arrival": {"kind": "poisson", "rate": rate}},
                 slos=[],
+                # The stream is under test, not the generator's trust: ~90 arrivals make the slip p99 their
+                # largest, so one stall of a shared 2-core CI machine past the default 5 ms made the run exit 3.
+                run_trust={"loop_lag_p99_ms": 200, "schedule_slip_p99_ms": 200},
             )
             raw = tmp_path / f"w{workers}" / "raw"
             proc = run_loadgen(scenario, "--workers", str(workers), "--raw-records", str(raw))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from collections import Counter
@@ -77,8 +78,10 @@ def test_local_headless(tmp_path: Path, sim: Any, run_time: str | None) -> None:
     report = read_report(tmp_path / "report")
     _check_counts(report, read_records(tmp_path / "raw"))
     assert report["run"]["users_per_variant"] == {"a": 4, "b": 3, "c": 3}
-    # Locust's -t counts from before the users start: the window is what really ran, a little under 4 s.
-    assert 2.5 < report["run"]["window_s"] <= 4.1
+    # Locust's -t counts from before the users start: the window is what really ran, a little under 4 s. Not a
+    # second under: Locust arms -t against the loop's cached clock, which the start-up left ~1 s stale (a fresh-clone
+    # CI ran 2.99 s and was reported stopped early, exit 4) until the plugin refreshed it (locust_plugin/loop_clock.py).
+    assert 3.3 < report["run"]["window_s"] <= 4.1
 
 
 def test_processes_split_users_globally(tmp_path: Path, sim: Any) -> None:
@@ -125,9 +128,42 @@ def _post(url: str, form: dict[str, Any] | None = None) -> dict[str, Any]:
         return orjson.loads(r.read())  # type: ignore[no-any-return]
 
 
+def _stop(url: str) -> None:
+    # Locust's /stop is a POST in its recent releases and a GET up to at least 2.42 (the floor's, tested by the
+    # floors job): either stops the run.
+    try:
+        _post(url + "/stop")
+    except urllib.error.HTTPError as e:
+        if e.code != 405:
+            raise
+        _get(url + "/stop")
+
+
 def _get(url: str) -> dict[str, Any]:
     with urllib.request.urlopen(url, timeout=30) as r:
         return orjson.loads(r.read())  # type: ignore[no-any-return]
+
+
+def _page(url: str) -> tuple[str, str]:
+    """(media type, text) of a page."""
+    with urllib.request.urlopen(url, timeout=30) as r:
+        return r.headers.get_content_type(), r.read().decode()
+
+
+def _check_report_page(url: str, rep: dict[str, Any]) -> None:
+    """The web UI's report so far is the HTML report of `rep` (its figures in its tables), reloading itself only
+    while the run goes on; the Markdown sits beside it."""
+    kind, page = _page(url + "/loadgen/report")
+    assert kind == "text/html" and page.startswith("<!DOCTYPE html>"), page[:200]
+    live = not rep["run"]["finished"]
+    assert ('http-equiv="refresh"' in page) is live and ("<b>Live</b>" in page) is live
+    assert '"charts"' in page and "<script src=" not in page  # the report's own self-contained page
+    if not live:  # the final figures: a live page may hold a few more requests than the report fetched before it
+        for v in rep["variants"]:
+            assert f"<td class=text>{v['name']}" in page
+            assert f"<td>{v['overall']['requests']:,}</td>" in page, v["overall"]["requests"]
+    kind, md = _page(url + "/loadgen/report.md")
+    assert kind == "text/markdown" and md.startswith("# "), md[:200]
 
 
 def _wait_up(url: str, proc: subprocess.Popen[bytes]) -> None:
@@ -173,11 +209,13 @@ def test_web_ui_start_stop_start(tmp_path: Path, sim: Any, workers: int) -> None
             assert live["run"]["lost_workers"] == [], "a live worker is not lost"
             # The live report holds each server's own metrics so far, as the final one does.
             assert all(v["server_metrics"]["samples"] >= 1 for v in live["variants"]), live["variants"]
-            _post(url + "/stop")
+            _check_report_page(url, live)
+            _stop(url)
             deadline = time.monotonic() + 20
             while not (rep := _get(url + "/loadgen/report.json"))["run"]["finished"]:
                 assert time.monotonic() < deadline, "the run never finished"
                 time.sleep(0.2)
+            _check_report_page(url, rep)
             reports.append(rep)
             time.sleep(1.5 if workers else 0.2)  # a stopped worker reports ready again after a moment
     finally:

@@ -14,6 +14,7 @@ health counter is for.
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import ssl
@@ -40,6 +41,7 @@ _os_thread = gevent.monkey.get_original("_thread", "start_new_thread")
 _OSLock = gevent.monkey.get_original("_thread", "allocate_lock")
 
 CHUNKS = 40
+_ISOLATED = "LOADGEN_TEST_RX_STAMPS_ISOLATED"
 GAP_S = 0.010
 
 
@@ -155,6 +157,19 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_chunk_times_are_arrival_times_while_the_loop_is_blocked(
     transport: str, request: pytest.FixtureRequest
 ) -> None:
+    if not os.environ.get(_ISOLATED):
+        # Measured in an interpreter of its own: late in the suite the test process itself held its loop ~380 ms at a
+        # time (every attempt of a fresh-clone CI read that late while the kernel's stamps stayed within 0.1 ms of
+        # the writes and the server thread wrote on time), which measures what earlier tests left, not loadgen.
+        node = f"{Path(__file__).resolve()}::{request.node.name}"
+        run = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", node],
+            env={**os.environ, _ISOLATED: "1"}, cwd=Path(__file__).resolve().parents[2],
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        print(run.stdout[-3000:])
+        assert run.returncode == 0 and "1 passed" in run.stdout, run.stdout[-5000:] + run.stderr[-2000:]
+        return
     certs = request.getfixturevalue("pki") if transport == "tls" else None
     # The blocker holds the loop 8 ms at a time. A read later than 100 ms means the whole VM stalled under the test
     # (seen twice in CI: reads ~380 ms late, and the kernel's own receive processing deferred with it): that
@@ -179,17 +194,28 @@ def test_chunk_times_are_arrival_times_while_the_loop_is_blocked(
     assert all(t >= b - 0.05e-3 for t, b in zip(rec.chunk_times, sent, strict=True))
     assert all(t <= h + 1e-3 for t, h in zip(rec.chunk_times, handled, strict=False))
     assert len(outside) <= CHUNKS // 10, f"(chunk, recorded − before, after − before) in ms: {outside}"
-    # The reactor saw it too: late reads counted, the worst about one stall (a busy machine may add to it).
-    assert reads >= CHUNKS and late >= 3 and 0.005 < worst < 0.040
+    # The reactor saw it too: late reads counted, the worst about one stall (a busy machine may add to it). About one
+    # read a chunk: the same deferred receive processing can hand two chunks to one read (a fresh-clone CI: 38 of 40).
+    assert reads >= CHUNKS - CHUNKS // 10 and late >= 3 and 0.005 < worst < 0.040
 
 
 @linux_only
 def test_a_reader_later_than_the_chunk_gap_gets_the_later_arrival_and_counts_it() -> None:
     """30 ms stalls, 10 ms chunk gaps: chunks pile up and one read carries several; each gets the time the last
     of them arrived (never earlier than its own write, never later than the last write of the read)."""
-    rec, sent, after, _, (reads, late, worst) = _stream_while_blocked(0.030)
+    rec, sent, after, handled, (reads, late, worst) = _stream_while_blocked(0.030)
     errors_ms = [(t - s) * 1e3 for t, s in zip(rec.chunk_times, sent, strict=True)]
-    assert all(b - 0.05e-3 <= t <= a + 31e-3 for t, b, a in zip(rec.chunk_times, sent, after, strict=True)), errors_ms
+    # Never before its write, never after the read that handed it over (the kernel stamped it before any read).
+    assert all(t >= b - 0.05e-3 for t, b in zip(rec.chunk_times, sent, strict=True)), errors_ms
+    assert all(t <= h + 1e-3 for t, h in zip(rec.chunk_times, handled, strict=False)), errors_ms
+    # And within a stall of its write for nearly every chunk: not all, as the kernel at times defers loopback
+    # receive processing (and so its stamp) on this VM (test above; a fresh-clone CI read one past 31 ms).
+    outside = [
+        (i, round((t - b) * 1e3, 3), round((a - b) * 1e3, 3))
+        for i, (t, b, a) in enumerate(zip(rec.chunk_times, sent, after, strict=True))
+        if t > a + 31e-3
+    ]
+    assert len(outside) <= CHUNKS // 10, f"(chunk, recorded − before, after − before) in ms: {outside}"
     assert sum(1 for e in errors_ms if e > 5) >= 5  # coalesced: the limit of one stamp per read
     # A read's stamp is its newest segment's, so the delay it shows is at most about one chunk gap (10 ms).
     assert late >= 5 and worst > 0.005 and reads < CHUNKS + 2

@@ -30,9 +30,11 @@ def test_user_stages_follow_the_shape_and_end_the_run(tmp_path: Path) -> None:
     assert 5.0 < report["run"]["duration_s"] < 9.0 and report["run"]["finished"]
     rows = [r for r in read_records(tmp_path / "raw") if r["done"] is not None]
     start = min(float(r["sent"]) for r in rows)
-    # Sampled every 50 ms: at most 2 in flight in the first stage (after its spawn), 8 and more than 2 in the second.
+    # Sampled every 50 ms: at most 2 in flight in the first stage (after its spawn), 8 and more than 2 in the second
+    # from 1.5 s into it (Locust's shape ticks once a second, then spawns: a floors-job run still had 2 in flight
+    # 1 s in).
     first = [_in_flight(rows, start + 0.5 + i * 0.05) for i in range(40)]
-    second = [_in_flight(rows, start + 4.0 + i * 0.05) for i in range(30)]
+    second = [_in_flight(rows, start + 4.5 + i * 0.05) for i in range(20)]
     assert max(first) <= 2, first
     assert max(second) <= 8 and min(second) > 2, second
 
@@ -51,6 +53,9 @@ def test_rate_stages_send_each_stage_at_its_rate(tmp_path: Path) -> None:
                 },
             },
             slos=[],
+            # The stages' rates are under test, not the generator's trust: a stall of a shared 2-core CI machine
+            # past the default 5 ms slip p99 would exit 3 (tests/integration/test_open_loop.py does the same).
+            run_trust={"loop_lag_p99_ms": 200, "schedule_slip_p99_ms": 200},
         )
         proc = run_loadgen(scenario, "--workers", "1", "--raw-records", str(tmp_path / "raw"))
     assert proc.returncode == 0, proc.stdout + proc.stderr

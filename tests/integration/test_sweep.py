@@ -37,8 +37,9 @@ def test_sweep_ranks_the_knees_by_profile_speed_and_writes_the_curves(tmp_path: 
             # 64 users the arrivals that found none free were dropped and the step was (rightly) judged saturated.
             load={"users": 128, "spawn_rate": 1000, "duration": "60s", "warmup": "0.5s"},
             # The knees, not the generator's trust, are under test here: on 2 cores shared with the simulator, a 40
-            # req/s step of ~90 streams has measured schedule slip p99 of 5–7 ms against the default 5 ms limit.
-            run_trust={"schedule_slip_p99_ms": 25},
+            # req/s step of ~90 streams has measured schedule slip p99 of 5–7 ms against the default 5 ms limit, and a
+            # fresh-clone CI (late in the suite) judged a 20 req/s step untrustworthy at 25 ms. E2E runs ~1.5 s here.
+            run_trust={"schedule_slip_p99_ms": 100, "loop_lag_p99_ms": 200},
             slos=[
                 {"metric": "e2e", "stat": "p99", "max_ms": 1800},
                 {"metric": "queue_delay", "stat": "p99", "max_ms": 200},  # open-loop SLO: the sweep sets arrival
@@ -61,6 +62,7 @@ def test_sweep_ranks_the_knees_by_profile_speed_and_writes_the_curves(tmp_path: 
     # sweep.html: the same curves, self-contained (its chart data embedded, no external script).
     page = (out / "sweep.html").read_text(encoding="utf-8")
     assert "<script src=" not in page and '"charts"' in page and "knee" in page
+    assert f"Open in a browser: {(out / 'sweep.html').resolve().as_uri()}" in proc.stdout
     knees = {v["name"]: v["knee_rate_per_s"] for v in doc["variants"]}
     print("knees:", knees)
     assert knees["baseline"] is not None and knees["int8"] is not None

@@ -48,6 +48,9 @@ def test_sigkilled_worker_is_reported_lost_and_nothing_is_double_counted(tmp_pat
     assert master.returncode in (0, 1), err.decode()[-2000:]
     report = read_report(tmp_path / "report")
     assert len(report["run"]["lost_workers"]) == 1
+    # Its users (6 of 12, closed loop, no think time) were mid-request at its last report: counted, not lost unseen.
+    [lost] = report["run"]["lost_workers"]
+    assert report["run"]["lost_in_flight"].keys() == {lost} and 1 <= report["run"]["lost_in_flight"][lost] <= 6
     assert len(report["run"]["workers"]) == 2
     records = read_records(tmp_path / "raw")
     shards = {p.stem.split("-")[3] for p in (tmp_path / "raw").glob("records-*.jsonl")}

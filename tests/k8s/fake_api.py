@@ -24,10 +24,12 @@ COLLECTIONS = {
     "services": ("Service", "/api/v1"),
     "pods": ("Pod", "/api/v1"),
     "configmaps": ("ConfigMap", "/api/v1"),
+    "secrets": ("Secret", "/api/v1"),
     "serviceaccounts": ("ServiceAccount", "/api/v1"),
     "networkpolicies": ("NetworkPolicy", "/apis/networking.k8s.io/v1"),
     "jobs": ("Job", "/apis/batch/v1"),
     "deployments": ("Deployment", "/apis/apps/v1"),
+    "endpointslices": ("EndpointSlice", "/apis/discovery.k8s.io/v1"),
 }
 
 
@@ -71,6 +73,9 @@ class FakeCluster:
     on_create: Callable[[FakeCluster, str, dict[str, Any]], None] | None = None
     on_scale: Callable[[FakeCluster, str, str, int], None] | None = None
     on_list: Callable[[FakeCluster, str], None] | None = None  # called before each list: time passes
+    # replicas -> how many PATCHes of deployments/scale to that count fail with a 500 before one succeeds
+    scale_failures: dict[int, int] = field(default_factory=dict)
+    proxy_headers: list[dict[str, str]] = field(default_factory=list)  # the headers of each proxied request
     lock: threading.RLock = field(default_factory=threading.RLock)
 
     def put(self, collection: str, obj: dict[str, Any]) -> dict[str, Any]:
@@ -117,6 +122,30 @@ def service(
     return {
         "metadata": {"name": name, "namespace": ns, "labels": labels},
         "spec": {"selector": selector, "ports": ports},
+    }
+
+
+def endpoint_slice(
+    service_name: str,
+    ns: str,
+    ready: list[str],
+    *,
+    not_ready: tuple[str, ...] = (),
+    ports: list[dict[str, Any]] | None = None,
+    name: str | None = None,
+) -> dict[str, Any]:
+    """An EndpointSlice of Service ``service_name`` (labelled ``kubernetes.io/service-name``, as the controller does)
+    with one endpoint per address, Ready or not."""
+    return {
+        "metadata": {
+            "name": name or f"{service_name}-abcde",
+            "namespace": ns,
+            "labels": {"kubernetes.io/service-name": service_name},
+        },
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": [a], "conditions": {"ready": True}} for a in ready]
+        + [{"addresses": [a], "conditions": {"ready": False}} for a in not_ready],
+        "ports": ports if ports is not None else [{"name": "http", "port": 8000, "protocol": "TCP"}],
     }
 
 
@@ -171,6 +200,8 @@ def _handler(cluster: FakeCluster) -> type[BaseHTTPRequestHandler]:
                 return self._status(404, "NotFound")
             coll, name, sub = rest[0], (rest[1] if len(rest) > 1 else None), rest[2:]
             if coll == "services" and name and sub[:1] == ["proxy"]:
+                with cluster.lock:
+                    cluster.proxy_headers.append(dict(self.headers.items()))
                 if cluster.proxy is None:
                     return self._status(503, "ServiceUnavailable")
                 status, ctype, chunks = cluster.proxy(method, ns or "", name, "/".join(sub[1:]), body)
@@ -203,6 +234,9 @@ def _handler(cluster: FakeCluster) -> type[BaseHTTPRequestHandler]:
                 if sub == ["scale"]:
                     if method == "PATCH":
                         replicas = int(body["spec"]["replicas"])
+                        if cluster.scale_failures.get(replicas, 0) > 0:
+                            cluster.scale_failures[replicas] -= 1
+                            return self._status(500, "InternalError")
                         obj["spec"]["replicas"] = replicas
                         if cluster.on_scale:
                             cluster.on_scale(cluster, ns or "", name or "", replicas)

@@ -1,19 +1,24 @@
-"""`loadgen k8s run` creates what the chart renders: the Python builder against a real Helm render (the chart's
-own render path, tests/k8s_chart) for the same values, in both modes, with secrets, metrics and extra args."""
+"""`loadgen k8s run` creates what the chart renders: its objects are the chart's render (loadgen/k8s/run_objects.yaml,
+held fresh by tests/k8s_chart/test_manifests.py) with the run's values put in, and here a real Helm render (the
+chart's own render path, tests/k8s_chart) for the same values is compared with them, field by field, for runs that
+exercise every value a run sets: name, namespace, workers, image (tag, bare, registry port, digest), secrets."""
 
 from __future__ import annotations
 
+import base64
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from loadgen.k8s.objects import CHART_APP_VERSION, DEFAULTS, build_objects, merge_values
+from loadgen.k8s.run import KINDS
+from loadgen.k8s.run_objects import PLACEHOLDERS, RunSpec, build_objects, chart_values, image_ref, rendered
 
 ROOT = Path(__file__).resolve().parents[2]
-CHART = ROOT / "charts" / "loadgen"
-pytest.importorskip("helm_sdkpy", reason="pip install --ignore-requires-python helm-sdkpy (.ci/run does)")
+kubernetes = pytest.importorskip("kubernetes")
+_API_CLASS = {"core": "CoreV1Api", "apps": "AppsV1Api", "batch": "BatchV1Api", "networking": "NetworkingV1Api"}
 
 SCENARIO = {
     "name": "fp8-vs-baseline",
@@ -24,76 +29,148 @@ SCENARIO = {
     "load": {"users": 8, "duration": "1m"},
 }
 CASES = {
-    "headless": {
-        "mode": "headless",
-        "workers": {"replicas": 3, "extraArgs": ["--loglevel", "INFO"]},
-        "headless": {"duration": "2m", "activeDeadlineSeconds": 3600, "serveReports": "5m"},
-        "scenario": SCENARIO,
-        "apiKeySecrets": {"VLLM_API_KEY": {"name": "vllm-api-key", "key": "token"}},
-        "image": {"repository": "registry.example/loadgen", "tag": "1.2.3"},
-        "metrics": {"enabled": True},
-    },
-    "ui": {
-        "mode": "ui",
-        "scenario": SCENARIO | {"report_dir": "elsewhere"},
-        "apiKeySecrets": {"VLLM_API_KEY": {"name": "k", "key": "t"}},
-        "networkPolicy": {"enabled": False},
-    },
+    "tagged": RunSpec(
+        "lg-run",
+        SCENARIO,
+        workers=3,
+        image="registry.example/loadgen:1.2.3",
+        secrets={"VLLM_API_KEY": {"name": "vllm-api-key", "key": "token"}},
+    ),
+    # Every credential source (the master's: Prometheus, and the first variant's with `tokenizer: server`), a
+    # report_dir the chart replaces, a bare image behind a registry port (the chart's tag), the chart's default name.
+    "credentials": RunSpec(
+        "loadgen-0a1b2c",
+        {
+            "variants": [
+                {"name": "gw", "base_url": "http://apim:8080", "model": "m", "headers_from_env": {"api-key": "APIM"}},
+                *SCENARIO["variants"],
+            ],
+            "tokenizer": "server",
+            "report_dir": "elsewhere",
+            "metrics": {
+                "prometheus": {
+                    "url": "http://prometheus:9090",
+                    "queries": {"q": "up"},
+                    "basic_auth_env": {"username": "PU", "password": "PP"},
+                }
+            },
+        },
+        image="localhost:5000/loadgen",
+        secrets={n: {"name": "s", "key": n.lower()} for n in ("APIM", "VLLM_API_KEY", "PU", "PP")},
+    ),
+    "default-image": RunSpec("r", {"variants": [SCENARIO["variants"][0]]}, workers=1),
+    "digest": RunSpec(
+        "r2", {"variants": [SCENARIO["variants"][0]]}, workers=2, image="reg.example/lg@sha256:" + "ab" * 32
+    ),
 }
-# Fields compared: everything the pods run with. Not compared: who made it (helm.sh/chart, managed-by) and the
-# checksum, which hashes the rendered template text (present on both, checked below).
-WHO = ("helm.sh/chart", "app.kubernetes.io/managed-by")
+# Not compared: the checksum, which hashes the rendered template text (present on both, checked below).
 
 
 def _strip(obj: dict[str, Any]) -> dict[str, Any]:
     obj = yaml.safe_load(yaml.safe_dump(obj))  # plain data, ints as ints
-    for meta in [obj["metadata"], ((obj.get("spec") or {}).get("template") or {}).get("metadata") or {}]:
-        for key in WHO:
-            (meta.get("labels") or {}).pop(key, None)
-        notes = meta.get("annotations") or {}
-        for key in [k for k in notes if k.startswith("meta.helm.sh/")]:  # Helm's own bookkeeping
-            del notes[key]
-        if "checksum/config" in notes:
-            notes["checksum/config"] = "present"
-        if "annotations" in meta and not notes:
-            del meta["annotations"]
+    notes = ((obj.get("spec") or {}).get("template") or {}).get("metadata", {}).get("annotations") or {}
+    if "checksum/config" in notes:
+        notes["checksum/config"] = "present"
     if obj["kind"] == "ConfigMap":
         obj["data"] = {k: yaml.safe_load(t) for k, t in obj["data"].items()}
+    if obj["kind"] == "Secret":  # random on both sides: the same key, a 32-character alphanumeric value
+        obj["data"] = {k: len(base64.b64decode(t)) * base64.b64decode(t).isalnum() for k, t in obj["data"].items()}
+    return obj
+
+
+def _helm(obj: dict[str, Any]) -> dict[str, Any]:
+    """Helm's own marks, which `k8s run` (not Helm) does not make: managed-by says loadgen, no meta.helm.sh/*."""
+    meta = obj["metadata"]
+    meta["annotations"] = {k: v for k, v in (meta.get("annotations") or {}).items() if not k.startswith("meta.helm")}
+    if not meta["annotations"]:
+        del meta["annotations"]
+    for m in (meta, ((obj.get("spec") or {}).get("template") or {}).get("metadata") or {}):
+        if "labels" in m:
+            m["labels"]["app.kubernetes.io/managed-by"] = "loadgen"
     return obj
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_the_builder_creates_what_the_chart_renders(case: str, tmp_path: Path) -> None:
+def test_k8s_run_creates_what_the_chart_renders(case: str, tmp_path: Path) -> None:
+    pytest.importorskip("helm_sdkpy", reason="pip install --ignore-requires-python helm-sdkpy (.ci/run does)")
     from tests.k8s_chart.conftest import helm_render
 
-    values = CASES[case]
-    code, doc, err = helm_render(values, tmp_path, release="lg-run")
+    spec = CASES[case]
+    code, doc, err = helm_render(chart_values(spec), tmp_path, release=spec.name, namespace="team-a")
     assert code == 0, err
-    chart = {(o["kind"], o["metadata"]["name"]): _strip(o) for o in doc["created"]}
-    ours = {(o["kind"], o["metadata"]["name"]): _strip(o) for o in build_objects(values, "lg-run", "loadtest")}
-    assert sorted(ours) == sorted(chart)
-    for key in ours:
-        assert ours[key] == chart[key], key
-    labels = {o["metadata"]["name"]: o["metadata"]["labels"] for o in build_objects(values, "lg-run", "loadtest")}
-    assert all(lab["app.kubernetes.io/managed-by"] == "loadgen" for lab in labels.values())
+    chart = [_strip(_helm(o)) for o in doc["created"]]
+    ours = [_strip(o) for o in build_objects(spec, "team-a")]
+    assert [(o["kind"], o["metadata"]["name"]) for o in ours] == [(o["kind"], o["metadata"]["name"]) for o in chart]
+    for mine, theirs in zip(ours, chart, strict=True):
+        assert mine == theirs, (mine["kind"], mine["metadata"]["name"])
+    text = json.dumps(build_objects(spec, "team-a"))
+    assert not [p for p in (PLACEHOLDERS["name"], PLACEHOLDERS["namespace"], str(PLACEHOLDERS["workers"])) if p in text]
 
 
-def test_the_builder_defaults_are_the_charts() -> None:
-    chart_values = yaml.safe_load((CHART / "values.yaml").read_text(encoding="utf-8"))
-
-    def pick(defaults: dict[str, Any], chart: dict[str, Any], path: str) -> None:
-        for key, value in defaults.items():
-            assert key in chart, f"{path}{key} is not a chart value"
-            if isinstance(value, dict) and value and key != "scenario":
-                pick(value, chart[key], f"{path}{key}.")
-            elif key != "scenario":
-                assert chart[key] == value, f"{path}{key}: chart {chart[key]!r}, builder {value!r}"
-
-    pick(DEFAULTS, chart_values, "")
-    assert yaml.safe_load((CHART / "Chart.yaml").read_text(encoding="utf-8"))["appVersion"] == CHART_APP_VERSION
+def test_each_run_gets_fresh_secret_values_and_the_package_holds_none() -> None:
+    packaged = [o for o in rendered()["objects"] if o["kind"] == "Secret"]
+    assert packaged and all(v == "" for o in packaged for v in o["data"].values())
+    spec = CASES["tagged"]
+    tokens = {o["data"]["token"] for _ in range(3) for o in build_objects(spec, "ns") if o["kind"] == "Secret"}
+    assert len(tokens) == 3
 
 
-def test_lists_replace_and_mappings_merge_like_helm() -> None:
-    v = merge_values({"workers": {"replicas": 9}, "extraEnv": [{"name": "A", "value": "1"}]})
-    assert v["workers"]["replicas"] == 9 and v["workers"]["topologySpread"]["enabled"] is True
-    assert v["extraEnv"] == [{"name": "A", "value": "1"}] and DEFAULTS["extraEnv"] == []
+def test_the_scenario_checksum_follows_the_scenario() -> None:
+    def checksum(spec: RunSpec) -> str:
+        (job, *_) = [o for o in build_objects(spec, "ns") if o["kind"] == "Job"]
+        return str(job["spec"]["template"]["metadata"]["annotations"]["checksum/config"])
+
+    one = CASES["default-image"]
+    other = RunSpec(one.name, {**one.scenario, "name": "other"})
+    assert checksum(one) == checksum(RunSpec(one.name, dict(one.scenario))) != checksum(other)
+
+
+def test_k8s_run_knows_how_to_create_and_delete_every_kind_the_chart_renders() -> None:
+    kinds = {o["kind"] for o in rendered()["objects"]}
+    assert kinds == {"NetworkPolicy", "ServiceAccount", "Secret", "ConfigMap", "Service", "Job"}
+    assert kinds <= set(KINDS)
+    for api, name in KINDS.values():
+        for verb in ("create", "delete"):
+            assert callable(getattr(getattr(kubernetes.client, _API_CLASS[api]), f"{verb}_namespaced_{name}"))
+
+
+@pytest.mark.parametrize(
+    ("text", "ref"),
+    [
+        ("", "ghcr.io/loadgen/loadgen:0.1.0"),
+        ("repo", "repo:0.1.0"),
+        ("repo:7", "repo:7"),
+        ("localhost:5000/repo", "localhost:5000/repo:0.1.0"),
+        ("localhost:5000/repo:7", "localhost:5000/repo:7"),
+        ("repo@sha256:" + "0" * 64, "repo@sha256:" + "0" * 64),
+    ],
+)
+def test_image_references_take_the_charts_tag_when_they_have_none(text: str, ref: str) -> None:
+    chart = yaml.safe_load((ROOT / "charts/loadgen/Chart.yaml").read_text(encoding="utf-8"))
+    assert rendered()["chart_image"] == f"ghcr.io/loadgen/loadgen:{chart['appVersion']}"
+    assert image_ref(text, rendered()["chart_image"]) == ref
+
+
+@pytest.mark.parametrize(
+    "scenario",
+    [
+        # A literal credential-like header: the ConfigMap would hold it.
+        {"variants": [{"name": "a", "base_url": "http://a:8000", "model": "m", "headers": {"X-Api-Key": "v"}}]},
+        # A header from the environment with no Secret for its variable.
+        {"variants": [{"name": "a", "base_url": "http://a:8000", "model": "m", "headers_from_env": {"api-key": "K"}}]},
+        # Prometheus credentials with no Secret (the master's env).
+        {
+            "variants": [{"name": "a", "base_url": "http://a:8000", "model": "m"}],
+            "metrics": {"prometheus": {"url": "http://p:9090", "queries": {"q": "up"}, "bearer_token_env": "PT"}},
+        },
+    ],
+)
+def test_k8s_run_refuses_what_the_chart_refuses_with_the_same_words(scenario: dict[str, Any], tmp_path: Path) -> None:
+    pytest.importorskip("helm_sdkpy", reason="pip install --ignore-requires-python helm-sdkpy (.ci/run does)")
+    from tests.k8s_chart.conftest import helm_render
+
+    spec = RunSpec("rel", scenario)
+    code, _, err = helm_render(chart_values(spec), tmp_path, release="rel")
+    with pytest.raises(ValueError) as refused:
+        build_objects(spec, "loadtest")
+    assert code == 1 and str(refused.value) in err, (str(refused.value), err)

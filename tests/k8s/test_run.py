@@ -3,6 +3,7 @@ exit code returned, and clean-up after success, failure and Ctrl-C."""
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,13 @@ import yaml
 from loadgen.cli import main
 from loadgen.k8s.api import connect
 from loadgen.k8s.run import INTERRUPTED, run_in_cluster
+from loadgen.k8s.run_objects import RunSpec
 from tests.k8s.fake_api import FakeCluster, fake_api, pod, service
+
+
+def mc_image(job: dict[str, Any]) -> str:
+    return str(job["spec"]["template"]["spec"]["containers"][0]["image"])
+
 
 REPORTS = {"report.json": b'{"exit_code": 1}', "report.md": b"# loadgen report\n", "report.html": b"<html></html>"}
 
@@ -26,6 +33,7 @@ class Run:
         self.c, self.exit_code, self.serve_after = c, exit_code, serve_after
         self.probes = 0
         self.done = False
+        self.done_calls = 0
         c.on_create, c.proxy = self.created, self.proxy
 
     def created(self, c: FakeCluster, coll: str, obj: dict[str, Any]) -> None:
@@ -74,6 +82,7 @@ class Run:
             return 200, "application/json", [json.dumps(listing).encode()]
         if path == "done":
             self.done = True
+            self.done_calls += 1
             self._end_master()
             return 200, "text/plain", [b"bye\n"]
         if path in REPORTS:
@@ -86,15 +95,10 @@ DOC = {
 }
 
 
-def _values(workers: int = 2) -> dict[str, Any]:
-    """The chart's values for a headless run, as `loadgen k8s run` passes them."""
-    return {
-        "mode": "headless",
-        "image": {"repository": "loadgen", "tag": "test"},
-        "workers": {"replicas": workers},
-        "scenario": DOC,
-        "apiKeySecrets": {"OPENAI_API_KEY": {"name": "keys", "key": "openai"}},
-    }
+def _spec(workers: int = 2) -> RunSpec:
+    """A run as `loadgen k8s run` makes it."""
+    secrets = {"OPENAI_API_KEY": {"name": "keys", "key": "openai"}}
+    return RunSpec("lg-test", DOC, workers=workers, image="loadgen:test", secrets=secrets)
 
 
 def test_a_run_creates_follows_copies_returns_its_code_and_cleans_up(tmp_path: Path) -> None:
@@ -102,34 +106,35 @@ def test_a_run_creates_follows_copies_returns_its_code_and_cleans_up(tmp_path: P
     with fake_api(tmp_path) as (c, kubeconfig):
         run = Run(c, exit_code=1)
         cluster = connect(kubeconfig=str(kubeconfig))
-        result = run_in_cluster(cluster, _values(), "lg-test", tmp_path / "out", interval=0.01, status=lines.append)
+        result = run_in_cluster(cluster, _spec(), tmp_path / "out", interval=0.01, status=lines.append)
         cluster.close()
         created = [(call.path, call.body) for call in c.calls if call.method == "POST"]
         deleted = c.calls_to("DELETE", "/")
     assert result.code == 1  # the run's verdict, as the master's report server said it
+    # Helm's order of kinds: the policy first, the ServiceAccount, Secret and ConfigMap before the pods using them.
     assert [p for p, _ in created] == [
+        "/apis/networking.k8s.io/v1/namespaces/llm/networkpolicies",
         "/api/v1/namespaces/llm/serviceaccounts",
+        "/api/v1/namespaces/llm/secrets",
         "/api/v1/namespaces/llm/configmaps",
         "/api/v1/namespaces/llm/services",
-        "/apis/networking.k8s.io/v1/namespaces/llm/networkpolicies",
         "/apis/batch/v1/namespaces/llm/jobs",
         "/apis/batch/v1/namespaces/llm/jobs",
     ]
-    master, worker = created[4][1], created[5][1]
-    assert (master["metadata"]["name"], worker["metadata"]["name"]) == (
-        "lg-test-loadgen-master",
-        "lg-test-loadgen-worker",
-    )
+    posted = {(body["kind"], body["metadata"]["name"]): body for _, body in created}
+    master, worker = posted[("Job", "lg-test-master")], posted[("Job", "lg-test-worker")]
+    assert mc_image(master) == mc_image(worker) == "loadgen:test"
     assert master["spec"]["backoffLimit"] == 0
     mc = master["spec"]["template"]["spec"]["containers"][0]
     # the report server wraps locust: the reports outlive the run, the Job still ends with its code
     assert mc["command"][:3] == ["python", "-m", "loadgen.report.serve"] and mc["command"][-1] == "locust"
     assert mc["args"][mc["args"].index("--expect-workers") + 1] == "2"
     wc = worker["spec"]["template"]["spec"]["containers"][0]
-    assert wc["args"][wc["args"].index("--master-host") + 1] == "lg-test-loadgen-master"
+    assert wc["args"][wc["args"].index("--master-host") + 1] == "lg-test-master"
     assert worker["spec"]["parallelism"] == 2
     assert {"name": "OPENAI_API_KEY", "valueFrom": {"secretKeyRef": {"name": "keys", "key": "openai"}}} in wc["env"]
-    assert yaml.safe_load(created[1][1]["data"]["scenario.yaml"])["variants"][0]["name"] == "a"
+    scenario = yaml.safe_load(posted[("ConfigMap", "lg-test-scenario")]["data"]["scenario.yaml"])
+    assert scenario["variants"][0]["name"] == "a" and scenario["report_dir"] == "/reports"
     # followed: the status line saw the workers come up and connect
     assert any("workers 2 running" in s and "2 connected" in s for s in lines), lines
     # ... and, once the load ran, the master's own live status line (req/s, TTFT, errors, trust)
@@ -143,8 +148,16 @@ def test_a_run_creates_follows_copies_returns_its_code_and_cleans_up(tmp_path: P
     assert result.files == list(REPORTS) and result.status == "reports copied (could not fetch gone.csv)"
     assert {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir()} == REPORTS
     assert run.done  # GET /done let the master end
+    # ... with the run's own token: the one of the Secret it created for the master, fresh per run
+    secret = posted[("Secret", "lg-test-done-token")]
+    token = base64.b64decode(secret["data"]["token"]).decode()
+    (done,) = c.calls_to("GET", "/proxy/done")
+    assert len(token) == 32 and done.query == {"token": [token]}
+    menv = {e["name"]: e for e in mc["env"]}
+    assert menv["LOADGEN_DONE_TOKEN"]["valueFrom"] == {"secretKeyRef": {"name": "lg-test-done-token", "key": "token"}}
+    assert "OPENAI_API_KEY" not in menv  # the master sends no request: it holds no key
     # clean-up: everything created is gone, pods with their Jobs
-    kinds = ["configmaps", "jobs", "jobs", "networkpolicies", "serviceaccounts", "services"]
+    kinds = ["configmaps", "jobs", "jobs", "networkpolicies", "secrets", "serviceaccounts", "services"]
     assert sorted(call.path.rsplit("/", 2)[-2] for call in deleted) == kinds
     assert all(call.query.get("propagationPolicy") == ["Background"] for call in deleted)
     assert c.objects == {}
@@ -159,7 +172,7 @@ def test_a_master_that_ends_without_reports_failed_the_run_and_is_cleaned_up(
     with fake_api(tmp_path) as (c, kubeconfig):
         Run(c, exit_code=exit_code, serve_after=None)
         cluster = connect(kubeconfig=str(kubeconfig))
-        result = run_in_cluster(cluster, _values(), "lg-test", tmp_path / "out", interval=0.01, status=lambda s: None)
+        result = run_in_cluster(cluster, _spec(), tmp_path / "out", interval=0.01, status=lambda s: None)
         cluster.close()
         left = dict(c.objects)
     assert result.code == code and result.files == []
@@ -175,9 +188,7 @@ def test_ctrl_c_stops_the_run_and_cleans_up_even_with_keep(tmp_path: Path) -> No
     with fake_api(tmp_path) as (c, kubeconfig):
         run = Run(c, exit_code=0)
         cluster = connect(kubeconfig=str(kubeconfig))
-        result = run_in_cluster(
-            cluster, _values(), "lg-test", tmp_path / "out", keep=True, status=interrupt_on_progress
-        )
+        result = run_in_cluster(cluster, _spec(), tmp_path / "out", keep=True, status=interrupt_on_progress)
         cluster.close()
         left = dict(c.objects)
     assert result.code == INTERRUPTED and not run.done
@@ -188,7 +199,7 @@ def test_keep_leaves_the_objects(tmp_path: Path, capsys: pytest.CaptureFixture[s
     with fake_api(tmp_path) as (c, kubeconfig):
         Run(c, exit_code=0)
         cluster = connect(kubeconfig=str(kubeconfig))
-        result = run_in_cluster(cluster, _values(), "lg-test", tmp_path / "out", keep=True, interval=0.01)
+        result = run_in_cluster(cluster, _spec(), tmp_path / "out", keep=True, interval=0.01)
         cluster.close()
         kept = {(coll, name) for coll, _, name in c.objects if coll != "pods"}
     assert result.code == 0
@@ -197,12 +208,13 @@ def test_keep_leaves_the_objects(tmp_path: Path, capsys: pytest.CaptureFixture[s
     progress = [line for line in err if line.startswith("loadgen: master ")]
     assert progress and len(progress) == len(set(progress)), err
     assert kept == {
-        ("serviceaccounts", "lg-test-loadgen"),
-        ("configmaps", "lg-test-loadgen-scenario"),
-        ("services", "lg-test-loadgen-master"),
-        ("networkpolicies", "lg-test-loadgen"),
-        ("jobs", "lg-test-loadgen-master"),
-        ("jobs", "lg-test-loadgen-worker"),
+        ("serviceaccounts", "lg-test"),
+        ("configmaps", "lg-test-scenario"),
+        ("secrets", "lg-test-done-token"),
+        ("services", "lg-test-master"),
+        ("networkpolicies", "lg-test"),
+        ("jobs", "lg-test-master"),
+        ("jobs", "lg-test-worker"),
     }
 
 
@@ -215,7 +227,7 @@ def test_a_refused_create_deletes_what_was_made(tmp_path: Path, capsys: pytest.C
         c.put(
             "jobs",
             {
-                "metadata": {"name": "clash-loadgen-master", "namespace": "llm"},
+                "metadata": {"name": "clash-master", "namespace": "llm"},
                 "spec": {"template": {"metadata": {"labels": {}}}},
             },
         )
@@ -224,7 +236,7 @@ def test_a_refused_create_deletes_what_was_made(tmp_path: Path, capsys: pytest.C
         left = sorted((coll, name) for coll, _, name in c.objects)
     assert code == 3
     assert "409" in capsys.readouterr().err
-    assert left == [("jobs", "clash-loadgen-master")]  # what it made is gone; the Job that was there is untouched
+    assert left == [("jobs", "clash-master")]  # what it made is gone; the Job that was there is untouched
 
 
 def test_cli_run_resolves_selectors_before_the_pods_start(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -251,6 +263,8 @@ def test_cli_run_resolves_selectors_before_the_pods_start(tmp_path: Path, capsys
             str(tmp_path / "reports"),
             "--interval",
             "0.01",
+            "--duration",
+            "2m",
         ]
         code = main(argv)
         cm = next(call.body for call in c.calls if call.method == "POST" and call.path.endswith("/configmaps"))
@@ -258,8 +272,19 @@ def test_cli_run_resolves_selectors_before_the_pods_start(tmp_path: Path, capsys
     ran = yaml.safe_load(cm["data"]["scenario.yaml"])["variants"][0]
     assert ran["base_url"] == "http://vllm-int8.llm.svc:8000" and "selector" not in ran
     assert ran["resolved_from"]["service"] == "vllm-int8"
+    assert yaml.safe_load(cm["data"]["scenario.yaml"])["load"]["duration"] == "2m"  # --duration, in the scenario
     assert (tmp_path / "reports" / "report.md").read_bytes() == REPORTS["report.md"]
     assert "report.html" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", ["Upper", "under_score", "-lead", "trail-", "x" * 53])
+def test_a_name_that_cannot_prefix_every_object_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(yaml.safe_dump({"variants": [{"name": "a", "model": "m", "base_url": "http://a:1"}]}))
+    assert main(["k8s", "run", str(scenario), f"--name={name}"]) == 2
+    assert "--name" in capsys.readouterr().err
 
 
 def test_missing_extra_is_a_usage_error(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:

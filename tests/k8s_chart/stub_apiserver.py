@@ -1,6 +1,7 @@
 """A loopback stand-in for the Kubernetes API server, enough for `helm install --wait=false` to run its real code path.
 
-It answers /version, /api, /apis and the discovery documents of the kinds the chart uses, 404 on every other GET (so
+It answers /version, /api, /apis and the discovery documents of the kinds the chart uses, the objects it was given
+as already there (what a `lookup` finds; a PATCH of one, Helm adopting it, is accepted), 404 on every other GET (so
 Helm finds nothing installed), and echoes back every POST (Helm's create) with 201, recording it. Nothing is kept:
 it is a renderer's audience, not a cluster.
 """
@@ -55,7 +56,11 @@ def _group_list() -> dict[str, Any]:
 
 
 class StubAPIServer:
-    def __init__(self) -> None:
+    """``existing``: objects the cluster already holds, by API path (what Helm's `lookup` finds), e.g.
+    ``{"/api/v1/namespaces/loadtest/secrets/NAME": {...}}``."""
+
+    def __init__(self, existing: dict[str, dict[str, Any]] | None = None) -> None:
+        self.existing = dict(existing or {})
         self.created: list[dict[str, Any]] = []
         self.requests: list[tuple[str, str]] = []
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -106,6 +111,8 @@ class StubAPIServer:
                     self._json(200, _resource_list("v1"))
                 elif path.startswith("/apis/") and path[len("/apis/") :] in RESOURCES:
                     self._json(200, _resource_list(path[len("/apis/") :]))
+                elif path in stub.existing:
+                    self._json(200, stub.existing[path])
                 else:
                     self._not_found()
 
@@ -118,6 +125,12 @@ class StubAPIServer:
 
             def _refuse(self) -> None:
                 stub.requests.append((self.command, self.path))
+                path = self.path.split("?", 1)[0]
+                if self.command in ("PATCH", "PUT") and path in stub.existing:
+                    # Helm adopting an object already there (its own, from an earlier install): accepted as is.
+                    self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                    self._json(200, stub.existing[path])
+                    return
                 self._not_found()
 
             do_PUT = do_PATCH = do_DELETE = _refuse  # noqa: N815

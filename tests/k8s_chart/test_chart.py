@@ -79,6 +79,8 @@ def test_headless_master_is_a_job_that_ends_with_the_verdict(rendered: dict[str,
     assert c["command"] == ["python", "-m", "loadgen.report.serve", "--dir", "/reports", "--for", "15m"] + [
         "--port",
         "8089",
+        "--host",
+        "0.0.0.0",
         "--",
         "locust",
     ]
@@ -99,6 +101,7 @@ def test_ui_mode_is_two_deployments_with_the_web_ui(rendered: dict[str, list[dic
     master = _by(objs, "Deployment", "rel-loadgen-master")["spec"]["template"]["spec"]["containers"][0]
     assert master["command"] == ["locust"]
     assert master["args"][master["args"].index("--web-port") + 1] == "8089"
+    assert "--web-login" in master["args"]  # on by default (test_chart_security.py: the password's Secret)
     assert "--headless" not in master["args"] and "--metrics-port" not in master["args"]
     assert master["readinessProbe"]["httpGet"]["port"] == "web"
     assert _by(objs, "Deployment", "rel-loadgen-worker")["spec"]["replicas"] == 2
@@ -134,7 +137,7 @@ def test_pods_are_locked_down(rendered: dict[str, list[dict[str, Any]]]) -> None
                 assert sc["readOnlyRootFilesystem"] is True and sc["allowPrivilegeEscalation"] is False
                 assert sc["capabilities"] == {"drop": ["ALL"]}
                 assert c["resources"]["limits"] and c["resources"]["requests"]
-            # A token only in the master, only when discovery RBAC is on (full-values).
+            # A token only in the master, only when rbac.podMetrics is on (full-values).
             token = pod["automountServiceAccountToken"]
             is_master = any(c["name"] == "master" for c in pod["containers"])
             assert token is (name == "full-values" and is_master)
@@ -145,14 +148,9 @@ def test_rbac_only_when_asked_and_only_in_the_target_namespace(rendered: dict[st
         assert not [o for o in rendered[name] if o["kind"] in ("Role", "RoleBinding", "ClusterRole")]
     role = _by(rendered["full-values"], "Role", "rel-loadgen")
     assert role["metadata"]["namespace"] == "inference"
-    verbs = {(r["apiGroups"][0], res): tuple(r["verbs"]) for r in role["rules"] for res in r["resources"]}
-    assert verbs == {
-        ("", "services"): ("get", "list", "watch"),
-        ("", "endpoints"): ("get", "list", "watch"),
-        ("", "pods"): ("get", "list", "watch"),
-        ("apps", "deployments"): ("get", "list"),
-        ("apps", "deployments/scale"): ("get", "patch", "update"),
-    }
+    # rbac.podMetrics: the master lists the variants' EndpointSlices, and nothing else (tests/k8s_chart/
+    # test_chart_security.py holds this against the API calls of the code that runs in the pods).
+    assert role["rules"] == [{"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["list"]}]
     binding = _by(rendered["full-values"], "RoleBinding", "rel-loadgen")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "rel-loadgen", "namespace": "loadtest"}]
 
@@ -175,8 +173,12 @@ def test_scenario_configmap_is_a_valid_scenario_and_its_checksum_is_on_the_pods(
     assert [v.name for v in sc.variants] == ["baseline", "fp8"] and sc.report_dir == "/reports"
     sums = {o["spec"]["template"]["metadata"]["annotations"]["checksum/config"] for o in objs if o["kind"] == "Job"}
     assert len(sums) == 1 and len(sums.pop()) == 64
+    # The key goes to the workers, which send the requests; the master holds only its report window's token.
+    key = {"name": "VLLM_API_KEY", "valueFrom": {"secretKeyRef": {"name": "vllm-api-key", "key": "token"}}}
+    assert _by(objs, "Job", "rel-loadgen-worker")["spec"]["template"]["spec"]["containers"][0]["env"] == [key]
     env = _by(objs, "Job", "rel-loadgen-master")["spec"]["template"]["spec"]["containers"][0]["env"]
-    assert env == [{"name": "VLLM_API_KEY", "valueFrom": {"secretKeyRef": {"name": "vllm-api-key", "key": "token"}}}]
+    ref = {"secretKeyRef": {"name": "rel-loadgen-done-token", "key": "token"}}
+    assert env == [{"name": "LOADGEN_DONE_TOKEN", "valueFrom": ref}]
 
 
 def test_a_changed_scenario_changes_the_checksum(tmp_path: Path) -> None:
@@ -237,6 +239,8 @@ def test_notes_say_how_to_follow_and_fetch_a_headless_run(tmp_path: Path) -> Non
     assert "kubectl -n loadtest logs -f job/rel-loadgen-master" in notes
     assert "kubectl -n loadtest port-forward job/rel-loadgen-master 8089:8089" in notes
     assert "http://127.0.0.1:8089/done" in notes and "report.json" in notes
+    assert "get secret rel-loadgen-done-token -o jsonpath='{.data.token}'" in notes
+    assert "X-Loadgen-Done-Token: $TOKEN" in notes
     # The real install path ran against the stub: discovery first, then one POST per object.
     posts = [path for verb, path in doc["requests"] if verb == "POST"]
     assert len(posts) == len(doc["created"]) and doc["requests"][0] == ["GET", "/version"]

@@ -1,20 +1,25 @@
 """The chart's headless commands, run for real: the master Job's container (report server wrapping `locust --master`)
 and a worker Job's container, with the arguments Helm rendered, against the simulator on loopback. Only what a pod
-gives differently is replaced: paths (locustfile, the mounted scenario, /reports), the master's host and free ports."""
+gives differently is replaced: paths (locustfile, the mounted scenario, /reports), the master's host and free ports;
+the env is the container's, a secretKeyRef read from the Secret the chart rendered, as the kubelet would. The
+locustfile is the chart's path made as the Dockerfile makes it (a link to the installed package's file)."""
 
 from __future__ import annotations
 
+import base64
 import json
+import os
 import socket
 import subprocess
 import time
+import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
 
-from loadgen.locust_plugin.launcher import LOCUSTFILE
 from loadgen.sim.launch import start_sim_process
-from tests.k8s_chart.conftest import helm_render
+from tests.k8s_chart.conftest import helm_render, image_locustfile
 
 
 def _free_port() -> int:
@@ -26,6 +31,27 @@ def _free_port() -> int:
 def _container(objs: list[dict[str, Any]], name: str) -> dict[str, Any]:
     (job,) = [o for o in objs if o["kind"] == "Job" and o["metadata"]["name"] == name]
     return dict(job["spec"]["template"]["spec"]["containers"][0])
+
+
+def _env(objs: list[dict[str, Any]], c: dict[str, Any]) -> dict[str, str]:
+    """The process environment plus the container's env, each secretKeyRef read from the rendered Secret."""
+    secrets = {o["metadata"]["name"]: o["data"] for o in objs if o["kind"] == "Secret"}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOADGEN_")}
+    for e in c.get("env", []):
+        if "value" in e:
+            env[e["name"]] = e["value"]
+        else:
+            ref = e["valueFrom"]["secretKeyRef"]
+            env[e["name"]] = base64.b64decode(secrets[ref["name"]][ref["key"]]).decode()
+    return env
+
+
+def _status(url: str, headers: dict[str, str] | None = None) -> int:
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers or {}), timeout=5) as r:
+            return int(r.status)
+    except urllib.error.HTTPError as e:
+        return e.code
 
 
 def test_headless_master_and_worker_run_serve_and_exit_with_the_verdict(tmp_path: Path) -> None:
@@ -48,9 +74,10 @@ def test_headless_master_and_worker_run_serve_and_exit_with_the_verdict(tmp_path
         scenario = tmp_path / "scenario.yaml"
         scenario.write_text(cm["data"]["scenario.yaml"], encoding="utf-8")
         reports = tmp_path / "reports"
+        image_path, link = image_locustfile(tmp_path)
         zmq, web = _free_port(), _free_port()
         swap = {
-            "/opt/venv/lib/python3.11/site-packages/loadgen/locust_plugin/locustfile.py": str(LOCUSTFILE),
+            image_path: str(link),
             "/etc/loadgen/scenario.yaml": str(scenario),
             "/reports": str(reports),
             "5557": str(zmq),
@@ -64,7 +91,8 @@ def test_headless_master_and_worker_run_serve_and_exit_with_the_verdict(tmp_path
         master_c, worker_c = _container(objs, "rel-loadgen-master"), _container(objs, "rel-loadgen-worker")
         logs = tmp_path / "master.log"
         with logs.open("wb") as log:
-            master = subprocess.Popen(argv(master_c), stdout=log, stderr=subprocess.STDOUT)
+            master_env = _env(objs, master_c)
+            master = subprocess.Popen(argv(master_c), stdout=log, stderr=subprocess.STDOUT, env=master_env)
             worker = subprocess.Popen(argv(worker_c), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             try:
                 listing = None
@@ -82,7 +110,11 @@ def test_headless_master_and_worker_run_serve_and_exit_with_the_verdict(tmp_path
                 with urllib.request.urlopen(f"http://127.0.0.1:{web}/report.json", timeout=5) as r:
                     report = json.loads(r.read())
                 assert report["exit_code"] == 1
-                urllib.request.urlopen(f"http://127.0.0.1:{web}/done", timeout=5).close()
+                # /done takes the token of the Secret the chart made (403 without it, from loopback too).
+                assert _status(f"http://127.0.0.1:{web}/done") == 403
+                token = master_env["LOADGEN_DONE_TOKEN"]
+                assert len(token) == 32
+                assert _status(f"http://127.0.0.1:{web}/done", {"X-Loadgen-Done-Token": token}) == 200
                 assert master.wait(30) == 1
                 assert worker.wait(30) == 0
             finally:
@@ -102,8 +134,9 @@ def test_ui_master_serves_the_web_ui_and_a_worker_joins(tmp_path: Path) -> None:
     scenario = tmp_path / "scenario.yaml"
     scenario.write_text(cm["data"]["scenario.yaml"], encoding="utf-8")
     zmq, web = _free_port(), _free_port()
+    image_path, link = image_locustfile(tmp_path)
     swap = {
-        "/opt/venv/lib/python3.11/site-packages/loadgen/locust_plugin/locustfile.py": str(LOCUSTFILE),
+        image_path: str(link),
         "/etc/loadgen/scenario.yaml": str(scenario),
         "/reports": str(tmp_path / "reports"),
         "5557": str(zmq),
@@ -116,19 +149,30 @@ def test_ui_master_serves_the_web_ui_and_a_worker_joins(tmp_path: Path) -> None:
         for name in ("rel-loadgen-master", "rel-loadgen-worker"):
             c = deps[name]["spec"]["template"]["spec"]["containers"][0]
             argv = [swap.get(a, a) for a in c["command"] + c["args"]]
-            procs.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            env = _env(objs, c)
+            procs.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env))
+            if name == "rel-loadgen-master":
+                assert "--web-login" in argv
+                login = f"{env['LOADGEN_WEB_USERNAME']}:{env['LOADGEN_WEB_PASSWORD']}"
+        auth = {"Authorization": "Basic " + base64.b64encode(login.encode()).decode()}
         stats: dict[str, Any] = {}
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not stats.get("workers"):
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{web}/", timeout=2) as r:
+                with urllib.request.urlopen(
+                    urllib.request.Request(f"http://127.0.0.1:{web}/", headers=auth), timeout=2
+                ) as r:
                     assert r.status == 200 and b"<html" in r.read(4096).lower()
-                with urllib.request.urlopen(f"http://127.0.0.1:{web}/stats/requests", timeout=2) as r:
+                req = urllib.request.Request(f"http://127.0.0.1:{web}/stats/requests", headers=auth)
+                with urllib.request.urlopen(req, timeout=2) as r:
                     stats = json.loads(r.read())
             except OSError:
                 pass
             time.sleep(0.25)
         assert len(stats.get("workers", [])) == 1
+        # Without the login the UI sends the browser to its login page (urllib follows the redirect there).
+        with urllib.request.urlopen(f"http://127.0.0.1:{web}/stats/requests", timeout=5) as r:
+            assert urllib.parse.urlsplit(r.url).path == "/login"
     finally:
         for p in procs:
             p.terminate()

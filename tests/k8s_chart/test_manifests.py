@@ -1,8 +1,10 @@
-"""k8s/ as kustomize builds them, the security scan of everything loadgen deploys, and the Dockerfile's lint."""
+"""k8s/ as kustomize builds them and the packaged render of `loadgen k8s run`, both fresh from the chart; the
+security scan of everything loadgen deploys; the Dockerfile's lint and its one locustfile path."""
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -14,16 +16,18 @@ import pytest
 import yaml
 
 from loadgen.config.scenario import load_scenario
-from tests.k8s_chart.conftest import K8S_VERSIONS, ROOT
+from loadgen.locust_plugin.launcher import LOCUSTFILE
+from tests.k8s_chart.conftest import K8S_VERSIONS, ROOT, image_locustfile
 
 # checkov checks loadgen's manifests are allowed to fail, each for a reason; anything else fails the test.
 CHECKOV_ALLOWED = {
     # Tag pinned by the chart's appVersion, IfNotPresent; image.digest pins by digest (ci/full-values.yaml does).
     "CKV_K8S_15",  # Image Pull Policy should be Always
     "CKV_K8S_43",  # Image should use digest
-    # loadgen reads API keys from the env var each variant's api_key_env names (from a Secret, never logged).
+    # loadgen reads credentials from the env vars the scenario names (api_key_env, headers_from_env, the Prometheus
+    # ones), each from a Secret and never logged; the ui login's password and the report window's token likewise.
     "CKV_K8S_35",  # Prefer using secrets as files over secrets as environment variables
-    # The master gets a token only with rbac.discovery on, for the Role in the target namespace (tested).
+    # The master gets a token only with rbac.podMetrics on, for the Role in the target namespace (tested).
     "CKV_K8S_38",  # Ensure that Service Account Tokens are only mounted where necessary
     # Workers and a headless master serve no HTTP while running (a headless master's web port opens after the run);
     # the helm test pod is a one-shot GET.
@@ -42,7 +46,8 @@ def test_kustomize_outputs_validate_strictly(kustomized: dict[str, list[dict[str
     assert kinds["k8s/overlays/headless"] == ["ConfigMap", "Job", "NetworkPolicy", "Service", "ServiceAccount"]
 
 
-def test_overlays_are_the_charts_objects() -> None:
+def test_overlays_base_and_k8s_runs_objects_are_the_charts_render() -> None:
+    """k8s/'s objects and loadgen/k8s/run_objects.yaml (what `loadgen k8s run` creates) against a fresh Helm render."""
     r = subprocess.run(
         [sys.executable, "scripts/gen-k8s-workloads.py", "--check"], cwd=ROOT, capture_output=True, text=True
     )
@@ -139,3 +144,44 @@ def test_dockerfile_is_hadolint_clean() -> None:
     assert "-march" not in code
     runtime = text[text.index("AS runtime") :]
     assert "gcc" not in runtime and "USER 10001" in runtime
+
+
+def test_the_image_links_one_fixed_locustfile_path(
+    rendered: dict[str, list[dict[str, Any]]], kustomized: dict[str, list[dict[str, Any]]], tmp_path: Path
+) -> None:
+    """The chart's `locustfile`, made the way the Dockerfile makes it, is the installed package's locustfile; the
+    image's LOCUST_LOCUSTFILE, every rendered container and every manifest run that path."""
+    stable, link = image_locustfile(tmp_path)
+    assert link.is_symlink() and link.resolve() == LOCUSTFILE.resolve()
+    assert f"LOCUST_LOCUSTFILE={stable}" in (ROOT / "Dockerfile").read_text(encoding="utf-8")
+    from loadgen.k8s.run_objects import rendered as run_objects
+
+    everything = [*(o for objs in rendered.values() for o in objs), *(o for objs in kustomized.values() for o in objs)]
+    everything += run_objects()["objects"]
+    runs = 0
+    for o in everything:
+        for c in ((o.get("spec") or {}).get("template") or {}).get("spec", {}).get("containers", []):
+            if "-f" in c.get("args", []):
+                assert c["args"][c["args"].index("-f") + 1] == stable
+                runs += 1
+    assert runs >= 8
+
+
+def test_no_path_names_a_python_version() -> None:
+    """A site-packages path names the Python of whoever installed it: nothing loadgen ships or tests depends on one."""
+    r = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    versioned = re.compile(r"python3\.\d+/")
+    found = []
+    for name in r.stdout.splitlines():
+        path = ROOT / name
+        if path.is_file() and path.stat().st_size < 2_000_000:
+            text = path.read_text(encoding="utf-8", errors="replace")
+            found += [f"{name}: {m.group(0)}" for m in versioned.finditer(text)]
+    assert found == []

@@ -197,10 +197,10 @@ def test_known_values_pin_the_draws() -> None:
 
 def test_the_registry_lists_the_kinds_and_an_unknown_name_lists_them() -> None:
     registry = arrival_kinds()
-    assert registry.names() == ["constant", "gamma", "poisson"]
+    assert registry.names() == ["constant", "gamma", "poisson", "trace"]
     assert registry.get("poisson").split == "thinned"
-    assert registry.get("gamma").split == registry.get("constant").split == "round_robin"
-    with pytest.raises(KeyError, match=r"'bursty'.*\['constant', 'gamma', 'poisson'\]"):
+    assert registry.get("gamma").split == registry.get("constant").split == registry.get("trace").split == "round_robin"
+    with pytest.raises(KeyError, match=r"'bursty'.*\['constant', 'gamma', 'poisson', 'trace'\]"):
         registry.get("bursty")
     with pytest.raises(ValueError, match=r"arrival schedule 'Poisson' is not registered.*'poisson'"):
         ArrivalSchedule("Poisson", 1.0)

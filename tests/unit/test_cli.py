@@ -79,7 +79,7 @@ def _fake_run(monkeypatch: pytest.MonkeyPatch, write: str | None = None) -> list
         return 0
 
     monkeypatch.setattr(runner, "run_scenario", run_scenario)
-    monkeypatch.setattr(runner, "preflight", lambda sc: [])
+    monkeypatch.setattr(runner, "unreachable_variants", lambda sc: [])
     return calls
 
 

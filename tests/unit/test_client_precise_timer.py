@@ -8,6 +8,7 @@ import sys
 import time
 
 import gevent
+import gevent.event
 import pytest
 
 from loadgen.client import precise_timer
@@ -66,3 +67,27 @@ def test_close_is_idempotent() -> None:
     at = time.monotonic() + 0.002
     t.sleep_until(at)  # closed: the fallback still keeps time
     assert time.monotonic() >= at
+
+
+def test_call_at_runs_in_the_loop_never_early_and_only_the_last_armed_call(timer: PreciseTimer) -> None:
+    calls: list[tuple[str, float, bool]] = []
+    hub = gevent.get_hub()
+
+    def call(name: str, at: float) -> None:
+        timer.call_at(at, lambda: calls.append((name, at - time.monotonic(), gevent.getcurrent() is hub)))
+
+    now = time.monotonic()
+    call("replaced", now + 0.002)
+    call("kept", now + 0.004)  # re-armed before the first fell due: only this one runs
+    gevent.sleep(0.02)
+    assert [(n, early <= 0, in_hub) for n, early, in_hub in calls] == [("kept", True, True)]
+    for i in range(30):  # one after another, each armed from the last one's call, some already due
+        at = time.monotonic() + (i % 4) * 2e-4
+        done = gevent.event.Event()
+        timer.call_at(at, lambda at=at, done=done: (calls.append(("chain", at - time.monotonic(), True)), done.set()))
+        assert done.wait(timeout=2)
+    assert len(calls) == 31 and max(early for _, early, _ in calls) <= 0
+    timer.call_at(time.monotonic() + 0.003, lambda: calls.append(("cancelled", 0.0, True)))
+    timer.cancel()
+    gevent.sleep(0.01)
+    assert len(calls) == 31

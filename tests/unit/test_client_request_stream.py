@@ -47,3 +47,37 @@ def test_streams_fork_one_sampler_per_run(monkeypatch: pytest.MonkeyPatch) -> No
             s.close()
     finally:
         reactor.close()
+
+
+def test_with_quality_a_stream_keeps_the_text_the_sample_would_keep_and_no_other() -> None:
+    from loadgen.measure.outputs import OutputSamples
+    from loadgen.measure.pairs import pair_hash, pair_key
+    from loadgen.measure.records import RequestRecord
+    from loadgen.traffic.references import Reference
+
+    variants = [{"name": "a", "base_url": "http://127.0.0.1:1", "model": "m"}]
+    dialer, reactor = Dialer(), Reactor()
+    try:
+        plain = StreamAssigner(validate_scenario({"variants": variants}), 0, "w0", dialer, reactor).new_stream("a")
+        sample = OutputSamples()
+        assigner = StreamAssigner(
+            validate_scenario({"variants": variants, "quality": {}}), 0, "w0", dialer, reactor, sample
+        )
+        stream = assigner.new_stream("a")
+        specs = [stream.draw() for _ in range(64)]
+        assert not any(plain._wants_text(s) for s in specs)  # no quality: no text
+        assert all(stream._wants_text(s) for s in specs)  # level 0: every reply may be kept
+        sample.level = 2  # the sample has risen: a quarter of the keys survive it
+        wanted = [stream._wants_text(s) for s in specs]
+        assert wanted == [pair_hash(f"{stream.stream_id}-{s.index}-{s.turn}") < 2**61 for s in specs]
+        assert 0 < sum(wanted) < 64
+        # The key is the one the sample files the reply's record under (measure/pairs.py's, from its id).
+        rec = RequestRecord(f"w0-a-{stream.stream_id}-{specs[5].index}", "a", specs[5].mix, turn=specs[5].turn)
+        assert pair_key(rec) == f"{stream.stream_id}-{specs[5].index}-{specs[5].turn}"
+        judged = specs[wanted.index(False)]
+        judged.reference = Reference("x")
+        assert stream._wants_text(judged)  # a reply judged against a reference keeps its text whatever the sample
+        for s in (plain, stream):
+            s.close()
+    finally:
+        reactor.close()

@@ -1,4 +1,4 @@
-"""`loadgen compare BASE NEW` (loadgen/report/compare_cli.py): verdicts and exit codes on reports whose data is
+"""`loadgen compare BASE NEW` (cli/compare.py, report/compare_gate.py): verdicts and exit codes on reports whose data is
 known — an identical rerun passes, a slower one is a regression, a change inside the threshold or inside noise is
 not, a lost variant is, an untrustworthy run gets 3 and bad input 2 naming the file."""
 
@@ -12,11 +12,12 @@ import orjson
 import pytest
 
 from loadgen.cli import main
+from loadgen.cli.compare import parse_percent
 from loadgen.config.scenario import parse_scenario
 from loadgen.measure.aggregate import Aggregate
 from loadgen.measure.records import RequestRecord
 from loadgen.report import build_report
-from loadgen.report.compare_cli import compare_reports, parse_percent
+from loadgen.report.compare_gate import compare_reports
 
 SCENARIO = """
 seed: 5

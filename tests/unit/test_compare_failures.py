@@ -20,7 +20,7 @@ from loadgen.config.scenario import parse_scenario
 from loadgen.measure.aggregate import Aggregate
 from loadgen.measure.records import ErrorKind, RequestRecord
 from loadgen.report import build_report, render_markdown
-from loadgen.report.compare_cli import compare_reports, render_compare
+from loadgen.report.compare_gate import compare_reports, render_compare
 from loadgen.report.html import render_html
 
 from ..report_schema import checked

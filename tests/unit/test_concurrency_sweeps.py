@@ -1,5 +1,5 @@
 """Concurrency sweeps: plans at whole numbers of users, the closed-loop saturation rule, the rows and the document
-(traffic/sweeps.py, report/sweep.py), and the CLI's refusals before any load (sweep_cli.py). Pure: no load."""
+(traffic/sweeps.py, report/sweep.py), and the CLI's refusals before any load (cli/sweep.py). Pure: no load."""
 
 from __future__ import annotations
 

@@ -203,9 +203,12 @@ def test_every_malformed_row_is_listed_in_line_order_up_to_twenty(tmp_path: Path
 
 def test_invalid_json_lines_are_reported_with_the_others(tmp_path: Path) -> None:
     path = _text(tmp_path, '{"prompt": "a"}\n{"prompt": "b",}\n  {oops\n{"prompt": 1}\n')
-    assert str(_error(path)).splitlines() == [
+    lines = str(_error(path)).splitlines()
+    # The reason after the column is orjson's own words, which vary across its versions (3.9: "unexpected
+    # character"; later: "unexpected character, expected a string key"): held to their start.
+    assert [line.split(", expected")[0] for line in lines] == [
         f"{path}:2: invalid JSON at column 15: trailing comma is not allowed",
-        f"{path}:3: invalid JSON at column 4: unexpected character, expected a string key",
+        f"{path}:3: invalid JSON at column 4: unexpected character",
         f"{path}:4: prompt: expected a non-empty string, got 1",
     ]
 

@@ -12,7 +12,8 @@ import orjson
 import pytest
 import yaml
 
-from loadgen.config.scenario import ConfigError, Scenario, parse_scenario
+from loadgen.config.scenario import ConfigError, Scenario
+from loadgen.preflight import parse_checked
 from loadgen.protocol.dialects import get_dialect
 from loadgen.traffic.sampler import RequestSpec, length_class, sampler_for
 
@@ -34,7 +35,8 @@ def _rows(n: int) -> list[dict[str, Any]]:
 
 def _scenario(traffic: dict[str, Any], **over: Any) -> Scenario:
     doc = {"seed": 11, "variants": VARIANTS, "traffic": traffic, **over}
-    return parse_scenario(yaml.safe_dump(doc, sort_keys=False), "s.yaml")
+    # Read as every command reads it: the model, then the preflight step that reads the file.
+    return parse_checked(yaml.safe_dump(doc, sort_keys=False), "s.yaml")
 
 
 def _issues(traffic: dict[str, Any]) -> list[tuple[str, str]]:

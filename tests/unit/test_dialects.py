@@ -12,7 +12,14 @@ import pytest
 from loadgen.config.scenario import Variant, scenario_json_schema
 from loadgen.measure.records import RequestRecord, TokenSource
 from loadgen.protocol.accumulator import StreamAccumulator
-from loadgen.protocol.dialects import DIALECT_NAMES, Chunk, describe_error_body, get_dialect, output_length
+from loadgen.protocol.dialects import (
+    DIALECT_NAMES,
+    Chunk,
+    describe_error_body,
+    dialect_for,
+    get_dialect,
+    output_length,
+)
 from loadgen.registry import UnknownNameError
 
 
@@ -67,6 +74,8 @@ def test_registry_names_and_unknown_name() -> None:
         "llamacpp",
         "ollama-chat",
         "ollama-generate",
+        "openai-embeddings",
+        "rerank",
     }
     with pytest.raises(UnknownNameError) as info:
         get_dialect("tgi2")
@@ -244,10 +253,52 @@ def test_exact_output_default_and_extra_body_agree() -> None:
     assert Variant.model_validate(v.model_dump()) == v
 
 
+def _sent(v: Variant) -> dict[str, Any]:
+    """The body a request of variant `v` carries (the request stream builds it so)."""
+    raw = dialect_for(v.dialect, v.max_tokens_field).build_body(Spec(max_tokens=77), v.model, False, v.extra_body)
+    obj = orjson.loads(raw)
+    assert isinstance(obj, dict)
+    return obj
+
+
+def test_openai_s_api_gets_max_completion_tokens_and_the_others_max_tokens() -> None:
+    # OpenAI's reasoning models refuse max_tokens ("Use 'max_completion_tokens' instead"): its host gets the new name.
+    hosted = _sent(_variant(base_url="https://api.openai.com"))
+    assert hosted["max_completion_tokens"] == 77 and "max_tokens" not in hosted
+    for url in ("http://127.0.0.1:8000", "https://me.openai.azure.com", "https://api.openai.com.example.net"):
+        local = _sent(_variant(base_url=url))
+        assert local["max_tokens"] == 77 and "max_completion_tokens" not in local, url
+    # Resolved at load, so the variant (and the report's scenario) says which field went out.
+    assert _variant(base_url="https://api.openai.com").max_tokens_field == "max_completion_tokens"
+    assert _variant().max_tokens_field == "max_tokens"
+    # Completions (no reasoning models there) keep max_tokens even on api.openai.com.
+    v = _variant(base_url="https://api.openai.com", dialect="openai-completions")
+    assert v.max_tokens_field == "max_tokens" and _sent(v)["max_tokens"] == 77
+
+
+def test_the_variant_chooses_the_field_explicitly() -> None:
+    chosen = _variant(max_tokens_field="max_completion_tokens")  # a local vLLM takes both names
+    body = _sent(chosen)
+    assert body["max_completion_tokens"] == 77 and "max_tokens" not in body
+    assert body["min_tokens"] == 77  # exact_output still asks for exactly that many
+    kept = _sent(_variant(base_url="https://api.openai.com", max_tokens_field="max_tokens"))
+    assert kept["max_tokens"] == 77 and "max_completion_tokens" not in kept
+    assert Variant.model_validate(chosen.model_dump()) == chosen
+    with pytest.raises(ValueError, match="only openai-chat requests take max_completion_tokens, not tgi"):
+        _variant(dialect="tgi", max_tokens_field="max_completion_tokens")
+    with pytest.raises(ValueError, match="max_tokens_field"):
+        _variant(max_tokens_field="max_new_tokens")
+    with pytest.raises(ValueError, match="cannot cap their output with max_completion_tokens"):
+        dialect_for("ollama-chat", "max_completion_tokens")
+    assert dialect_for("openai-chat", None) is get_dialect("openai-chat")  # the shared instance when nothing differs
+    schema = scenario_json_schema()["$defs"]["Variant"]["properties"]["max_tokens_field"]
+    assert "api.openai.com" in schema["description"]
+
+
 @pytest.mark.parametrize(
     ("value", "message"),
     [
-        ({"stream": False}, "`stream` must stay true"),
+        ({"stream": False}, "the variant's own `stream` field"),
         ({"x": {1, 2}}, "expected JSON values"),
     ],
 )

@@ -50,6 +50,7 @@ def _view() -> tuple[Aggregate, LiveView]:
             g = agg.group(v, m)
             g.requests, g.ok, g.errors, g.output_tokens = 100, 97, {"timeout": 2, "http_503": 1}, 4200
             g.censored = {"ttft": 2, "e2e": 3}
+            g.cut_by_stop, g.cancelled = 1, 4  # in no outcome: counted apart
             for metric in ("ttft", "itl", "tpot", "e2e"):
                 g.hists[metric] = _hist(rng, 200)
     c = agg.priority_class("base", "interactive")
@@ -79,6 +80,8 @@ def test_the_text_parses_and_says_what_the_aggregate_holds() -> None:
     assert s[("loadgen_errors_total", tuple(sorted((*lab, ("class", "timeout")))))] == 2
     assert s[("loadgen_censored_samples_total", tuple(sorted((*lab, ("metric", "e2e")))))] == 3
     assert s[("loadgen_output_tokens_total", lab)] == 4200
+    for reason, n in (("warmup", 0), ("cut_by_stop", 1), ("cancelled", 4)):
+        assert s[("loadgen_requests_excluded_total", tuple(sorted((*lab, ("reason", reason)))))] == n
     h = agg.groups[("base", "chat")].hists["ttft"]
     assert s[("loadgen_ttft_seconds_count", lab)] == h.count
     assert s[("loadgen_ttft_seconds_bucket", tuple(sorted((*lab, ("le", "0.1")))))] == h.count - h.count_above(0.1)
@@ -103,10 +106,12 @@ def test_a_group_that_changed_is_rendered_again_and_the_registry_agrees() -> Non
     g.hists["ttft"].record(100.0)  # a new sample above every bound
     g.requests += 1
     g.ok += 1
+    g.cancelled += 1
     s = _samples(text.render())
     lab = (("mix", "rag"), ("variant", "int8"))
     assert s[("loadgen_ttft_seconds_count", lab)] == 201
     assert s[("loadgen_ttft_seconds_bucket", tuple(sorted((*lab, ("le", "60.0")))))] == 200
+    assert s[("loadgen_requests_excluded_total", tuple(sorted((*lab, ("reason", "cancelled")))))] == 5
     # The registry push_to_gateway takes holds the same samples (floats as prometheus_client writes them).
     assert _samples(generate_latest(exporter_registry(text))) == s
 

@@ -68,6 +68,7 @@ def test_goodput_is_counted_merged_and_reported_beside_throughput() -> None:
         gp = report["variants"][0]["overall"]["goodput"]
         assert gp == {
             "requests": 6,
+            "output_tokens": 30,  # the good requests' 5 tokens each
             "per_s": 0.6,
             "share": round(6 / 11, 4),
             "judged": 10,

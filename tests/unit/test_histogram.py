@@ -81,25 +81,27 @@ def test_fast_chunk_gap_recording_equals_record(max_k: int) -> None:
             ref_itl.record(gap / tokens[i], tokens[i])
     for h, ref in ((itl, ref_itl), (icl, ref_icl)):
         assert h.count == ref.count
-        assert list(h._h.counts) == list(ref._h.counts)
+        assert list(h.to_hdrh().counts) == list(ref.to_hdrh().counts)
         assert (h.min(), h.max()) == (ref.min(), ref.max())
 
 
 def test_fast_merge_equals_hdrh_decode_and_add() -> None:
+    from hdrh.histogram import HdrHistogram
+
     rng = random.Random(4)
-    fast, ref = LatencyHistogram(), LatencyHistogram()
+    fast, ref = LatencyHistogram(), HdrHistogram(1, 3_600_000_000, 3)
     for _ in range(30):
         part = LatencyHistogram()
         for _ in range(rng.randint(0, 300)):
             part.record(rng.lognormvariate(-3, 2))
         blob = part.encode()
         fast.merge_encoded(blob)
-        ref._h.decode_and_add(blob)
-    assert fast.count == ref.count
-    assert list(fast._h.counts) == list(ref._h.counts)
-    assert (fast.min(), fast.max()) == (ref.min(), ref.max())
+        ref.decode_and_add(blob)
+    assert fast.count == ref.total_count
+    assert list(fast.to_hdrh().counts) == list(ref.counts)
+    assert (fast.min(), fast.max()) == (ref.get_min_value() / 1e6, ref.get_max_value() / 1e6)
     for p in (50, 99, 99.9):
-        assert fast.percentile(p) == ref.percentile(p)
+        assert fast.percentile(p) == ref.get_value_at_percentile(p) / 1e6
 
 
 def test_merge_of_a_blob_with_another_layout_falls_back_to_hdrh() -> None:
@@ -118,7 +120,7 @@ def _hdrh_summary_ms(h: LatencyHistogram) -> dict[str, float | int]:
     """The slow reference: hdrh's own getters, one walk per percentile."""
     from loadgen.measure.histogram import PERCENTILES
 
-    raw = h._h
+    raw = h.to_hdrh()
     out: dict[str, float | int] = {"count": raw.total_count, "mean": round(raw.get_mean_value() / 1e3, 4)}
     for name, p in PERCENTILES:
         out[name] = round(raw.get_value_at_percentile(p) / 1e3, 4)
@@ -149,14 +151,14 @@ def test_coarse_histogram_round_trips_and_is_small() -> None:
     for part in parts:
         merged.merge_encoded(part.encode())
     assert merged.summary_ms() == whole.summary_ms()
-    assert merged._h.counts_len * 8 < 25_000 < LatencyHistogram()._h.counts_len * 8
+    assert merged.layout.counts_len * 8 < 25_000 < LatencyHistogram().layout.counts_len * 8
     big = LatencyHistogram(digits=2, highest_s=60.0)
     big.record(3600.0)  # beyond its range: clamped, not an error
     assert big.max() <= 61.0
 
 
 def test_index_lookup_table_equals_the_computed_index() -> None:
-    from loadgen.measure.histogram import _GAP_INDEX, _TABLE_TOP, _index
+    from loadgen.measure.chunk_gaps import _GAP_INDEX, _TABLE_TOP, _index
 
     table = _GAP_INDEX.table or _GAP_INDEX.build()
     assert len(table) == _TABLE_TOP
@@ -164,12 +166,13 @@ def test_index_lookup_table_equals_the_computed_index() -> None:
 
 
 def test_importing_does_no_work() -> None:
-    # `loadgen validate` imports the module: no index table, no hdrh histogram built, no decode buffer until used.
+    # `loadgen validate` imports the module: no index table, no hdrh histogram or layout built, no decode buffer
+    # until used.
     code = (
-        "import loadgen.measure.histogram as m\n"
-        "assert m._GAP_INDEX.table is None and m._DECODE_BUFFER.counts is None\n"
+        "import loadgen.measure.histogram as m, loadgen.measure.chunk_gaps as g, loadgen.measure.hdr_layout as l\n"
+        "assert g._GAP_INDEX.table is None and m._DECODE_BUFFER.counts is None and not l._LAYOUTS\n"
         "m.record_chunk_gaps(m.LatencyHistogram(), m.LatencyHistogram(), [0.0, 0.01], [1, 1])\n"
-        "assert m._GAP_INDEX.table is not None\n"
+        "assert g._GAP_INDEX.table is not None\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
 

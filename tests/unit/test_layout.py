@@ -5,6 +5,10 @@
 - no import cycles between loadgen's modules (at module level, where a cycle breaks an import, nor through imports
   deferred into functions);
 - no Python module over 500 lines;
+- config/ is pure: its modules, and everything they import (deferred imports too), stay within `CONFIG_MAY_IMPORT`
+  (the model, the name registries it checks names against, the exit codes): never the request path's later stages
+  (traffic, client, measure, report, live, ...) nor `loadgen.preflight`, where the checks that read files or ask
+  servers live; and config reads no file but the scenario itself (`read_document`) and opens no connection;
 - and, at run time, importing every module outside those two packages pulls in neither locust nor gevent (importing
   locust monkey-patches the whole process);
 - and collecting the test suite imports no locust either: inside the pytest process the patch breaks the tests beside
@@ -25,6 +29,18 @@ GEVENT_OK = ("loadgen.client", "loadgen.locust_plugin")
 LOCUST_OK = ("loadgen.locust_plugin",)
 KUBERNETES_OK = ("loadgen.k8s",)
 MAX_LINES = 500
+# What config/ may reach, directly or through what it imports: the model validates shapes and values only.
+CONFIG_MAY_IMPORT = (
+    "loadgen.config",
+    "loadgen.registry",
+    "loadgen.metric_names",
+    "loadgen.exit_codes",
+    "loadgen.protocol.dialects",  # the dialect names a variant may give
+)
+# Standard or third-party modules that open connections or run programs: none of config's business.
+CONFIG_NO_IO_MODULES = {"socket", "ssl", "http", "urllib.request", "httpx", "requests", "subprocess", "gevent"}
+# Calls that read (or stat) files; config's one file is the scenario, read in `read_document`.
+FILE_CALLS = {"open", "read_text", "read_bytes", "exists", "is_file", "is_dir", "stat", "iterdir", "glob"}
 
 
 def _modules() -> dict[str, Path]:
@@ -130,6 +146,46 @@ def test_no_import_cycles(top_level_only: bool) -> None:
     # Deferred imports (inside a function) count too: a cycle hidden in a function is still a tangle of stages.
     graph = {n: {i for i in _imports(n, top_level_only=top_level_only) if i in MODULES and i != n} for n in MODULES}
     assert _cycles(graph) == []
+
+
+def _reach(start: list[str]) -> set[str]:
+    """Every loadgen module ``start`` imports, directly or not, deferred imports included."""
+    graph = {n: {i for i in _imports(n, top_level_only=False) if i in MODULES and i != n} for n in MODULES}
+    seen, todo = set(start), list(start)
+    while todo:
+        for m in graph[todo.pop()] - seen:
+            seen.add(m)
+            todo.append(m)
+    return seen
+
+
+def test_config_imports_nothing_of_the_later_stages() -> None:
+    config = [n for n in MODULES if _inside(n, ("loadgen.config",))]
+    reached = _reach(config)
+    assert {"loadgen.config.scenario", "loadgen.registry"} <= reached  # the walk walked
+    strays = sorted(n for n in reached if not _inside(n, CONFIG_MAY_IMPORT))
+    assert strays == [], f"config/ reaches {strays}: the model may import only {CONFIG_MAY_IMPORT}"
+    # The rule bites where it was broken: the preflight step reaches traffic, and config reaches neither.
+    assert "loadgen.traffic.server_tokenizer" in _reach(["loadgen.preflight"])
+    assert not {n for n in reached if _inside(n, ("loadgen.traffic", "loadgen.preflight", "loadgen.live"))}
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if _inside(n, ("loadgen.config",))))
+def test_config_opens_no_connection_and_reads_no_file_but_the_scenario(name: str) -> None:
+    imported = _imports(name, top_level_only=False)
+    io = sorted(i for i in imported if i in CONFIG_NO_IO_MODULES or i.split(".")[0] in CONFIG_NO_IO_MODULES)
+    assert io == [], f"{name} imports {io}: checks that ask servers belong in loadgen/preflight.py"
+    tree = ast.parse(MODULES[name].read_text(encoding="utf-8"))
+    readers = {f.name: f for f in ast.walk(tree) if isinstance(f, ast.FunctionDef) and f.name == "read_document"}
+    allowed = {id(n) for f in readers.values() for n in ast.walk(f)}
+    calls = [
+        ast.unparse(n.func)
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call)
+        and id(n) not in allowed
+        and (n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", "")) in FILE_CALLS
+    ]
+    assert calls == [], f"{name} calls {calls}: checks that read files belong in loadgen/preflight.py"
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))

@@ -214,3 +214,63 @@ def test_the_drain_sends_one_round_of_the_backlog_and_counts_the_rest_unsent() -
     assert d.next_arrival("v") is None  # the schedule ended and nothing is queued
     d.stop()
     assert len(unsent) == 7
+
+
+def _busy(seconds: float) -> None:
+    """Hold the loop (no greenlet switch) for `seconds` of wall time."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def test_an_arrival_due_during_a_wave_of_reads_is_sent_within_one_read_not_after_the_wave() -> None:
+    # Twelve responses become readable together and each read holds the loop 3 ms: a 36 ms wave in one loop
+    # iteration, during which the dispatcher's own timer cannot fire. The arrival due 10 ms into it goes out between
+    # two reads (the reactor calls the dispatcher), not when the wave is over (~26 ms late).
+    import socket
+
+    from loadgen.client.reactor import Reactor, Reading
+
+    reactor = Reactor()
+    pairs = [socket.socketpair() for _ in range(12)]
+    for a, _ in pairs:
+        a.setblocking(False)
+    done_at: list[float] = []
+
+    def on_data(_: float, data: bytes) -> bool:
+        _busy(0.003)
+        done_at.append(time.monotonic())
+        return True
+
+    def reader(raw: socket.socket) -> None:
+        reactor.read(Reading(raw, on_data, lambda: True, lambda e: e, lambda: None, 5.0))
+
+    start = time.monotonic()
+    schedule = ArrivalSchedule("constant", 1 / 0.040)  # one arrival, due 40 ms after the start
+    d = ArrivalDispatcher(schedule, 0, 0, 1, start, ["v"], "late", lambda *a: None, reactor=reactor)
+    got: list[float] = []
+
+    def sender() -> None:
+        a = d.next_arrival("v")
+        assert a is not None and a.index == 0
+        got.append(time.monotonic())
+
+    readers = [gevent.spawn(reader, a) for a, _ in pairs]
+    senders = [gevent.spawn(sender)]
+    gevent.sleep(0)  # every reader registered, the sender waiting
+    d.start()
+    gevent.sleep(0.030 - (time.monotonic() - start))
+    for _, b in pairs:  # 30 ms in: every response readable at once
+        b.send(b"x")
+    gevent.joinall(readers + senders, timeout=5)
+    d.stop()
+    reactor.close()
+    for a, b in pairs:
+        a.close()
+        b.close()
+    due = start + 0.040
+    assert len(got) == 1 and len(done_at) == 12
+    assert got[0] >= due  # never early
+    # Sent between two reads of the wave: reads ended after it, and it went out within about one read of its time.
+    assert sum(t > got[0] for t in done_at) >= 3, [round((t - due) * 1e3, 1) for t in done_at]
+    assert got[0] - due < 0.012, (got[0] - due) * 1e3

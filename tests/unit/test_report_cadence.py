@@ -21,6 +21,7 @@ from loadgen.locust_plugin.runtime import RawRecordWriter, Runtime
 from loadgen.measure.collector import Collector
 from loadgen.measure.records import RequestRecord
 from loadgen.report.build import build_report
+from loadgen.report.lost_workers import lost_worker_texts
 
 SC = parse_scenario(
     "name: c\nvariants: [{name: a, base_url: 'http://127.0.0.1:1', model: m}]\n"
@@ -58,6 +59,7 @@ for interval in range(1, 6):
         record(True)
     if interval > 1:
         record(False)
+    rt.in_flight = interval  # what the user greenlets count while they send; the last report's is kept
     report = rt.report_since_last()
     col.merge_report("w0", report)
     steps.append({"shipped": "agg" in report, "agree": agree(), "rows": report["raw"]["rows"]})
@@ -66,12 +68,14 @@ for interval in range(1, 6):
 # The worker is lost here (no final report): the master recovers what its shipped aggregates did not cover.
 col.flushed = True
 col.recover_lost(["w0"], {"w0": "worker-0"})
+lost_run = {"lost_workers": ["worker-0"], "lost_in_flight": col.lost_in_flight(["w0"], {"w0": "worker-0"})}
 g = col.aggregate.groups[("a", "chat")]
 report = build_report(SC, col.aggregate, 10.0, {"workers": {}})
 print(json.dumps({
     "steps": steps, "views": views, "recorded": n, "requests": g.requests,
     "e2e_count": g.hists["e2e"].count, "censored": g.censored.get("e2e", 0), "recovered": col.recovered["w0"],
-    "p99_report": report["variants"][0]["overall"]["metrics_ms"]["e2e"]["p99"],
+    "lost_run": lost_run, "lost_texts": lost_worker_texts(lost_run),
+    "p99_report": report["variants"][0]["overall"]["metrics_ms"]["e2e"]["p99"], "master": col.master_cost(),
 }))
 """
 
@@ -95,4 +99,19 @@ def test_a_lost_workers_unshipped_intervals_are_recovered_from_its_shard(tmp_pat
     assert out["requests"] == out["recorded"] == 504
     assert out["e2e_count"] + out["censored"] == 504 and out["censored"] == 4
     assert "202 requests it finished after its last report were recovered" in out["recovered"]
+    # What it had in flight at its last report is named by count, in the run facts and the reports' words.
+    assert out["lost_run"]["lost_in_flight"] == {"worker-0": 5}
+    assert out["lost_texts"] == [
+        "lost worker worker-0: its in-flight requests (5 at its last report) are in no figure of this report (sent, "
+        "never seen to finish), nor is anything it finished after its last report unless recovered below"
+    ]
     assert isinstance(out["p99_report"], float)
+
+
+def test_the_master_counts_what_merging_cost_it(tmp_path: Path) -> None:
+    out = run_fresh(f"import sys; sys.argv = ['x', {str(tmp_path)!r}]\n" + _CHECK)
+    master = out["master"]
+    # Five reports merged (the recovery from the shard is not a report); their time summed per 3 s interval.
+    assert master["reports_merged"] == 5
+    assert 0 < master["merge_ms_per_interval_p50"] <= master["merge_ms_per_interval_max"] <= master["merge_ms_total"]
+    assert master["rss_peak_mb"] > 10  # an interpreter with loadgen and Locust imported

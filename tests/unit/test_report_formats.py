@@ -99,7 +99,10 @@ def test_junit_has_one_case_per_slo_and_one_for_trust_with_measured_vs_threshold
 def _shards(tmp_path: Path, n: int = 5) -> Path:
     raw = tmp_path / "raw"
     raw.mkdir()
-    rows = [_rec(i, "a", 0.05).to_json() for i in range(n)] + [_rec(99, "b", 0.0, error="timeout").to_json()]
+    given_up = _rec(98, "b", 0.05, n=3)
+    given_up.cancelled = True
+    rows = [_rec(i, "a", 0.05).to_json() for i in range(n)] + [given_up.to_json()]
+    rows.append(_rec(99, "b", 0.0, error="timeout").to_json())
     (raw / "records-r1-w0-1.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
     return raw
 
@@ -107,9 +110,12 @@ def _shards(tmp_path: Path, n: int = 5) -> Path:
 def test_csv_has_one_row_per_record_with_timings_in_ms(tmp_path: Path) -> None:
     rows = read_shards(_shards(tmp_path))
     lines = render_csv(rows).splitlines()
-    assert lines[0].split(",") == list(COLUMNS) and len(lines) == 1 + 6
+    assert lines[0].split(",") == list(COLUMNS) and len(lines) == 1 + 7
     first = dict(zip(COLUMNS, lines[1].split(","), strict=True))
     assert first["id"] == "a-0" and first["ttft_ms"] == "50.0" and first["chunks"] == "8"
+    assert first["cancelled"] == "False" and first["error"] == ""
+    given_up = next(dict(zip(COLUMNS, line.split(","), strict=True)) for line in lines if line.startswith("b-98"))
+    assert given_up["cancelled"] == "True" and given_up["error"] == "" and given_up["chunks"] == "3"
     failed = next(dict(zip(COLUMNS, line.split(","), strict=True)) for line in lines if line.startswith("b-99"))
     assert failed["error"] == "timeout" and failed["ttft_ms"] == ""
 
@@ -164,9 +170,10 @@ def test_a_report_rebuilt_from_shards_has_the_live_latencies(
     for i, v in enumerate(rebuilt["variants"]):
         assert v["overall"]["metrics_ms"] == live["variants"][i]["overall"]["metrics_ms"]
         assert v["overall"]["errors"] == live["variants"][i]["overall"]["errors"]
-    assert rebuilt["run"]["rebuilt_from_records"]["rows"] == 13
+        assert v["overall"]["cancelled"] == live["variants"][i]["overall"]["cancelled"] == (v["name"] == "b")
+    assert rebuilt["run"]["rebuilt_from_records"]["rows"] == 14
     assert main(["report", str(raw), "--format", "csv"]) == 0
-    assert len(capsys.readouterr().out.splitlines()) == 14
+    assert len(capsys.readouterr().out.splitlines()) == 15
 
 
 def test_a_sweep_has_its_own_self_contained_page() -> None:

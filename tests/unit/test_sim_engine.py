@@ -159,6 +159,10 @@ def test_spec_decode_tokens_per_step_match_acceptance_math() -> None:
     assert mean == pytest.approx(1 + 0.7 + 0.7**2 + 0.7**3, abs=0.05)
     # Stop-at-first-reject: P(exactly 1 token) = 1 - a.
     assert hist[1] / sum(hist.values()) == pytest.approx(0.3, abs=0.02)
+    # vLLM's counters (exported to /metrics): k − 1 drafts per sequence and step, the tokens beyond the first accepted.
+    s = engine.stats
+    assert s.spec_drafts == sum(hist.values()) and s.spec_draft_tokens == (profile.spec_k - 1) * s.spec_drafts
+    assert s.spec_accepted_tokens == sum((n - 1) * c for n, c in hist.items())
 
 
 def test_spec_decode_never_overshoots_max_tokens() -> None:

@@ -119,3 +119,36 @@ def test_variants_share_one_time_axis() -> None:
     a, b = tl.report("a"), tl.report("b")
     assert a["start_unix_s"] == b["start_unix_s"] == T0
     assert a["ok"] == [1, 0, 0, 0, 0, 0] and b["ok"] == [0, 0, 0, 0, 0, 1]
+
+
+def _near(estimate: float | None, truth: float) -> bool:
+    return estimate is not None and abs(estimate - truth) <= 0.01 * truth  # the per-bin histograms' 1 %
+
+
+def test_each_bin_s_p50_and_p99_are_its_own_samples_within_1_percent() -> None:
+    """Known samples per bin: TTFT 1..100 ms in second 0, 201..300 ms (shuffled) in second 2, none in second 1;
+    E2E = TTFT + 1 s. Nearest rank (⌈p/100·n⌉-th value): p50 = 50th, p99 = 99th of 100."""
+    rng = random.Random(1)
+    recs: list[tuple[RequestRecord, float]] = []
+    for sec, ttfts in ((0, list(range(1, 101))), (2, rng.sample(range(201, 301), 100))):
+        for ms in ttfts:
+            sent = sec + 0.001
+            rec = _rec("a", sent, [sent + ms / 1e3], [1])
+            rec.done = sent + 1 + ms / 1e3
+            recs.append((rec, T0 + sec + 0.5))  # completed inside second `sec`
+    whole, workers = Timeline(), [Timeline() for _ in range(3)]
+    for i, (rec, wall) in enumerate(recs):
+        whole.add(rec, wall, float("-inf"))
+        workers[i % 3].add(rec, wall, float("-inf"))
+    merged = Timeline()
+    for w in workers:
+        merged.merge_wire(w.to_wire())
+    col = whole.report("a")
+    assert merged.report("a") == col  # the workers' bins merge to one process's
+    at = {sec: T0 + sec - col["start_unix_s"] for sec in (0, 1, 2)}  # (the first tokens came a second earlier)
+    assert col["ttft_p50_ms"][at[1]] is None and col["ttft_p99_ms"][at[1]] is None  # an empty bin has none
+    for i, (p50, p99) in ((at[0], (50, 99)), (at[2], (250, 299))):
+        assert _near(col["ttft_p50_ms"][i], p50) and _near(col["ttft_p99_ms"][i], p99), (i, col)
+        assert _near(col["e2e_p50_ms"][i], 1000 + p50) and _near(col["e2e_p99_ms"][i], 1000 + p99), (i, col)
+    # The mean stays beside them (it is not what the charts draw any more): 50.5 ms and 250.5 ms.
+    assert col["ttft_mean_ms"][at[0]] == 50.5 and col["ttft_mean_ms"][at[2]] == 250.5

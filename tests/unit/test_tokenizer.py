@@ -21,6 +21,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # 
 from loadgen.config.errors import ConfigError  # noqa: E402
 from loadgen.config.scenario import Bucket, MixDef, parse_scenario  # noqa: E402
 from loadgen.exit_codes import ExitCode  # noqa: E402
+from loadgen.preflight import parse_checked  # noqa: E402
 from loadgen.traffic import tokenizer as tokenizer_module  # noqa: E402
 from loadgen.traffic.mixes import builtin_mixes  # noqa: E402
 from loadgen.traffic.sampler import RequestSampler, sampler_for  # noqa: E402
@@ -312,7 +313,7 @@ def test_scenario_tokenizer_null_is_the_approximation() -> None:
 
 def test_scenario_tokenizer_errors_name_the_field(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as err:
-        parse_scenario(_SCENARIO % f'"{tmp_path / "missing.gguf"}"', "s.yaml")
+        parse_checked(_SCENARIO % f'"{tmp_path / "missing.gguf"}"', "s.yaml")
     assert err.value.exit_code == ExitCode.USAGE == 2
     [issue] = err.value.issues
     assert issue.path == "tokenizer" and issue.line == 3 and "does not exist" in issue.message
@@ -329,6 +330,6 @@ def test_missing_packages_are_a_config_error_with_the_fix(
     (tmp_path / "m.gguf").write_bytes(b"GGUF")
     for path in (folder, tmp_path / "m.gguf"):
         with pytest.raises(ConfigError) as err:
-            parse_scenario(_SCENARIO % f'"{path}"')
+            parse_checked(_SCENARIO % f'"{path}"')
         [issue] = err.value.issues
         assert issue.path == "tokenizer" and INSTALL_HINT in issue.message and "tokenizers" in issue.message

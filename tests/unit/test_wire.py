@@ -60,6 +60,9 @@ def _record_state(rec: RequestRecord) -> tuple[object, ...]:
         rec.finish_reason,
         rec.partial_bytes,
         rec.cached_prompt_tokens,
+        None if rec.tool_call_chunks is None else list(rec.tool_call_chunks),
+        None if rec.reasoning_chunks is None else list(rec.reasoning_chunks),
+        rec.reasoning_tokens,
     )
 
 
@@ -141,9 +144,10 @@ def test_several_chunks_in_one_read_and_several_tokens_per_chunk() -> None:
         b'{"choices":[{"delta":{"content":[{"type":"thinking","thinking":[]}]}}],"usage":{"completion_tokens":3}}',
         b'{"choices":[{"delta":{"content":[]}}],"usage":{"completion_tokens":3}}',
         b'{"choices":[{"delta":null}],"usage":{"completion_tokens":3}}',
-        b'{"choices":[{"delta":{"reasoning_content":"think"}}],"usage":{"completion_tokens":3}}',
-        b'{"choices":[{"delta":{"tool_calls":[{"index":0}]}}],"usage":{"completion_tokens":3}}',
+        b'{"choices":[{"delta":{"reasoning_content":""}}],"usage":{"completion_tokens":3}}',  # no thought
+        b'{"choices":[{"delta":{"reasoning":null,"content":"a"}}],"usage":{"completion_tokens":3}}',
         b'{"choices":[{"delta":{"tool_calls":[]}}],"usage":{"completion_tokens":3}}',
+        b'{"choices":[{"delta":{"tool_calls":null,"content":"a"}}],"usage":{"completion_tokens":3}}',
         b'{"choices":[{"delta":{"content":"a"}}],"choices":[{"delta":{"content":""}}],"usage":{"completion_tokens":3}}',
         b'{"choices":[{"delta":{"content":"a","content":null}}],"usage":{"completion_tokens":3}}',
         b'{"choices":[{"delta":{"content":"a"}}],"usage":{"completion_tokens":3},"usage":null}',
@@ -171,6 +175,17 @@ def test_accepted_shapes_match_python(payload: bytes) -> None:
         b'{"error":null,"choices":[{"delta":{"content":"a"}}]}',
         b'{"object":"error","message":"boom","choices":[{"delta":{"content":"a"}}]}',
         b'{"choices":[{"delta":{"content":"a"}}],"timings":{"predicted_n":3}}',
+        # a reasoning model's thoughts: Python marks the chunk (measure/reasoning.py)
+        b'{"choices":[{"delta":{"reasoning_content":"think"}}],"usage":{"completion_tokens":3}}',
+        b'{"choices":[{"delta":{"reasoning":"think","content":null}}],"usage":{"completion_tokens":3}}',
+        b'{"choices":[{"delta":{"reasoning_content":"so","content":"a"}}],"usage":{"completion_tokens":3}}',
+        b'{"choices":[{"delta":{"reasoning":"","reasoning":"x"}}],"usage":{"completion_tokens":3}}',
+        # a tool call's pieces: Python marks the chunk (measure/tool_calls.py)
+        b'{"choices":[{"delta":{"tool_calls":[{"index":0}]}}],"usage":{"completion_tokens":3}}',
+        b'{"choices":[{"delta":{"content":null,"tool_calls":[{"index":0,"function":{"arguments":"{"}}]}}]}',
+        b'{"choices":[{"delta":{"content":"a","tool_calls":[{"index":0}]}}],"usage":{"completion_tokens":3}}',
+        b'{"choices":[{"delta":{"tool_calls":[],"tool_calls":[{}]}}],"usage":{"completion_tokens":3}}',
+        b'{"choices":[{"delta":{"content":"a"}}],"usage":{"completion_tokens":3,"completion_tokens_details":{}}}',
         # why the stream ended: Python records it
         b'{"choices":[{"delta":{"content":""},"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":3}}',
         b'{"choices":[{"delta":{"content":"a"},"finish_reason":"length"}],"usage":{"completion_tokens":3}}',
@@ -287,8 +302,10 @@ _choice = st.fixed_dictionaries(
     {}, optional={"delta": _delta | _values, "text": _values, "finish_reason": _values, "index": _values}
 )
 _usage = st.dictionaries(
-    st.sampled_from(["prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details"]),
-    _values | st.fixed_dictionaries({}, optional={"cached_tokens": _values}),
+    st.sampled_from(
+        ["prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details", "completion_tokens_details"]
+    ),
+    _values | st.fixed_dictionaries({}, optional={"cached_tokens": _values, "reasoning_tokens": _values}),
     max_size=3,
 )
 _chunk_obj = st.fixed_dictionaries(
@@ -332,7 +349,7 @@ def test_the_first_body_read_is_pythons_so_a_body_that_is_not_a_stream_is_seen()
     reads = [json_head, b"%x\r\n%s\r\n" % (len(body), body), b"0\r\n\r\n"]
     slow, _ = _run(reads, "openai-chat", fast=False)
     fast, counted_in_c = _run(reads, "openai-chat", fast=True)
-    assert fast == slow and counted_in_c == 0 and fast[4] == "not_a_stream" and fast[-2] == body
+    assert fast == slow and counted_in_c == 0 and fast[4] == "not_a_stream" and fast[10] == body
     # A stream: its first token read is Python's, the later ones counted in C.
     stream = [_HEAD, _chunk(_ROLE) + _chunk(_vllm(1)), _chunk(_vllm(2)), _chunk(_vllm(3))]
     slow, _ = _run(stream + _CLOSING, "openai-chat", fast=False)
@@ -349,4 +366,53 @@ def test_cached_prompt_tokens_in_a_token_chunk_go_to_python() -> None:
     reads = [*_OPENING, _chunk(final), _chunk(b"[DONE]"), b"0\r\n\r\n"]
     for fast in (False, True):
         rec_state, _ = _run(reads, "openai-chat", fast)
-        assert rec_state[-1] == 8
+        assert rec_state[11] == 8
+
+
+def test_reasoning_chunks_are_pythons_and_marked_the_same_either_way() -> None:
+    # Thoughts, then the answer, then the final usage with the server's reasoning count: the thinking reads are
+    # Python's, the answer's are counted in C, and the record says which chunks were thinking.
+    def delta(n: int, **d: object) -> bytes:
+        return _chunk(orjson.dumps({"choices": [{"delta": d}], "usage": {"completion_tokens": n}}))
+
+    usage = {"prompt_tokens": 12, "completion_tokens": 9, "completion_tokens_details": {"reasoning_tokens": 3}}
+    reads = [
+        _HEAD + _chunk(_ROLE),
+        delta(1, reasoning_content="Let"),
+        delta(3, reasoning_content=" me think"),
+        delta(4, content="It"),
+        delta(6, content=" is 4."),
+        _chunk(orjson.dumps({"choices": [], "usage": usage})),
+        _chunk(b"[DONE]"),
+        b"0\r\n\r\n",
+    ]
+    slow, _ = _run(reads, "openai-chat", fast=False)
+    fast, counted_in_c = _run(reads, "openai-chat", fast=True)
+    assert fast == slow
+    assert counted_in_c == 2  # the two answer reads
+    assert fast[0] == [1.0, 2.0, 3.0, 4.0] and fast[1] == [1, 2, 1, 2]
+    assert fast[-2:] == ([0, 1], 3)
+
+
+def test_tool_call_chunks_are_pythons_and_marked_the_same_either_way() -> None:
+    # A tool call's pieces (its name, then its arguments), then content: the call's reads are Python's, the
+    # content's are counted in C, and the record says which chunks were the call's.
+    def delta(n: int, **d: object) -> bytes:
+        return _chunk(orjson.dumps({"choices": [{"delta": d}], "usage": {"completion_tokens": n}}))
+
+    opening = {"index": 0, "id": "call_1", "type": "function", "function": {"name": "tool_0", "arguments": ""}}
+    reads = [
+        _HEAD + _chunk(_ROLE),
+        delta(1, tool_calls=[opening]),
+        delta(3, tool_calls=[{"index": 0, "function": {"arguments": '{"city": "Pa'}}]),
+        delta(4, tool_calls=[{"index": 0, "function": {"arguments": 'ris"}'}}]),
+        delta(5, content="Done"),
+        delta(7, content=" now."),
+        *_CLOSING,
+    ]
+    slow, _ = _run(reads, "openai-chat", fast=False)
+    fast, counted_in_c = _run(reads, "openai-chat", fast=True)
+    assert fast == slow
+    assert counted_in_c == 2  # the two content reads
+    assert fast[0] == [1.0, 2.0, 3.0, 4.0, 5.0] and fast[1] == [1, 2, 1, 1, 2]
+    assert fast[12] == [0, 1, 2]

@@ -57,28 +57,119 @@ app.kubernetes.io/component: {{ .component }}
 {{- toYaml (merge (dict "report_dir" "/reports") (omit .Values.scenario "report_dir")) -}}
 {{- end -}}
 
-{{/* Env of master and workers: one secretKeyRef per variant's api_key_env (required), then extraEnv. */}}
+{{/* Names of the Secrets the chart creates when the values ask for them. */}}
+{{- define "loadgen.webLoginSecret" -}}
+{{- default (printf "%s-web-login" (include "loadgen.fullname" .)) .Values.webAuth.existingSecret -}}
+{{- end -}}
+
+{{- define "loadgen.doneTokenSecret" -}}
+{{- printf "%s-done-token" (include "loadgen.fullname" .) -}}
+{{- end -}}
+
+{{/* Whether the ui master runs with --web-login; whether the headless master has a report window (and a token). */}}
+{{- define "loadgen.webLogin" -}}
+{{- if and (eq .Values.mode "ui") .Values.webAuth.enabled }}true{{ end -}}
+{{- end -}}
+
+{{- define "loadgen.doneToken" -}}
+{{- if and (eq .Values.mode "headless") .Values.headless.serveReports }}true{{ end -}}
+{{- end -}}
+
+{{/* The environment variables a pod reads credentials from, as a JSON list of [field, NAME]: the workers, every
+variant's api_key_env and headers_from_env (they send the requests); the master, the Prometheus credentials (it
+queries the cluster's Prometheus) and, with `tokenizer: server`, the first variant's (the scenario's check POSTs
+/tokenize from every process that loads it). Nothing else: the master sends no request to the targets. */}}
+{{- define "loadgen.secretNames" -}}
+{{- $sc := .root.Values.scenario -}}
+{{- $variants := $sc.variants | default list -}}
+{{- $out := list -}}
+{{- $from := list -}}
+{{- if eq .pod "workers" -}}
+{{- $from = $variants -}}
+{{- else -}}
+{{- $prom := dig "metrics" "prometheus" dict $sc | default dict -}}
+{{- with $prom.bearer_token_env }}{{ $out = append $out (list "metrics.prometheus.bearer_token_env" .) }}{{ end -}}
+{{- with $prom.basic_auth_env -}}
+{{- with .username }}{{ $out = append $out (list "metrics.prometheus.basic_auth_env.username" .) }}{{ end -}}
+{{- with .password }}{{ $out = append $out (list "metrics.prometheus.basic_auth_env.password" .) }}{{ end -}}
+{{- end -}}
+{{- if and (eq (toString ($sc.tokenizer | default "")) "server") $variants -}}
+{{- $from = list (first $variants) -}}
+{{- end -}}
+{{- end -}}
+{{- range $i, $v := $from -}}
+{{- with $v.api_key_env }}{{ $out = append $out (list (printf "variants[%d].api_key_env" $i) .) }}{{ end -}}
+{{- range $h, $n := ($v.headers_from_env | default dict) -}}
+{{- $out = append $out (list (printf "variants[%d].headers_from_env.%s" $i $h) $n) -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $out -}}
+{{- end -}}
+
+{{/* Env of a pod (`pod`: master or workers): one secretKeyRef per credential variable it reads (each required in
+apiKeySecrets), the master's own (the web login in ui mode, the report window's token in headless), then extraEnv. */}}
 {{- define "loadgen.env" -}}
+{{- $root := .root -}}
 {{- $seen := dict -}}
-{{- range .Values.scenario.variants }}
-{{- with .api_key_env }}
-{{- if not (hasKey $seen .) }}
-{{- $_ := set $seen . true }}
-{{- $ref := index $.Values.apiKeySecrets . | default dict }}
+{{- range (include "loadgen.secretNames" . | fromJsonArray) }}
+{{- $field := index . 0 }}
+{{- $name := index . 1 }}
+{{- if not (hasKey $seen $name) }}
+{{- $_ := set $seen $name true }}
+{{- $ref := index $root.Values.apiKeySecrets $name | default dict }}
 {{- if not (and $ref.name $ref.key) }}
-{{- fail (printf "scenario variant api_key_env %s has no apiKeySecrets.%s {name, key}" . .) }}
+{{- fail (printf "scenario %s names environment variable %s, which has no apiKeySecrets.%s {name, key}" $field $name $name) }}
 {{- end }}
-- name: {{ . }}
+- name: {{ $name }}
   valueFrom:
     secretKeyRef:
       name: {{ $ref.name }}
       key: {{ $ref.key }}
 {{- end }}
 {{- end }}
+{{- if and (eq .pod "master") (include "loadgen.webLogin" $root) }}
+- name: LOADGEN_WEB_USERNAME
+  value: {{ $root.Values.webAuth.username | quote }}
+- name: LOADGEN_WEB_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "loadgen.webLoginSecret" $root }}
+      key: password
 {{- end }}
-{{- with .Values.extraEnv }}
+{{- if and (eq .pod "master") (include "loadgen.doneToken" $root) }}
+- name: LOADGEN_DONE_TOKEN
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "loadgen.doneTokenSecret" $root }}
+      key: token
+{{- end }}
+{{- with $root.Values.extraEnv }}
 {{ toYaml . }}
 {{- end }}
+{{- end -}}
+
+{{/* A literal credential in the scenario's headers would be in the ConfigMap: refused (the rule of loadgen's
+config, classes.is_credential_header), naming the header and where its value belongs. */}}
+{{- define "loadgen.checkHeaders" -}}
+{{- $parts := list "key" "token" "secret" "password" "credential" "authorization" "cookie" -}}
+{{- $where := list -}}
+{{- range $i, $v := (.Values.scenario.variants | default list) -}}
+{{- $where = append $where (list (printf "variants[%d]" $i) ($v.headers | default dict)) -}}
+{{- end -}}
+{{- range $i, $c := (dig "traffic" "classes" list .Values.scenario | default list) -}}
+{{- $where = append $where (list (printf "traffic.classes[%d]" $i) ($c.headers | default dict)) -}}
+{{- end -}}
+{{- range $where -}}
+{{- $at := index . 0 -}}
+{{- range $h, $_ := index . 1 -}}
+{{- $low := lower $h -}}
+{{- range $parts -}}
+{{- if contains . $low -}}
+{{- fail (printf "scenario %s.headers.%s looks like a credential, and the scenario ConfigMap would hold its value: name an environment variable in headers_from_env instead, filled from a Secret by apiKeySecrets" $at $h) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 
 {{- define "loadgen.volumes" -}}
@@ -107,7 +198,7 @@ app.kubernetes.io/component: {{ .component }}
 {{- define "loadgen.podCommon" -}}
 {{- $pod := index .root.Values .pod -}}
 serviceAccountName: {{ include "loadgen.serviceAccountName" .root }}
-automountServiceAccountToken: {{ and .root.Values.rbac.discovery (eq .pod "master") }}
+automountServiceAccountToken: {{ and .root.Values.rbac.podMetrics (eq .pod "master") }}
 enableServiceLinks: false
 securityContext:
   {{- toYaml .root.Values.podSecurityContext | nindent 2 }}
@@ -178,7 +269,7 @@ containers:
       {{- range .Values.workers.extraArgs }}
       - {{ . | quote }}
       {{- end }}
-    {{- with (include "loadgen.env" .) }}
+    {{- with (include "loadgen.env" (dict "root" . "pod" "workers")) }}
     env:
       {{- . | nindent 6 }}
     {{- end }}
@@ -197,7 +288,7 @@ containers:
   imagePullPolicy: {{ .Values.image.pullPolicy }}
   {{- $headless := eq .Values.mode "headless" }}
   {{- if and $headless .Values.headless.serveReports }}
-  command: ["python", "-m", "loadgen.report.serve", "--dir", "/reports", "--for", {{ .Values.headless.serveReports | quote }}, "--port", {{ .Values.service.webPort | quote }}, "--", "locust"]
+  command: ["python", "-m", "loadgen.report.serve", "--dir", "/reports", "--for", {{ .Values.headless.serveReports | quote }}, "--port", {{ .Values.service.webPort | quote }}, "--host", "0.0.0.0", "--", "locust"]
   {{- else }}
   command: ["locust"]
   {{- end }}
@@ -225,6 +316,9 @@ containers:
     {{- else }}
     - --web-port
     - {{ .Values.service.webPort | quote }}
+    {{- if include "loadgen.webLogin" . }}
+    - --web-login
+    {{- end }}
     {{- end }}
     {{- if .Values.metrics.enabled }}
     - --metrics-port
@@ -242,7 +336,7 @@ containers:
     - name: metrics
       containerPort: {{ .Values.metrics.port }}
     {{- end }}
-  {{- with (include "loadgen.env" .) }}
+  {{- with (include "loadgen.env" (dict "root" . "pod" "master")) }}
   env:
     {{- . | nindent 4 }}
   {{- end }}

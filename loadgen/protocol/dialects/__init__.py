@@ -15,6 +15,8 @@ One module per server family:
 | `llamacpp` | `/completion` | SSE | the event with `stop: true` |
 | `ollama-chat` | `/api/chat` | NDJSON | the line with `done: true` |
 | `ollama-generate` | `/api/generate` | NDJSON | the line with `done: true` |
+| `openai-embeddings` | `/v1/embeddings` | one JSON reply | the body (`pooling.py`) |
+| `rerank` | `/v1/rerank` | one JSON reply | the body (`pooling.py`) |
 
 The OpenAI dialects serve vLLM, SGLang, llama.cpp's OAI server, TensorRT-LLM's `trtllm-serve`, LightLLM, TGI's
 Messages API and hosted OpenAI-compatible APIs (TLS, key from `api_key_env`).
@@ -23,8 +25,15 @@ Output length (`output_length`): `enforced` when the dialect can ask its server 
 variant does (`ignore_eos: true` in its extra body: openai-*, llamacpp, triton), else `max_only`: max_tokens is a
 cap and a request may stop early at EOS (tgi and ollama-* have no such option).
 
+Whole replies (`replies_whole`): openai-chat and openai-completions can ask for one JSON reply instead of a stream
+(`stream: false`, a variant's `stream`); the pooling dialects (embeddings, rerank) only ever get one; the others
+always stream, and a variant of theirs that asks is refused.
+
 Priority classes (`priority_in_body`): openai-* put a class's `priority` in the body (vLLM, SGLang); the others
 have no such field, and their requests carry the class's headers only.
+
+LoRA adapters (`model_per_request`): every dialect but tgi (no `model` field) and triton (the model is in the path)
+names its model in the body, so each request may name another adapter (a variant's `adapters`).
 """
 
 from __future__ import annotations
@@ -35,6 +44,7 @@ from loadgen.protocol.dialects._base import Chunk, Dialect, RequestLike, describ
 from loadgen.protocol.dialects.llamacpp import LlamaCppCompletion
 from loadgen.protocol.dialects.ollama import OllamaChat, OllamaGenerate
 from loadgen.protocol.dialects.openai import OpenAIChat, OpenAICompletions
+from loadgen.protocol.dialects.pooling import POOLING_DIALECTS, OpenAIEmbeddings, Rerank
 from loadgen.protocol.dialects.tgi import TGIGenerate
 from loadgen.protocol.dialects.triton import TritonGenerate
 from loadgen.registry import Registry, UnknownNameError
@@ -42,15 +52,20 @@ from loadgen.registry import Registry, UnknownNameError
 __all__ = [
     "Chunk",
     "DIALECT_NAMES",
+    "MODEL_PER_REQUEST_DIALECTS",
+    "POOLING_DIALECTS",
+    "WHOLE_REPLY_DIALECTS",
     "Dialect",
     "RequestLike",
     "describe_error_body",
+    "dialect_for",
     "dialect_registry",
     "get_dialect",
     "output_length",
 ]
 
-# Dialects are stateless: one shared instance each. Their names (each class's `name`) are the only list of them.
+# Dialects are stateless: one shared instance each (and an openai-chat of another output-cap field: `dialect_for`).
+# Their names (each class's `name`) are the only list of them.
 _DIALECTS: tuple[Dialect, ...] = (
     OpenAIChat(),
     OpenAICompletions(),
@@ -59,8 +74,14 @@ _DIALECTS: tuple[Dialect, ...] = (
     LlamaCppCompletion(),
     OllamaChat(),
     OllamaGenerate(),
+    OpenAIEmbeddings(),
+    Rerank(),
 )
 DIALECT_NAMES: tuple[str, ...] = tuple(d.name for d in _DIALECTS)
+# The dialects whose requests may each name another model (a variant's `adapters`).
+MODEL_PER_REQUEST_DIALECTS: tuple[str, ...] = tuple(d.name for d in _DIALECTS if d.model_per_request)
+# The dialects that can ask for one whole reply instead of a stream (a variant's `stream: false`).
+WHOLE_REPLY_DIALECTS: tuple[str, ...] = tuple(d.name for d in _DIALECTS if d.replies_whole)
 
 
 def dialect_registry() -> Registry[Dialect]:
@@ -80,6 +101,26 @@ def get_dialect(name: str) -> Dialect:
     if dialect is None:
         raise UnknownNameError("dialect", name, sorted(_BY_NAME))
     return dialect
+
+
+def dialect_for(name: str, max_tokens_field: str | None = None, stream: bool = True, items: int = 1) -> Dialect:
+    """The dialect a variant's requests are built with: `name`'s, its output cap sent as `max_tokens_field` (a
+    variant's setting: `max_completion_tokens` for OpenAI's API) where that is not the dialect's own field, asking
+    for a stream or (`stream=False`, a variant's `stream: false`) for one whole reply; a pooling request (embeddings,
+    rerank) with `items` inputs or documents (a variant's `items_per_request`)."""
+    dialect = get_dialect(name)
+    if isinstance(dialect, OpenAIEmbeddings | Rerank):
+        return type(dialect)(items)
+    custom_cap = max_tokens_field not in (None, "max_tokens")
+    if custom_cap and not isinstance(dialect, OpenAIChat):
+        raise ValueError(f"{name} requests cannot cap their output with {max_tokens_field}")
+    if not stream and not dialect.replies_whole:
+        raise ValueError(f"{name} requests are always streamed: stream: false is for {', '.join(WHOLE_REPLY_DIALECTS)}")
+    if not custom_cap and stream:
+        return dialect
+    if isinstance(dialect, OpenAIChat):
+        return OpenAIChat(max_tokens_key=max_tokens_field or "max_tokens", stream=stream)
+    return OpenAICompletions(stream=stream)
 
 
 def output_length(dialect: str, extra: dict[str, Any] | None) -> Literal["enforced", "max_only"]:

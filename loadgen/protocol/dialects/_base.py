@@ -47,6 +47,10 @@ class Chunk:
       end of sequence or a stop string, "length" for max_tokens; see `normal_finish`).
     - `server_timings`: the server's own timings in llama.cpp's key names and milliseconds (`prompt_n`, `prompt_ms`,
       `predicted_n`, `predicted_ms`, `predicted_per_token_ms`, ...), from llama.cpp's `timings` or Ollama's durations.
+    - `reasoning`: its output was thinking only (`delta.reasoning_content` / `delta.reasoning`, no content, tool call
+      or refusal): a reasoning model's tokens before its answer (measure/reasoning.py).
+    - `tool_call`: its output was a tool call's (`delta.tool_calls`: the function's name or argument pieces, no
+      content or refusal): time to the first tool call and argument tokens (measure/tool_calls.py).
     """
 
     __slots__ = (
@@ -59,6 +63,8 @@ class Chunk:
         "server_timings",
         "tokens",
         "malformed",
+        "reasoning",
+        "tool_call",
     )
 
     def __init__(
@@ -72,6 +78,8 @@ class Chunk:
         server_timings: dict[str, Any] | None = None,
         tokens: int | None = None,
         malformed: bool = False,
+        reasoning: bool = False,
+        tool_call: bool = False,
     ) -> None:
         self.done = done
         self.has_output = has_output
@@ -82,6 +90,8 @@ class Chunk:
         self.server_timings = server_timings
         self.tokens = tokens
         self.malformed = malformed
+        self.reasoning = reasoning
+        self.tool_call = tool_call
 
     def __repr__(self) -> str:
         fields = ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__ if getattr(self, k) not in (None, False))
@@ -108,6 +118,15 @@ class Dialect(Protocol):
     # The server family takes a request's scheduling priority as `priority` in the body (vLLM, SGLang): a priority
     # class's value goes there (in `extra`, built once per class). False: a class is marked by its headers only.
     priority_in_body: bool
+    # The dialect can ask for a whole reply instead of a stream (a variant's `stream: false`: `dialect_for`).
+    replies_whole: bool
+    # This instance asks for a stream (True), or for one whole JSON reply (`parse_whole` reads it).
+    stream: bool
+    # The request can carry images (a mix's `images`): `chat_messages` sends them as OpenAI `image_url` parts.
+    takes_images: bool
+    # A request names its model in the body, so each may name another (a LoRA adapter: a variant's `adapters`).
+    # False: one model per endpoint (TGI takes none; Triton's is in the path, built once per stream).
+    model_per_request: bool
 
     def path_for(self, model: str) -> str: ...
 
@@ -116,6 +135,11 @@ class Dialect(Protocol):
     ) -> bytes: ...
 
     def parse(self, payload: bytes) -> Chunk: ...
+
+    def parse_whole(self, body: bytes) -> tuple[Chunk, str]:
+        """A whole (non-streamed) reply: what it carried as one final `Chunk` (`cum_tokens`: its output tokens,
+        from its usage), and its text."""
+        ...
 
 
 class DialectBase:
@@ -128,6 +152,13 @@ class DialectBase:
     ends_at_eof = False
     enforces_length = False
     priority_in_body = False
+    replies_whole = False
+    stream = True
+    takes_images = False
+    model_per_request = True
+
+    def parse_whole(self, body: bytes) -> tuple[Chunk, str]:
+        raise NotImplementedError(f"{self.name} requests are always streamed")
 
     def path_for(self, model: str) -> str:
         if "{model}" in self.path:
@@ -141,14 +172,21 @@ def joined_prompt(spec: RequestLike) -> str:
     return f"{spec.system_prompt} {spec.prompt}" if spec.system_prompt else spec.prompt
 
 
-def chat_messages(spec: RequestLike) -> list[dict[str, str]]:
+def chat_messages(spec: RequestLike) -> list[dict[str, Any]]:
     """The system prompt (if any) and the prompt as chat messages, for servers that take a conversation; a
-    replayed dataset row's own messages when it has them (``messages``, optional on a `RequestLike`)."""
+    replayed dataset row's own messages when it has them (``messages``, optional on a `RequestLike`). A request
+    with images (``images``, data URLs) sends its prompt as content parts: the text, then an `image_url` per image."""
     replayed = getattr(spec, "messages", None)
     if replayed is not None:
         return list(replayed)
-    messages = [{"role": "system", "content": spec.system_prompt}] if spec.system_prompt else []
-    messages.append({"role": "user", "content": spec.prompt})
+    messages: list[dict[str, Any]] = [{"role": "system", "content": spec.system_prompt}] if spec.system_prompt else []
+    images = getattr(spec, "images", None)
+    if images:
+        parts: list[dict[str, Any]] = [{"type": "text", "text": spec.prompt}]
+        parts += [{"type": "image_url", "image_url": {"url": url}} for url in images]
+        messages.append({"role": "user", "content": parts})
+    else:
+        messages.append({"role": "user", "content": spec.prompt})
     return messages
 
 

@@ -33,6 +33,7 @@ __all__ = ["TGIGenerate"]
 class TGIGenerate(DialectBase):
     name = "tgi"
     path = "/generate_stream"
+    model_per_request = False
 
     def build_body(
         self, spec: RequestLike, model: str, continuous_usage: bool, extra: dict[str, Any] | None = None

@@ -75,6 +75,7 @@ class TritonGenerate(DialectBase):
     name = "triton"
     path = "/v2/models/{model}/generate_stream"
     ends_at_eof = True
+    model_per_request = False
     enforces_length = True
 
     def build_body(

@@ -6,6 +6,7 @@
 | `/generate_stream` | TGI | SSE (`data:` without a space), one event per token | the event with `generated_text` |
 | `/generate` | TGI | none: one JSON body | |
 | `/api/chat`, `/api/generate` | Ollama | NDJSON (`stream` defaults to true), one line per token | `done: true` |
+| `/v1/embeddings`, `/v1/rerank` (`/rerank`) | pooling (`pooling.py`) | none: one JSON body after one engine step | |
 
 A framing parses its route's request body and builds every byte of the response: the stream head, the events of an
 engine step, the end of the stream, the non-streamed body, error bodies and the fault-injected variants of each
@@ -20,9 +21,18 @@ Every request generates exactly its token budget (benchmark mode), so ``finish_r
 
 from __future__ import annotations
 
-from loadgen.sim.framings.base import DEFAULT_MAX_TOKENS, ApiError, Framing, SimRequest, StreamState, token_text
+from loadgen.sim.framings.base import (
+    DEFAULT_MAX_TOKENS,
+    ApiError,
+    Framing,
+    SimRequest,
+    StreamState,
+    greedy_offset,
+    token_text,
+)
 from loadgen.sim.framings.ollama import OllamaChat, OllamaGenerate
 from loadgen.sim.framings.openai import OpenAIChat, OpenAICompletions
+from loadgen.sim.framings.pooling import Embeddings, RerankRoute
 from loadgen.sim.framings.tgi import TGIGenerate
 
 __all__ = [
@@ -32,6 +42,7 @@ __all__ = [
     "Framing",
     "SimRequest",
     "StreamState",
+    "greedy_offset",
     "token_text",
 ]
 
@@ -43,4 +54,7 @@ FRAMINGS: dict[str, Framing] = {
     "/generate": TGIGenerate(stream=False),
     "/api/chat": OllamaChat(),
     "/api/generate": OllamaGenerate(),
+    "/v1/embeddings": Embeddings(),
+    "/v1/rerank": RerankRoute(),
+    "/rerank": RerankRoute(),
 }

@@ -3,6 +3,7 @@ readers that turn a bad request into the API's own error."""
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -14,6 +15,7 @@ __all__ = [
     "Framing",
     "SimRequest",
     "StreamState",
+    "greedy_offset",
     "token_text",
 ]
 
@@ -39,10 +41,24 @@ _VOCAB: tuple[str, ...] = (
 _TOKEN_ID_BASE = 1000
 
 
-def token_text(offset: int, start: int, n: int) -> str:
-    """Text of tokens ``start`` .. ``start + n - 1`` of a request whose vocabulary offset is ``offset``."""
-    vocab, off = _VOCAB, offset + start
-    return "".join(vocab[(off + i) % len(vocab)] for i in range(n))
+# A perturbed token is this far along the vocabulary from the one it replaces: always another word.
+_PERTURB_SHIFT = len(_VOCAB) // 2
+
+
+def token_text(offset: int, start: int, n: int, perturbed: frozenset[int] = frozenset()) -> str:
+    """Text of tokens ``start`` .. ``start + n - 1`` of a request whose vocabulary offset is ``offset``; a position
+    in ``perturbed`` has another word than the unperturbed reply's."""
+    vocab, off, size = _VOCAB, offset + start, len(_VOCAB)
+    if not perturbed:
+        return "".join(vocab[(off + i) % size] for i in range(n))
+    return "".join(vocab[(off + i + (_PERTURB_SHIFT if start + i in perturbed else 0)) % size] for i in range(n))
+
+
+def greedy_offset(words: list[str]) -> tuple[int, int]:
+    """A greedy reply's vocabulary offset and the prompt's digest (which seeds its perturbed positions): a function
+    of the prompt alone, so every variant answers the same prompt with the same words."""
+    digest = int.from_bytes(hashlib.blake2b(" ".join(words).encode(), digest_size=8).digest(), "big")
+    return digest % len(_VOCAB), digest
 
 
 class ApiError(Exception):
@@ -71,6 +87,15 @@ class SimRequest:
     details: bool = False
     #: vLLM's ``priority`` (OpenAI routes; lower is more urgent): orders the engine's queue under priority scheduling.
     priority: int = 0
+    #: ``temperature: 0`` (OpenAI routes): the reply is a function of the prompt, the same in every variant but
+    #: for the positions the variant's ``perturb_share`` changes; else it follows the server's request count.
+    greedy: bool = False
+    #: OpenAI chat with ``tools``: the function the reply calls instead of answering ("": none; framings/tools.py);
+    #: with ``response_format`` json_schema / json_object, the content is a JSON object.
+    tool_call: str = ""
+    json_reply: bool = False
+    #: The tool call whose result (``role: tool``) the request's last message sends back ("": none): an agent's turn.
+    tool_result: str = ""
 
 
 class StreamState(Protocol):
@@ -81,8 +106,13 @@ class StreamState(Protocol):
     created: int
     arrival: float
     vocab_offset: int
+    #: Token positions of a greedy reply that differ from the baseline's (the profile's ``perturb_share``).
+    perturbed: frozenset[int]
     #: ``time.monotonic()`` of the engine step that produced the first token, None before it.
     first_step: float | None
+    #: How many of the reply's first tokens are a reasoning model's thinking (the profile's ``reasoning_tokens``,
+    #: at most max_tokens; 0 on routes that stream no thinking: see ``Framing.reasoning``).
+    reasoning_tokens: int
 
     @property
     def prompt_tokens(self) -> int: ...
@@ -107,6 +137,8 @@ class Framing:
     cut_marker = b""
     #: What ends one event on the wire.
     delimiter = b"\n\n"
+    #: The route streams a reasoning model's thinking apart from its answer (OpenAI chat's ``reasoning_content``).
+    reasoning = False
 
     def parse(self, body: dict[str, Any]) -> SimRequest:
         raise NotImplementedError
@@ -180,11 +212,18 @@ def _content_words(content: Any) -> list[str]:
         return []
     if isinstance(content, str):
         return content.split()
-    if isinstance(content, list):  # OpenAI content parts: only text parts are billed
+    if isinstance(content, list):  # OpenAI content parts: text parts by their words, images by their size
         words: list[str] = []
         for part in content:
             if isinstance(part, dict) and isinstance(part.get("text"), str):
                 words.extend(part["text"].split())
+            elif isinstance(part, dict) and part.get("type") == "image_url":
+                from loadgen.sim.image_tokens import image_words  # Pillow: only when an image arrives
+
+                try:
+                    words.extend(image_words(part.get("image_url")))
+                except ValueError as e:  # not an image it can read: refused, as a server refuses it
+                    raise ApiError(400, str(e)) from None
         return words
     raise ApiError(400, "message content must be a string, a list of content parts or null")
 

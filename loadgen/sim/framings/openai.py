@@ -20,6 +20,7 @@ from loadgen.sim.framings.base import (
     _object,
     token_text,
 )
+from loadgen.sim.framings.tools import answer_choice, tool_messages, tool_request, whole_answer
 
 
 class _OpenAI(Framing):
@@ -28,11 +29,13 @@ class _OpenAI(Framing):
 
     def parse(self, body: dict[str, Any]) -> SimRequest:
         words = self._prompt_words(body)
-        value = body.get("max_completion_tokens", body.get("max_tokens"))
+        # OpenAI's own name first (its reasoning models take no other), then the one every server takes.
+        key = "max_completion_tokens" if "max_completion_tokens" in body else "max_tokens"
+        value = body.get(key)
         if value is None:
             max_tokens = DEFAULT_MAX_TOKENS
         elif not _int(value) or value < 1:
-            raise ApiError(400, "'max_tokens' must be a positive integer")
+            raise ApiError(400, f"'{key}' must be a positive integer")
         else:
             max_tokens = value
         if body.get("n", 1) != 1:
@@ -42,11 +45,13 @@ class _OpenAI(Framing):
         priority = body.get("priority", 0)
         if not _int(priority):
             raise ApiError(400, "'priority' must be an integer")
+        temperature = body.get("temperature")
         return SimRequest(
             words,
             max_tokens,
             stream,
             _model(body, 400),
+            greedy=(_int(temperature) or isinstance(temperature, float)) and temperature == 0,
             include_usage=bool(opts.get("include_usage")),
             # vLLM only honours continuous_usage_stats together with include_usage; accepting it alone is lenient.
             continuous=bool(opts.get("continuous_usage_stats")),
@@ -73,9 +78,10 @@ class _OpenAI(Framing):
             obj["usage"] = _usage(s, completion_tokens)
         return b"data: " + orjson.dumps(obj) + b"\n\n"
 
-    def _choice(self, text: str, finish: str | None) -> dict[str, Any]:
+    def _choice(self, text: str, finish: str | None, thinking: bool = False) -> dict[str, Any]:
         if self.chat:
-            return {"index": 0, "delta": {"content": text}, "logprobs": None, "finish_reason": finish}
+            delta = {"reasoning_content": text, "content": None} if thinking else {"content": text}
+            return {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
         return {"index": 0, "text": text, "logprobs": None, "finish_reason": finish, "stop_reason": None}
 
     def head(self, s: StreamState) -> bytes:
@@ -86,8 +92,22 @@ class _OpenAI(Framing):
         return self._chunk(s, [choice], 0 if s.req.continuous else None)
 
     def tokens(self, s: StreamState, start: int, n: int, final: bool) -> list[Event]:
-        choice = self._choice(token_text(s.vocab_offset, start, n), "length" if final else None)
-        return [(self._chunk(s, [choice], start + n if s.req.continuous else None), n)]
+        # A reasoning reply's thinking first (`reasoning_tokens` of it), then the answer: a step across the boundary
+        # is two events, each with its own tokens (and cumulative count); why the reply ended goes with the last.
+        thinking = min(max(s.reasoning_tokens - start, 0), n) if self.chat else 0
+        events: list[Event] = []
+        if thinking:
+            finish = "length" if final and thinking == n else None
+            choice = self._choice(token_text(s.vocab_offset, start, thinking, s.perturbed), finish, thinking=True)
+            events.append((self._chunk(s, [choice], start + thinking if s.req.continuous else None), thinking))
+        if thinking < n:
+            text = token_text(s.vocab_offset, start + thinking, n - thinking, s.perturbed)
+            if s.req.tool_call or s.req.json_reply:  # a tool call's pieces, or JSON content (framings/tools.py)
+                choice = answer_choice(s, start + thinking, text, final)
+            else:
+                choice = self._choice(text, "length" if final else None)
+            events.append((self._chunk(s, [choice], start + n if s.req.continuous else None), n - thinking))
+        return events
 
     def end(self, s: StreamState, generated: int) -> bytes:
         if not s.req.include_usage:
@@ -109,11 +129,15 @@ class _OpenAI(Framing):
         )
 
     def full(self, s: StreamState, generated: int) -> bytes:
-        text = token_text(s.vocab_offset, 0, generated)
+        thinking = min(s.reasoning_tokens, generated) if self.chat else 0
+        text = token_text(s.vocab_offset, thinking, generated - thinking, s.perturbed)
         choice: dict[str, Any]
         if self.chat:
-            message = {"role": "assistant", "content": text}
-            choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": "length"}
+            message: dict[str, Any] = {"role": "assistant", "content": text}
+            finish = whole_answer(message, s, text) if s.req.tool_call or s.req.json_reply else "length"
+            if thinking:
+                message["reasoning_content"] = token_text(s.vocab_offset, 0, thinking, s.perturbed)
+            choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish}
         else:
             choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": "length", "stop_reason": None}
         obj = {
@@ -143,6 +167,16 @@ def _usage(s: StreamState, completion_tokens: int, final: bool = False) -> dict[
 
 class OpenAIChat(_OpenAI):
     chat = True
+    reasoning = True
+
+    def parse(self, body: dict[str, Any]) -> SimRequest:
+        req = super().parse(body)
+        req.tool_call, arguments, req.json_reply = tool_request(body, req.words)
+        calls, req.tool_result = tool_messages(body["messages"])
+        req.words += calls  # an agent's earlier calls, sent back: the server bills their arguments
+        if req.tool_call:  # the call's arguments are as long as its schema asks
+            req.max_tokens = min(req.max_tokens, arguments)
+        return req
 
     def _prompt_words(self, body: dict[str, Any]) -> list[str]:
         return _message_words(body.get("messages"), 400)

@@ -1,0 +1,61 @@
+"""`traffic.trace`: a production trace replayed with its timestamps (Mooncake JSONL, the Azure LLM inference CSV,
+BurstGPT's CSV). The model checks values only; the file is read before load (loadgen/preflight.py, then
+traffic/trace_file.py), where a malformed row is an error naming file, line and column.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
+
+from loadgen.config.types import Duration, MixName, PositiveFloat
+
+__all__ = ["TRACE_FORMATS", "TraceFormat", "TraceReplay"]
+
+TRACE_FORMATS = ("mooncake", "azure", "burstgpt")
+TraceFormat = Literal["mooncake", "azure", "burstgpt"]
+
+
+class TraceReplay(BaseModel):
+    """A request trace replayed row by row: each row's lengths, sent at its timestamp (scaled, windowed)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    path: str = Field(
+        min_length=1,
+        description="The trace file on the machines running loadgen (relative: to the working directory). "
+        "mooncake: JSONL rows `{timestamp (ms), input_length, output_length, hash_ids}`; azure: CSV with "
+        "`TIMESTAMP, ContextTokens, GeneratedTokens`; burstgpt: CSV with `Timestamp (s), Request tokens, Response "
+        "tokens` (rows with 0 response tokens, the trace's failures, are left out and counted).",
+    )
+    format: TraceFormat | None = Field(
+        default=None,
+        description="mooncake, azure or burstgpt. Null: recognised from the file (a JSONL row with "
+        "`input_length`, or the CSV header's columns).",
+    )
+    name: MixName = Field(
+        default="trace",
+        description="The mix name its requests carry in records, reports and SLOs (the scenario's only mix).",
+    )
+    time_scale: PositiveFloat = Field(
+        default=1.0,
+        description="Multiplies the trace's time offsets: 0.5 replays it twice as fast, 2 half as fast.",
+    )
+    start: Duration = Field(
+        default=0.0,
+        ge=0,
+        description="Where the replayed window opens, in trace time from its first row (before `time_scale`), "
+        "e.g. `10m`. Its first row is sent at the run's start.",
+    )
+    duration: Duration | None = Field(
+        default=None,
+        gt=0,
+        description="How much trace time the window holds (before `time_scale`). Null: to the trace's end.",
+    )
+    block_tokens: StrictInt = Field(
+        default=512,
+        ge=1,
+        description="mooncake: tokens per `hash_ids` block (Mooncake's traces use 512). Requests sharing their "
+        "first k block ids share a prompt prefix of exactly k blocks.",
+    )

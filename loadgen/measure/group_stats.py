@@ -1,0 +1,284 @@
+"""One (variant, mix) — or (variant, priority class), (variant, adapter) — over the measured window: its latency
+histograms and counters, how a request adds to them, and their wire form. Apart from aggregate.py (which keys them
+and ships them) so that neither passes 500 lines."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from loadgen.measure.histogram import LatencyHistogram, merge_encoded_into, record_chunk_gaps
+from loadgen.measure.reasoning import add_reasoning
+from loadgen.measure.records import RequestRecord
+from loadgen.measure.slices import add_counts, tokens_in_window
+
+__all__ = ["CENSORED_METRICS", "CONNECTION_METRICS", "NOT_SENT", "GroupStats"]
+
+# Opening a connection: beside TTFT, not in it (TTFT runs from the request write).
+CONNECTION_METRICS: tuple[str, ...] = ("connect", "tls")
+# The error class of an open-loop arrival that was never sent (`GroupStats.add_not_sent`).
+NOT_SENT = "not_sent"
+# Metrics where a request that never got there is a censored sample (above everything measured).
+CENSORED_METRICS: tuple[str, ...] = ("ttft", "e2e", "ttft_from_schedule", "e2e_from_schedule")
+_COUNTERS = (
+    "requests",
+    "ok",
+    "output_tokens",
+    "prompt_tokens",
+    "cache_reported",
+    "cache_prompt_tokens",
+    "cached_prompt_tokens",
+    "target_prompt_tokens",
+    "shared_prefix_tokens",
+    "warmup_excluded",
+    "cut_by_stop",
+    "cancelled",
+    "drained",
+    "drained_ok",
+    "drained_good",
+    "ok_without_tokens",
+    "goodput_judged",
+    "goodput_ok",
+    "good_output_tokens",
+)
+_COUNTS = ("errors", "token_sources", "censored", "finish_reasons", "arrivals", "goodput_misses", "reasoning")
+
+
+@dataclass(slots=True)
+class GroupStats:
+    """One (variant, mix) over the measured window.
+
+    A request belongs to the window when it completed inside it (`requests`, `ok`, `errors`, latency samples);
+    throughput counts the tokens whose chunks arrived inside it, whichever request carried them — a request sent
+    during the warm-up adds the tokens it streamed after it, one still running at the stop (`cut_by_stop`) the
+    tokens it streamed before. A failed request is an error of its class; one that failed before its first token is
+    a censored TTFT sample, and every failed request a censored E2E sample (see `LatencyHistogram.summary_ms`).
+    """
+
+    hists: dict[str, LatencyHistogram] = field(default_factory=dict)
+    requests: int = 0
+    ok: int = 0
+    errors: dict[str, int] = field(default_factory=dict)
+    output_tokens: int = 0
+    prompt_tokens: int = 0
+    # Successful requests whose server said how many prompt tokens it served from its prefix cache, their prompt
+    # tokens, and the cached ones among them: the cached share is over these requests only.
+    cache_reported: int = 0
+    cache_prompt_tokens: int = 0
+    cached_prompt_tokens: int = 0
+    # The prompt lengths asked for and their shared-prefix part, over the requests in the window.
+    target_prompt_tokens: int = 0
+    shared_prefix_tokens: int = 0
+    warmup_excluded: int = 0
+    # Still running when the drain ended (`load.drain`): censored in E2E (and TTFT without a first token), their
+    # age at the cut in the "cut_age" histogram.
+    cut_by_stop: int = 0
+    # Given up by the client (`traffic.cancel`): neither a success nor an error, in no E2E; a TTFT it had counts.
+    cancelled: int = 0
+    # Completed during the drain (after the window's end): in the latencies and the success rate, not in
+    # requests/s (throughput is over the window); `drained_ok` of them succeeded.
+    drained: int = 0
+    drained_ok: int = 0
+    drained_good: int = 0  # of the drained, those that met every per-request SLO (goodput/s is over the window too)
+    ok_without_tokens: int = 0
+    token_sources: dict[str, int] = field(default_factory=dict)
+    censored: dict[str, int] = field(default_factory=dict)
+    finish_reasons: dict[str, int] = field(default_factory=dict)
+    # Open loop only: what became of the scheduled arrivals, by when it happened — `sent` / `dropped` (overflow:
+    # drop) inside the window, `in_warmup` (sent or dropped before it), `unsent_at_stop` (queued or handed to a
+    # user, never written, when the run stopped). Filled by the Locust runtime, which knows the schedule.
+    arrivals: dict[str, int] = field(default_factory=dict)
+    # Per-request SLOs (`goodput:`): successful requests judged, those that met every bound, and per bound the
+    # requests that missed it.
+    goodput_judged: int = 0
+    goodput_ok: int = 0
+    goodput_misses: dict[str, int] = field(default_factory=dict)
+    # The output tokens (inside the window, as `output_tokens` counts them) of the requests that met every bound:
+    # what the cost per good token is over.
+    good_output_tokens: int = 0
+    reasoning: dict[str, int] = field(default_factory=dict)  # a reasoning model's phases (measure/reasoning.py)
+
+    def _hist(self, metric: str) -> LatencyHistogram:
+        h = self.hists.get(metric)
+        if h is None:
+            h = self.hists[metric] = LatencyHistogram()
+        return h
+
+    def _censor(self, metric: str) -> None:
+        self.censored[metric] = self.censored.get(metric, 0) + 1
+
+    def add(self, rec: RequestRecord, window_start: float = -math.inf, window_end: float = math.inf) -> None:
+        if rec.cut_by_stop or rec.cancelled:
+            self._add_cut(rec, window_start, window_end)
+            return
+        if rec.warmup:
+            self.warmup_excluded += 1
+            self.output_tokens += tokens_in_window(rec, window_start, window_end)
+            return
+        self.requests += 1
+        if rec.done is not None and rec.done > window_end:
+            self.drained += 1
+            self.drained_ok += rec.error is None
+        self.target_prompt_tokens += rec.prompt_tokens_target
+        self.shared_prefix_tokens += rec.shared_prefix_tokens
+        tokens = tokens_in_window(rec, window_start, window_end)
+        if rec.connect_s is not None:
+            self._hist("connect").record(rec.connect_s)
+        if rec.tls_s is not None:
+            self._hist("tls").record(rec.tls_s)
+        t = rec.chunk_times
+        qd = rec.queue_delay
+        if qd is not None:  # a failed open-loop request went out late all the same
+            self._hist("queue_delay").record(qd)
+        if rec.error is not None:
+            self.errors[rec.error] = self.errors.get(rec.error, 0) + 1
+            self.output_tokens += tokens
+            self._first_token(rec)
+            self._censor("e2e")
+            if rec.scheduled is not None:
+                self._censor("e2e_from_schedule")
+            if len(t) > 1:  # the gaps it did stream are real gaps
+                record_chunk_gaps(self._hist("itl"), self._hist("icl"), t, rec.chunk_tokens)
+            return
+        self.ok += 1
+        misses = rec.goodput_misses
+        if misses is not None:
+            self.goodput_judged += 1
+            if misses:
+                add_counts(self.goodput_misses, dict.fromkeys(misses, 1))
+            else:
+                self.goodput_ok += 1
+                if rec.done is not None and rec.done > window_end:
+                    self.drained_good += 1
+        # The server's usage may count a token that never came as a chunk (EOS with an empty delta). A whole reply's
+        # tokens are all its usage's, counted by `tokens_in_window`.
+        usage_extra = rec.output_token_count - rec.tokens_received if rec.streamed else 0
+        self.output_tokens += tokens + max(usage_extra, 0)
+        if misses is not None and not misses:
+            self.good_output_tokens += tokens + max(usage_extra, 0)
+        if rec.prompt_tokens is not None:
+            self.prompt_tokens += rec.prompt_tokens
+            if rec.cached_prompt_tokens is not None:
+                self.cache_reported += 1
+                self.cache_prompt_tokens += rec.prompt_tokens
+                self.cached_prompt_tokens += rec.cached_prompt_tokens
+        self.token_sources[rec.token_source] = self.token_sources.get(rec.token_source, 0) + 1
+        reason = rec.finish_reason or "unknown"
+        self.finish_reasons[reason] = self.finish_reasons.get(reason, 0) + 1
+        ttft = rec.ttft
+        if ttft is not None:
+            self._hist("ttft").record(ttft)
+            if rec.scheduled is not None:
+                self._hist("ttft_from_schedule").record(rec.chunk_times[0] - rec.scheduled)
+        elif rec.streamed or not rec.output_token_count:
+            self.ok_without_tokens += 1  # a whole reply: when its usage counted no output token
+        e2e = rec.e2e
+        if e2e is not None:
+            self._hist("e2e").record(e2e)
+        if rec.scheduled is not None and rec.done is not None:
+            # What a user of an open-loop service waits: from when the request was due, queueing at the client included.
+            self._hist("e2e_from_schedule").record(rec.done - rec.scheduled)
+        tpot = rec.tpot
+        if tpot is not None:
+            self._hist("tpot").record(tpot)
+        if len(t) > 1:
+            record_chunk_gaps(self._hist("itl"), self._hist("icl"), t, rec.chunk_tokens)
+        add_reasoning(self.reasoning, self._hist, rec)
+
+    def _add_cut(self, rec: RequestRecord, window_start: float, window_end: float) -> None:
+        """A request the stop cut after the drain: it had run `done − sent` at least, so it is a censored sample of
+        E2E (above every measured one: a p99 must not improve because the slowest requests were still running), and
+        of TTFT when no token had come; a TTFT it did measure is kept. Not in the success rate: it neither
+        succeeded nor failed. Its tokens inside the window count for throughput."""
+        self.output_tokens += tokens_in_window(rec, window_start, window_end)
+        if rec.cancelled:  # given up by the client: its TTFT if it had one, no E2E (it did not end)
+            self.cancelled += not rec.warmup
+            if not rec.warmup and rec.ttft is not None:
+                self._first_token(rec)
+            return
+        self.cut_by_stop += 1
+        if rec.warmup or rec.done is None:
+            return
+        self._hist("cut_age").record(rec.done - (rec.scheduled if rec.scheduled is not None else rec.sent))
+        self._first_token(rec)
+        self._censor("e2e")
+        if rec.scheduled is not None:
+            self._censor("e2e_from_schedule")
+
+    def _first_token(self, rec: RequestRecord) -> None:
+        """TTFT (and from the schedule) of a request that did not succeed: its value, or a censored sample when it
+        failed before its first token; a whole reply (`streamed` False) has none, neither measured nor censored."""
+        ttft = rec.ttft
+        if ttft is not None:
+            self._hist("ttft").record(ttft)
+            if rec.scheduled is not None:
+                self._hist("ttft_from_schedule").record(rec.chunk_times[0] - rec.scheduled)
+        elif rec.streamed:
+            self._censor("ttft")
+            if rec.scheduled is not None:
+                self._censor("ttft_from_schedule")
+
+    def add_not_sent(self) -> None:
+        """An open-loop arrival of the window that was never sent (dropped: every sender was busy; or still waiting
+        for one at the stop): a failed request of its own class, `not_sent`, in the success rate, and a censored
+        sample of every latency it would have had (above every measured one)."""
+        self.requests += 1
+        self.errors[NOT_SENT] = self.errors.get(NOT_SENT, 0) + 1
+        for metric in CENSORED_METRICS:
+            self._censor(metric)
+
+    def merge(self, other: GroupStats) -> None:
+        for m, h in other.hists.items():
+            self._hist(m).merge(h)
+        for name in _COUNTERS:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        for name in _COUNTS:
+            add_counts(getattr(self, name), getattr(other, name))
+
+    def reset_counters(self) -> None:
+        """Zero the counters and keep the histograms (a report interval that ships counters only)."""
+        for name in _COUNTERS:
+            setattr(self, name, 0)
+        for name in _COUNTS:
+            setattr(self, name, {})
+
+    def to_wire(self, histograms: bool = True) -> dict[str, Any]:
+        # A histogram identical to another one (ICL = ITL whenever every chunk carries one token) is sent as an
+        # alias: the master decodes it once and adds it to both.
+        hists: dict[str, bytes] = {}
+        alias: dict[str, str] = {}
+        by_blob: dict[bytes, str] = {}
+        for m, h in self.hists.items() if histograms else ():
+            if not h.count:
+                continue
+            blob = h.encode()
+            first = by_blob.setdefault(blob, m)
+            if first == m:
+                hists[m] = blob
+            else:
+                alias[m] = first
+        out: dict[str, Any] = {"hists": hists, "alias": alias}
+        for name in _COUNTERS:
+            out[name] = getattr(self, name)
+        for name in _COUNTS:
+            out[name] = dict(getattr(self, name))
+        return out
+
+    def merge_wire(self, w: dict[str, Any]) -> None:
+        alias: dict[str, str] = w.get("alias") or {}
+        for m, blob in w.get("hists", {}).items():
+            targets = [self._hist(m)]
+            if alias:
+                targets += [self._hist(a) for a, src in alias.items() if src == m]
+            merge_encoded_into(blob, targets)
+        # Most counters of a delta are zero (drained, cancelled, cache…): a master merging thousands of deltas of
+        # many groups skips them rather than setting each.
+        for name in _COUNTERS:
+            v = w.get(name)
+            if v:
+                setattr(self, name, getattr(self, name) + int(v))
+        for name in _COUNTS:
+            counts = w.get(name)
+            if counts:
+                add_counts(getattr(self, name), counts)

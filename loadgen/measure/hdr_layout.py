@@ -1,0 +1,124 @@
+"""One HDR bucket layout (lowest and highest trackable value, significant digits), shared by every histogram of it.
+
+A `LatencyHistogram` keeps only the window of counts its values fall in (measure/histogram.py); what depends on the
+layout alone lives here, once per layout and process: hdrh's index arithmetic and walkers (of one template
+`HdrHistogram`, whose counts stay zero at rest and serve the V2 encoder), each slot's lowest and highest value (the
+bookkeeping of a merge, looked up instead of three hdrh method calls). Nothing is built at import: a layout on the
+first histogram of it, its slot tables on the first merge.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+from array import array
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pyhdrh
+from hdrh.histogram import HdrHistogram
+
+from loadgen.measure import _hdr_internals as hdr
+
+__all__ = ["DIGITS", "HIGHEST_US", "LOWEST_US", "Layout", "add_counts", "layout_for"]
+
+# The latency histograms' layout: 1 µs … 1 h, 3 significant digits (any value within 0.1 %).
+LOWEST_US = 1
+HIGHEST_US = 3_600_000_000
+DIGITS = 3
+
+
+class Layout:
+    """hdrh's layout of (lowest, highest, digits), its tables and scratch. `counts_len` slots in all."""
+
+    __slots__ = (
+        "key",
+        "template",
+        "counts_len",
+        "index",
+        "value_at",
+        "median_of",
+        "highest_of",
+        "empty_blob",
+        "_lowest",
+        "_highest",
+    )
+
+    def __init__(self, lowest: int, highest: int, digits: int) -> None:
+        t = HdrHistogram(lowest, highest, digits)
+        hdr.check(t)
+        self.key = (lowest, highest, digits)
+        self.template = t
+        self.counts_len = hdr.counts_len(t)
+        self.index: Callable[[int], int] = hdr.index_function(t)
+        self.value_at, self.median_of, self.highest_of = hdr.walkers(t)
+        self.empty_blob = bytes(t.encode())
+        self._lowest: array[int] | None = None
+        self._highest: array[int] | None = None
+
+    def slot_values(self) -> tuple[array[int], array[int]]:
+        """Each slot's lowest and highest equivalent value (hdrh's `get_value_from_index` and
+        `get_highest_equivalent_value` of it), computed from the layout: the same arithmetic, one pass, checked
+        against hdrh on a sample here and on every slot in tests/unit/test_histogram_window.py."""
+        if self._lowest is None or self._highest is None:
+            t = self.template
+            unit, half_mag = hdr.layout_magnitudes(t)
+            half = 1 << half_mag
+            lowest, highest = array("q"), array("q")
+            for i in range(self.counts_len):
+                b = (i >> half_mag) - 1
+                sub = (i & (half - 1)) + half
+                if b < 0:
+                    sub -= half
+                    b = 0
+                lowest.append(sub << (b + unit))
+                highest.append((sub << (b + unit)) + (1 << (b + unit)) - 1)
+            for i in (*range(0, self.counts_len, 97), self.counts_len - 1):
+                if lowest[i] != self.value_at(i) or highest[i] != self.highest_of(self.value_at(i)):
+                    raise hdr.HdrInternalsChanged(f"hdrh's value of slot {i} is not the layout's arithmetic")
+            self._lowest, self._highest = lowest, highest
+        return self._lowest, self._highest
+
+    def encode(
+        self, counts: ctypes.Array[ctypes.c_int64], off: int, total: int, min_value: int, max_value: int
+    ) -> bytes:
+        """hdrh's V2 encoding of a histogram whose counts are `counts` from slot `off` (zero elsewhere): copied into
+        the template, encoded by hdrh itself (the same bytes as before the window), and zeroed again."""
+        if not total:
+            return self.empty_blob
+        t = self.template
+        dst = ctypes.addressof(hdr.counts(t)) + 8 * off
+        size = 8 * len(counts)
+        ctypes.memmove(dst, ctypes.addressof(counts), size)
+        t.total_count, t.min_value, t.max_value = total, min_value, max_value
+        try:
+            return bytes(t.encode())
+        finally:
+            ctypes.memset(dst, 0, size)
+            t.total_count, t.min_value, t.max_value = 0, sys.maxsize, 0
+
+
+# From this many slots on, `add_counts` adds in numpy (measured: bench/scale.py's merge part and bench.render).
+_NUMPY_FROM = 1024
+
+_LAYOUTS: dict[tuple[int, int, int], Layout] = {}
+
+
+def layout_for(lowest: int, highest: int, digits: int) -> Layout:
+    """The process's one `Layout` of these parameters."""
+    lay = _LAYOUTS.get((lowest, highest, digits))
+    if lay is None:
+        lay = _LAYOUTS[(lowest, highest, digits)] = Layout(lowest, highest, digits)
+    return lay
+
+
+def add_counts(dst: ctypes.Array[Any], dst_at: int, src: ctypes.Array[Any], src_at: int, n: int) -> None:
+    """dst[dst_at : dst_at + n] += src[src_at : src_at + n], 8-byte counts. Over the thousands of slots a latency
+    spans, numpy's add is ~3x faster than hdrh's C `add_array`; over a few hundred, its views cost more than the
+    loop (the master adds every worker's every histogram)."""
+    if 0 < n < _NUMPY_FROM:
+        pyhdrh.add_array(ctypes.addressof(dst) + 8 * dst_at, ctypes.addressof(src) + 8 * src_at, n, 8)
+    elif n > 0:
+        d = np.frombuffer(memoryview(dst).cast("B"), dtype=np.int64)[dst_at : dst_at + n]
+        np.add(d, np.frombuffer(memoryview(src).cast("B"), dtype=np.int64)[src_at : src_at + n], out=d)

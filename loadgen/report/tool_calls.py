@@ -1,0 +1,110 @@
+"""Tools and structured output, measured (measure/tool_calls.py): the report's `variants[].tool_calls` (per variant
+and per mix) and its Markdown and HTML section. Absent when no request of the variant carried tools or a
+response_format.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from loadgen.measure.aggregate import GroupStats
+from loadgen.measure.tool_calls import TOOL_METRICS
+from loadgen.report.table_section import html_table_section, markdown_table_section
+
+__all__ = ["tool_calls_entry", "tool_calls_html", "tool_calls_json", "tool_calls_lines"]
+
+_HEAD = (
+    "variant",
+    "requests with tools",
+    "tool-call replies",
+    "tool-call share",
+    "tool-call tokens (mean)",
+    "first tool call p50 ms",
+    "first tool call p99 ms",
+    "first content p50 ms",
+    "first content p99 ms",
+)
+_NOTE = (
+    "Per successful request that carried tools or a response_format (traffic.mixes[].tools): the share of replies "
+    "that called a tool (streamed delta.tool_calls), the time from the request write to the first tool-call piece "
+    "and to the first content token (none for a reply that only called a tool; TTFT is the first token of either), "
+    "and the tool call's tokens (its name and arguments, as the server counted or one per chunk). Whole replies "
+    "(stream: false) count among the requests only."
+)
+
+
+def _group(g: GroupStats) -> dict[str, Any] | None:
+    counts = g.reasoning  # the reply's phases: tool calls under `tool*` keys (measure/tool_calls.py)
+    n = counts.get("tools_requests", 0)
+    if not n:
+        return None
+    calls = counts.get("tool_calls", 0)
+    tokens = counts.get("tool_call_tokens", 0)
+    out: dict[str, Any] = {
+        "requests": n,
+        "tool_calls": calls,
+        "tool_call_share": round(calls / n, 4),
+        "tool_call_tokens": tokens,
+        "tool_call_tokens_mean": round(tokens / calls, 2) if calls else None,
+        "content_replies": counts.get("tools_content_replies", 0),
+    }
+    for metric in TOOL_METRICS:
+        h = g.hists.get(metric)
+        out[f"{metric}_ms"] = h.summary_ms() if h is not None and h.count else None
+    return out
+
+
+def tool_calls_json(merged: GroupStats, mixes: dict[str, GroupStats]) -> dict[str, Any] | None:
+    """The variant's tool calls over all its mixes, and per mix (only mixes with tools); None without any."""
+    out = _group(merged)
+    if out is None:
+        return None
+    out["mixes"] = {m: x for m, g in sorted(mixes.items()) if (x := _group(g)) is not None}
+    return out
+
+
+def tool_calls_entry(merged: GroupStats, mixes: dict[str, GroupStats]) -> dict[str, Any]:
+    """`{"tool_calls": ...}` for the variant's report entry, or {} when none of its requests carried tools."""
+    out = tool_calls_json(merged, mixes)
+    return {} if out is None else {"tool_calls": out}
+
+
+def _ms(summary: dict[str, Any] | None, q: str) -> str:
+    v = None if summary is None else summary.get(q)
+    return "–" if v is None else f"{v:.1f}"
+
+
+def _rows(report: dict[str, Any]) -> list[list[str]]:
+    rows = []
+    for v in report["variants"]:
+        x = v.get("tool_calls")
+        if x is None:
+            continue
+        mean = x["tool_call_tokens_mean"]
+        first_call, first_content = x["ttft_tool_call_ms"], x["ttft_content_ms"]
+        rows.append(
+            [
+                v["name"],
+                str(x["requests"]),
+                str(x["tool_calls"]),
+                f"{x['tool_call_share']:.1%}",
+                "–" if mean is None else f"{mean:.1f}",
+                _ms(first_call, "p50"),
+                _ms(first_call, "p99"),
+                _ms(first_content, "p50"),
+                _ms(first_content, "p99"),
+            ]
+        )
+    return rows
+
+
+def tool_calls_lines(report: dict[str, Any]) -> list[str]:
+    """The Markdown section (no lines when no variant's requests carried tools)."""
+    rows = _rows(report)
+    return markdown_table_section("Tool calls and content", _HEAD, rows, _NOTE) if rows else []
+
+
+def tool_calls_html(report: dict[str, Any]) -> str:
+    """The HTML section (empty when no variant's requests carried tools)."""
+    rows = _rows(report)
+    return html_table_section("Tool calls and content", _HEAD, rows, _NOTE) if rows else ""
