@@ -69,7 +69,7 @@ class _BadRequestError(Exception):
 class Response:
     """Writes the response to one request. ``on_abort`` runs if the client disconnects before it completes."""
 
-    __slots__ = ("_conn", "_chunked", "_started", "done", "keep_alive", "on_abort", "version")
+    __slots__ = ("_conn", "_chunked", "_started", "done", "keep_alive", "on_abort", "version", "written_at")
 
     def __init__(self, conn: HttpConnection, request: Request) -> None:
         self._conn = conn
@@ -79,6 +79,8 @@ class Response:
         self.keep_alive = request.keep_alive
         self.version = request.version
         self.on_abort: Callable[[], None] | None = None
+        #: time.monotonic() right after the last write returned (its bytes left between the returned time and this).
+        self.written_at = 0.0
 
     @property
     def started(self) -> bool:
@@ -113,6 +115,7 @@ class Response:
         data += body
         t = time.monotonic()
         self._conn.write(bytes(data))
+        self.written_at = time.monotonic()
         self._finish()
         return t
 
@@ -141,6 +144,7 @@ class Response:
             data += self._frame(first)
         t = time.monotonic()
         self._conn.write(bytes(data))
+        self.written_at = time.monotonic()
         return t
 
     def _frame(self, data: bytes) -> bytes:
@@ -156,6 +160,7 @@ class Response:
         t = time.monotonic()
         if out:
             self._conn.write(out)
+        self.written_at = time.monotonic()
         if end:
             self._finish()
         return t

@@ -227,23 +227,25 @@ class _Stream:
             elif end == _DONE:
                 body, n, _ = items[-1]
                 t = r.send(200, body, headers=[("x-request-id", self.rid)])
-                server.record_tokens(self, t, n)
+                server.record_tokens(self, t, n, r.written_at)
                 server.record_finish(self, t)
             return
         data = b"".join(chunk for chunk, _, _ in items)
         closes = end is not None and end != RESET  # done, cut and error_event all end the chunked body cleanly
         if not r.started:
             t = self._start(data)
+            t_end = r.written_at
             if closes:
                 r.write(b"", end=True)
         else:
             t = r.write(data, end=closes)
+            t_end = r.written_at
         had_token = self.first_token is not None
         for _, n, faults in items:
             for fault in faults:
                 server.record_fault(self.rid, fault, t)
             if n:
-                server.record_tokens(self, t, n)
+                server.record_tokens(self, t, n, t_end)
         if end == _DONE:
             server.record_finish(self, t)
         elif end is not None:
@@ -345,9 +347,9 @@ class VariantServer:
         await self.engine.close()
 
     # ---- bookkeeping called by _Stream ----
-    def record_tokens(self, stream: _Stream, t: float, n: int) -> None:
+    def record_tokens(self, stream: _Stream, t: float, n: int, t_end: float) -> None:
         if self.truth is not None:
-            self.truth.token(stream.rid, self.name, t, n)
+            self.truth.token(stream.rid, self.name, t, n, t_end)
         if stream.first_token is None:
             stream.first_token = t
             self._ttft.observe(t - stream.arrival)

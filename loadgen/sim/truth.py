@@ -20,10 +20,10 @@ from typing import IO
 
 import orjson
 
-# (kind, rid, variant, t, n, fault) -- n is 0 except for tokens, reasoning, the cached tokens of `scheduled` and an
-# adapter's load (1: paid); fault is an injected fault's name, an arrival's `traceparent` header (when the request
-# carried one) or an adapter record's model, else "".
-_Record = tuple[str, str, str, float, int, str]
+# (kind, rid, variant, t, n, fault, t_end) -- n is 0 except for tokens, reasoning, the cached tokens of `scheduled` and
+# an adapter's load (1: paid); fault is an injected fault's name, an arrival's `traceparent` header (when the request
+# carried one) or an adapter record's model, else ""; t_end (tokens only, else 0.0) is taken right after the write.
+_Record = tuple[str, str, str, float, int, str, float]
 
 
 class TruthLog:
@@ -43,34 +43,37 @@ class TruthLog:
         self._file = self.path.open("wb")
 
     # ---- hot path ----
-    def token(self, rid: str, variant: str, t: float, n: int) -> None:
-        self._buf.append(("token", rid, variant, t, n, ""))
+    def token(self, rid: str, variant: str, t: float, n: int, t_end: float) -> None:
+        """``n`` tokens written: the clock read just before the write (``t``) and just after it (``t_end``). The bytes
+        left inside that interval; it is wide only when the simulator itself was held up (its truth-log thread holding
+        the GIL, a busy CPU), which graders should not count against the client."""
+        self._buf.append(("token", rid, variant, t, n, "", t_end))
 
     def arrival(self, rid: str, variant: str, t: float, traceparent: str = "") -> None:
         """A request arrived; `traceparent`: the W3C trace header it carried ("": none), the ids its spans join."""
-        self._buf.append(("arrival", rid, variant, t, 0, traceparent))
+        self._buf.append(("arrival", rid, variant, t, 0, traceparent, 0.0))
 
     def scheduled(self, rid: str, variant: str, t: float, cached: int = 0) -> None:
         """When the engine admitted the request (its queue time ends, its prefill begins), and how many of its
         prompt tokens the prefix cache held then."""
-        self._buf.append(("scheduled", rid, variant, t, cached, ""))
+        self._buf.append(("scheduled", rid, variant, t, cached, "", 0.0))
 
     def adapter(self, rid: str, variant: str, t: float, model: str, loaded: bool) -> None:
         """A variant serving LoRA adapters admitted the request at `t`: the model it asked for (an adapter's name, or
         the base model's), and whether its admission loaded that adapter (its step paid the profile's load time)."""
-        self._buf.append(("adapter", rid, variant, t, int(loaded), model))
+        self._buf.append(("adapter", rid, variant, t, int(loaded), model, 0.0))
 
     def finish(self, rid: str, variant: str, t: float) -> None:
-        self._buf.append(("finish", rid, variant, t, 0, ""))
+        self._buf.append(("finish", rid, variant, t, 0, "", 0.0))
 
     def output(self, rid: str, variant: str, t: float, perturbed: frozenset[int]) -> None:
         """A greedy request (``temperature: 0``): the reply's positions that differ from the baseline's (the
         profile's ``perturb_share``), carried in the record's text field until written."""
-        self._buf.append(("output", rid, variant, t, 0, ",".join(map(str, sorted(perturbed)))))
+        self._buf.append(("output", rid, variant, t, 0, ",".join(map(str, sorted(perturbed))), 0.0))
 
     def reasoning(self, rid: str, variant: str, t: float, n: int) -> None:
         """A reasoning profile's request: its first ``n`` tokens are thinking (``reasoning_content``)."""
-        self._buf.append(("reasoning", rid, variant, t, n, ""))
+        self._buf.append(("reasoning", rid, variant, t, n, "", 0.0))
 
     def reply(self, rid: str, variant: str, t: float, reasoning: int, tool_call: str, tool_result: str = "") -> None:
         """What the reply is made of beyond plain content: its first ``reasoning`` tokens thinking (0: none), and
@@ -81,19 +84,19 @@ class TruthLog:
         if tool_call:
             self.tool_call(rid, variant, t, tool_call)
         if tool_result:
-            self._buf.append(("tool_result", rid, variant, t, 0, tool_result))
+            self._buf.append(("tool_result", rid, variant, t, 0, tool_result, 0.0))
 
     def tool_call(self, rid: str, variant: str, t: float, name: str) -> None:
         """An OpenAI chat request with tools answered by a call of function ``name`` instead of content: every token
         of its reply after the thinking is a ``delta.tool_calls`` piece (``TruthRequest.first_tool_call``)."""
-        self._buf.append(("tool_call", rid, variant, t, 0, name))
+        self._buf.append(("tool_call", rid, variant, t, 0, name, 0.0))
 
     def abort(self, rid: str, variant: str, t: float) -> None:
-        self._buf.append(("abort", rid, variant, t, 0, ""))
+        self._buf.append(("abort", rid, variant, t, 0, "", 0.0))
 
     def fault(self, rid: str, variant: str, t: float, fault: str) -> None:
         """An injected fault (``loadgen.sim.faults.FAULT_NAMES``) taking effect at ``t``."""
-        self._buf.append(("fault", rid, variant, t, 0, fault))
+        self._buf.append(("fault", rid, variant, t, 0, fault, 0.0))
 
     # ---- flushing ----
     def start(self) -> None:
@@ -121,9 +124,11 @@ class TruthLog:
             return
         dumps = orjson.dumps
         lines = []
-        for kind, rid, variant, t, n, fault in batch:
-            if kind == "token" or kind == "reasoning":
-                rec: dict[str, object] = {"rid": rid, "variant": variant, "t": t, "n": n, "kind": kind}
+        for kind, rid, variant, t, n, fault, t_end in batch:
+            if kind == "token":
+                rec: dict[str, object] = {"rid": rid, "variant": variant, "t": t, "n": n, "kind": kind, "t_end": t_end}
+            elif kind == "reasoning":
+                rec = {"rid": rid, "variant": variant, "t": t, "n": n, "kind": kind}
             elif kind == "fault":
                 rec = {"rid": rid, "variant": variant, "kind": kind, "fault": fault, "t": t}
             elif kind == "arrival" and fault:
@@ -179,6 +184,8 @@ class TruthRequest:
     finish: float | None = None
     aborted: bool = False
     chunk_times: list[float] = field(default_factory=list)
+    #: For each chunk, the clock read right after its write returned: its bytes left in [chunk_times, chunk_ends].
+    chunk_ends: list[float] = field(default_factory=list)
     chunk_tokens: list[int] = field(default_factory=list)
     #: Injected faults, in the order they took effect (``loadgen.sim.faults.FAULT_NAMES``).
     faults: list[str] = field(default_factory=list)
@@ -245,6 +252,7 @@ def load_truth(path: Path | str, variant: str | None = None) -> dict[str, TruthR
             kind = rec["kind"]
             if kind == "token":
                 req.chunk_times.append(rec["t"])
+                req.chunk_ends.append(rec.get("t_end", rec["t"]))
                 req.chunk_tokens.append(rec["n"])
             elif kind == "arrival":
                 req.arrival = rec["t"]

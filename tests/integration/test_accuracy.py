@@ -1,8 +1,9 @@
 """loadgen's timings against the simulator's ground truth (the time it wrote every chunk), at concurrency 16+.
 
 Tolerances: per request, TTFT and per-token ITL errors have median |error| ≤ 0.2 ms and p99 ≤ 1 ms (issue #2 asked
-for 1 ms / 5 ms; chunk times are the kernel's receive stamps, measured here at ~0.005 / 0.03 ms, so a reader that
-stamped in user space again — 0.2 / 1.5 ms on this machine — would fail).
+for 1 ms / 5 ms; chunk times are the kernel's receive stamps, measured here at ~0.005 / 0.03 ms from the clock read
+before each write, 0 outside each write's own interval — harness.compare_with_truth —, so a reader that stamped in user
+space again — 0.2 / 1.5 ms on this machine — would fail, as would a loop stalled at the stop while the drain streams).
 """
 
 from __future__ import annotations

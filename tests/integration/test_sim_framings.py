@@ -372,10 +372,11 @@ def test_loadgen_dialect_against_ground_truth(e2e_runs: dict[str, dict[str, Any]
         abs_err = [abs(e) for e in errs[metric]]
         med, p99 = quantile(abs_err, 0.5), quantile(abs_err, 0.99)
         print(f"{dialect} {metric}: n={len(abs_err)} median |err| {med * 1e3:.3f} ms, p99 {p99 * 1e3:.3f} ms")
-        assert med <= 0.001, (metric, med)
-        # The tail holds the simulator's own scheduling: its stamps and loadgen's share two cores with the suite (a
-        # fresh-clone CI read ollama-generate's TTFT p99 at 9.0 ms, median 0.007). What loadgen adds is benched.
-        assert p99 <= 0.015, (metric, p99)
+        assert med <= 0.0002, (metric, med)
+        # Errors are measured outside each write's own interval (harness.compare_with_truth), so the simulator held up
+        # between its clock read and its write is not counted: a fixed bound on the tail had read 9 and 23.8 ms
+        # (ollama-generate's TTFT p99) on fresh-clone runs where the simulator shared two cores with the suite.
+        assert p99 <= 0.001, (metric, p99)
     assert min(errs["ttft"]) > -0.0005  # a client never sees bytes before the server wrote them
 
 

@@ -152,7 +152,7 @@ def test_truth_log_fault_records(tmp_path: Path) -> None:
     log.arrival("r1", "v", 1.0)
     log.fault("r1", "v", 1.5, HTTP_429)
     log.arrival("r2", "v", 2.0)
-    log.token("r2", "v", 2.1, 1)
+    log.token("r2", "v", 2.1, 1, 2.125)
     log.fault("r2", "v", 2.1, RESET)
     log.abort("r2", "v", 2.2)
     log.flush()
@@ -161,3 +161,4 @@ def test_truth_log_fault_records(tmp_path: Path) -> None:
     truth = load_truth(tmp_path / "t.jsonl")
     assert truth["r1"].faults == [HTTP_429] and truth["r1"].finish is None
     assert truth["r2"].faults == [RESET] and truth["r2"].aborted and truth["r2"].chunk_tokens == [1]
+    assert truth["r2"].chunk_times == [2.1] and truth["r2"].chunk_ends == [2.125]
