@@ -374,9 +374,11 @@ def test_loadgen_dialect_against_ground_truth(e2e_runs: dict[str, dict[str, Any]
         print(f"{dialect} {metric}: n={len(abs_err)} median |err| {med * 1e3:.3f} ms, p99 {p99 * 1e3:.3f} ms")
         assert med <= 0.0002, (metric, med)
         # Errors are measured outside each write's own interval (harness.compare_with_truth), so the simulator held up
-        # between its clock read and its write is not counted: a fixed bound on the tail had read 9 and 23.8 ms
-        # (ollama-generate's TTFT p99) on fresh-clone runs where the simulator shared two cores with the suite.
-        assert p99 <= 0.001, (metric, p99)
+        # between its clock read and its write is not counted. ITL (~10,000 samples) holds the accuracy tier's 1 ms;
+        # TTFT has ~300, all sixteen first ones arriving together on the ramp, where one loop stall of the client
+        # (60 ms seen once in eight sittings, on one stream) is a whole percent: 5 ms, which the stop's stall
+        # (fixed: 19-24 ms at TTFT p99) still fails.
+        assert p99 <= (0.005 if metric == "ttft" else 0.001), (metric, p99)
     assert min(errs["ttft"]) > -0.0005  # a client never sees bytes before the server wrote them
 
 
