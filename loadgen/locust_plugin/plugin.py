@@ -277,8 +277,7 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
         run = rt.run
     else:
         # Sent before Locust's spawn messages (test_start fires first), so each worker's run starts numbered.
-        rt.run += 1
-        run = rt.run
+        run = rt.run = rt.run + 1
         # Open loop: each worker sends the share w of W of the schedule, w its rank among the workers that get
         # users now (by Locust's worker index), so the shares partition the schedule even after a worker was lost.
         active = sorted(
@@ -342,8 +341,9 @@ def _on_test_stop(environment: Environment, **_: Any) -> None:
 
 
 def _flush_workers(runner: MasterRunner, col: Collector) -> None:
-    """Ask every live worker for its last delta and wait for the answers (bounded)."""
-    alive = {c.id for c in runner.clients.all if c.state != STATE_MISSING}
+    """Ask every live worker for its last delta and wait (bounded). Live: known to Locust and not missing, or seen
+    reporting and briefly unknown to it (between `client_stopped` and `client_ready`: a worker that drained late)."""
+    alive = {c.id for c in runner.clients.all if c.state != STATE_MISSING} | (col.seen - set(runner.clients))
     for wid in sorted(alive):
         runner.send_message("loadgen_flush", {"run": col.run}, client_id=wid)
     deadline = time.monotonic() + _FLUSH_TIMEOUT
@@ -354,8 +354,8 @@ def _flush_workers(runner: MasterRunner, col: Collector) -> None:
 
 
 def _run_for_duration(environment: Environment) -> None:
-    rt = runtime_of(environment)
-    gevent.sleep(rt.scenario.load.duration)  # (gevent.sleep brings the loop's clock to now: see loop_clock.py)
+    # (gevent.sleep brings the loop's clock to now: see loop_clock.py)
+    gevent.sleep(runtime_of(environment).scenario.load.duration)
     finish_run(environment)
 
 
