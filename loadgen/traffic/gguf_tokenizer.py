@@ -10,17 +10,28 @@ one (``tokenizer.ggml.pre`` below). For SmolLM2 (``smollm``) the e2e tier checks
 ``/tokenize`` on a few hundred strings. Anything else is refused with a pointer to the model's ``tokenizer.json``,
 which loads directly.
 
-Reading the header with the `gguf` package costs about 4 s for a 49k-token vocabulary (it builds a numpy view per
-string): once per process, when the scenario is validated, before any load.
+Reading the header with the `gguf` package costs about 3-4 s for a 49k-token vocabulary (it builds a numpy view per
+string), and a run reads it in every process (the command's preflight, the master, each worker). The rebuilt
+tokenizer is therefore kept as JSON (`tokenizers`' own serialisation) in a cache folder — ``$LOADGEN_CACHE_DIR``,
+else ``$XDG_CACHE_HOME/loadgen``, else ``~/.cache/loadgen`` — keyed by the file's path, size and modification time,
+the `tokenizers` version and this rebuild's format: later loads take ~0.2 s. A cache that cannot be written (a
+read-only home in a pod) is no error: the next load rebuilds.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["GGUFTokenizer", "tokenizer_from_gguf"]
+import orjson
+
+__all__ = ["GGUFTokenizer", "cache_file", "tokenizer_from_gguf"]
+
+# Bump when the rebuild below changes what it makes: older cache entries are then never read.
+_FORMAT = 1
 
 # tokenizer.ggml.pre -> split digits one by one before the GPT-2 regex? llama.cpp (llama-vocab.cpp) gives these
 # pre-types the regexes "\p{N}" then the GPT-2 pattern; "gpt-2" and its kin use the GPT-2 pattern alone.
@@ -86,8 +97,61 @@ def _ints(reader: Any, key: str) -> list[int]:
     return [int(field.parts[i][0]) for i in field.data]
 
 
+def cache_file(path: str | Path) -> Path | None:
+    """Where the tokenizer rebuilt from the GGUF file at ``path`` is kept (None: the file cannot be read)."""
+    import tokenizers
+
+    try:
+        resolved = Path(path).resolve()
+        st = resolved.stat()
+    except OSError:
+        return None
+    root = os.environ.get("LOADGEN_CACHE_DIR") or str(
+        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "loadgen"
+    )
+    key = f"{_FORMAT}|{resolved}|{st.st_size}|{st.st_mtime_ns}|{tokenizers.__version__}"
+    return Path(root) / "gguf-tokenizers" / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.json"
+
+
 def tokenizer_from_gguf(path: str | Path) -> GGUFTokenizer:
-    """Build the tokenizer of the GGUF model at ``path``; raises ``ValueError`` saying what is unsupported."""
+    """The tokenizer of the GGUF model at ``path``, from the cache when it holds this very file's (see the module
+    docstring); raises ``ValueError`` saying what is unsupported."""
+    from tokenizers import Tokenizer
+
+    cached = cache_file(path)
+    if cached is not None:
+        try:
+            doc = orjson.loads(cached.read_bytes())
+            return GGUFTokenizer(
+                tokenizer=Tokenizer.from_str(doc["tokenizer"]),
+                add_bos=doc["add_bos"],
+                bos_token=doc["bos_token"],
+                chat_template=doc["chat_template"],
+                pre=doc["pre"],
+            )
+        except Exception:  # noqa: BLE001 - an entry unreadable for any reason (tokenizers raises Exception): rebuild
+            pass
+    tok = _rebuild(path)
+    if cached is not None:
+        doc = {
+            "tokenizer": tok.tokenizer.to_str(),
+            "add_bos": tok.add_bos,
+            "bos_token": tok.bos_token,
+            "chat_template": tok.chat_template,
+            "pre": tok.pre,
+        }
+        try:  # atomically: a concurrent reader (another worker) sees the whole entry or none
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            tmp = cached.with_name(f"{cached.name}.{os.getpid()}.tmp")
+            tmp.write_bytes(orjson.dumps(doc))
+            os.replace(tmp, cached)
+        except OSError:
+            pass
+    return tok
+
+
+def _rebuild(path: str | Path) -> GGUFTokenizer:
+    """Build the tokenizer of the GGUF model at ``path`` from its header."""
     from gguf import GGUFReader
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
 

@@ -333,3 +333,40 @@ def test_missing_packages_are_a_config_error_with_the_fix(
             parse_checked(_SCENARIO % f'"{path}"')
         [issue] = err.value.issues
         assert issue.path == "tokenizer" and INSTALL_HINT in issue.message and "tokenizers" in issue.message
+
+
+def test_a_gguf_tokenizer_is_rebuilt_once_then_read_from_the_cache(
+    tmp_path: Path, trained: Tokenizer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from loadgen.traffic import gguf_tokenizer
+
+    monkeypatch.setenv("LOADGEN_CACHE_DIR", str(tmp_path / "cache"))
+    path = _write_gguf(tmp_path / "m.gguf", trained)
+    rebuilt: list[object] = []
+    real = gguf_tokenizer._rebuild
+    monkeypatch.setattr(gguf_tokenizer, "_rebuild", lambda p: rebuilt.append(p) or real(p))
+    first = gguf_tokenizer.tokenizer_from_gguf(path)
+    second = gguf_tokenizer.tokenizer_from_gguf(path)  # as the next process of the run would
+    entry = gguf_tokenizer.cache_file(path)
+    assert len(rebuilt) == 1 and entry is not None and entry.parent.parent == tmp_path / "cache"
+    strings = _varied(300) + ["<|im_start|>user\nhi<|im_end|>"]
+    assert [second.tokenizer.encode(s).ids for s in strings] == [first.tokenizer.encode(s).ids for s in strings]
+    assert (second.add_bos, second.bos_token, second.chat_template, second.pre) == (
+        first.add_bos,
+        first.bos_token,
+        first.chat_template,
+        first.pre,
+    )
+    # Another tokenizer written over the file (digits no longer split one by one): its own, never the old entry.
+    _write_gguf(path, trained, pre="gpt-2")
+    third = gguf_tokenizer.tokenizer_from_gguf(path)
+    assert len(rebuilt) == 2 and third.pre == "gpt-2"
+    assert third.tokenizer.pre_tokenizer.pre_tokenize_str("12345") == [("12345", (0, 5))]
+    # A damaged entry is rebuilt, not trusted; a cache that cannot be written costs a rebuild, not an error.
+    entry = gguf_tokenizer.cache_file(path)
+    assert entry is not None
+    entry.write_text("{half an entry")
+    assert gguf_tokenizer.tokenizer_from_gguf(path).pre == "gpt-2" and len(rebuilt) == 3
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("LOADGEN_CACHE_DIR", str(tmp_path / "a-file"))
+    assert gguf_tokenizer.tokenizer_from_gguf(path).tokenizer.encode("twelve").ids and len(rebuilt) == 4
