@@ -28,16 +28,16 @@ from typing import Any
 import gevent
 from locust import events
 from locust.env import Environment
-from locust.runners import STATE_INIT, STATE_MISSING, STATE_STOPPED, MasterRunner, WorkerRunner
+from locust.runners import STATE_INIT, STATE_STOPPED, MasterRunner, WorkerRunner
 
 from loadgen.config.errors import ConfigError
 from loadgen.config.overrides import parse_override
 from loadgen.config.scenario import check_environment, read_document
 from loadgen.exit_codes import ExitCode
 from loadgen.live.otlp import export_run_metrics
-from loadgen.locust_plugin import early_stop, live_metrics, loop_clock
+from loadgen.locust_plugin import early_stop, live_metrics, locust_fixes, loop_clock
+from loadgen.locust_plugin.final_flush import flush_workers, note_workers_at_stop
 from loadgen.locust_plugin.live_state import current_report, users_per_variant
-from loadgen.locust_plugin.locust_fixes import cache_default_args, warm_stop_caller_lookup
 from loadgen.locust_plugin.progress import add_progress_arguments, start_progress
 from loadgen.locust_plugin.request_stream import senders_per_variant
 from loadgen.locust_plugin.runtime import Runtime, runtime_of
@@ -51,7 +51,7 @@ from loadgen.report.combine import write_aggregate
 
 __all__ = ["current_report", "register", "users_per_variant"]
 
-log, _FLUSH_TIMEOUT = logging.getLogger("loadgen"), 15.0
+log = logging.getLogger("loadgen")
 
 
 def _add_arguments(parser: Any) -> None:
@@ -133,7 +133,7 @@ def _on_init(environment: Environment, **_: Any) -> None:
             sys.stderr.write(f"{path}: {problem}\n")
             sys.exit(ExitCode.USAGE)
     _use_variant_classes(environment, scenario)
-    warm_stop_caller_lookup()  # after the imports a run makes: the stop's caller lookup then costs ~0.2 ms, not 100
+    locust_fixes.warm_stop_caller_lookup()  # after a run's imports: the stop's caller lookup then costs 0.2 ms, not 100
     rt = Runtime(environment, scenario, getattr(opts, "raw_records", "") or None)
     rt.crashes.install()
     environment.loadgen = rt  # type: ignore[attr-defined]
@@ -314,11 +314,13 @@ def _on_test_stopping(environment: Environment, **_: Any) -> None:
     if rt is not None:
         rt.stopping = True
         rt.begin_stop()
-        # The window ends when the stop begins (the drain after it is outside): a master's stop then waits (in 1 s
-        # steps) for the workers' users.
+        # The window ends when the stop begins (the drain after it is outside): a master's stop then waits (in 50 ms
+        # steps: locust_fixes.quicken_polls) for the workers' users.
         if rt.collector is not None and rt.collector.stopped_wall is None:
             rt.collector.stopped_wall = time.time()
-        if not isinstance(environment.runner, MasterRunner):
+        if isinstance(environment.runner, MasterRunner) and rt.collector is not None:
+            note_workers_at_stop(environment.runner, rt.collector)
+        elif not isinstance(environment.runner, MasterRunner):
             rt.drain_in_flight()  # before Locust kills the users: what is in flight finishes, measured whole
             # Then Locust kills at once what is left (it is cut by the stop). A master sends its stop_timeout to its
             # workers with every spawn; left there, a worker would wait that long again for users that have nothing
@@ -337,20 +339,7 @@ def _on_test_stop(environment: Environment, **_: Any) -> None:
         if col is not None and not col.flushed:
             _collect_local_final(rt)
     elif col is not None and not col.flushed:
-        _flush_workers(runner, col)
-
-
-def _flush_workers(runner: MasterRunner, col: Collector) -> None:
-    """Ask every live worker for its last delta and wait (bounded). Live: known to Locust and not missing, or seen
-    reporting and briefly unknown to it (between `client_stopped` and `client_ready`: a worker that drained late)."""
-    alive = {c.id for c in runner.clients.all if c.state != STATE_MISSING} | (col.seen - set(runner.clients))
-    for wid in sorted(alive):
-        runner.send_message("loadgen_flush", {"run": col.run}, client_id=wid)
-    deadline = time.monotonic() + _FLUSH_TIMEOUT
-    while not alive <= col.final and time.monotonic() < deadline:
-        gevent.sleep(0.05)
-    col.seen |= alive
-    col.flushed = True
+        flush_workers(runner, col)
 
 
 def _run_for_duration(environment: Environment) -> None:
@@ -483,7 +472,7 @@ def _cut_short(environment: Environment, rt: Runtime, interrupted: bool) -> str 
 def register() -> None:
     """Attach loadgen's listeners to Locust's global event hooks, idempotently through EventHook's public API: each
     listener is removed (when there) before it is added, so a second call moves them behind any added in between."""
-    cache_default_args()
+    locust_fixes.install()
     for hook, listener in (
         (events.init_command_line_parser, _add_arguments),
         (events.init, _on_init),

@@ -92,3 +92,65 @@ def test_the_stop_caller_lookup_maps_no_module_files_once_warmed() -> None:
     # only the frames on the stack whose file no module names (this check's `-c` script: 9 here).
     assert cold["files_mapped"] > cold["modules"] / 2 > 200
     assert warm["files_mapped"] <= 20, warm
+
+
+_MECHANICS = """
+import json
+from loadgen.locust_plugin.locust_fixes import POLL_S, QuickPolls
+
+slept = []
+
+class Module:
+    answer = 42
+
+    @staticmethod
+    def sleep(seconds=0):
+        slept.append(seconds)
+
+def waits_for_workers(m):  # stands in for one of Locust's one-second loops
+    m.sleep(1)
+
+def heartbeat(m):
+    m.sleep(1)
+
+shim = QuickPolls(Module, [waits_for_workers.__code__])
+waits_for_workers(shim)
+heartbeat(shim)
+waits_for_workers(shim)
+shim.sleep(0)  # a zero sleep (a yield) stays one
+print(json.dumps({"slept": slept, "poll": POLL_S, "answer": shim.answer}))
+"""
+
+
+def test_quick_polls_shorten_only_the_named_callers_sleeps() -> None:
+    out = run_fresh(_MECHANICS)
+    poll = out["poll"]
+    assert 0 < poll < 1 and out["slept"] == [poll, 1, poll, 0]
+    assert out["answer"] == 42  # everything else is the module's own
+
+
+_QUICKENED = """
+import json
+import gevent, time
+from locust import main, runners
+from loadgen.locust_plugin import locust_fixes
+
+locust_fixes.install()
+locust_fixes.install()  # idempotent: one stand-in each, not one around another
+g, t = runners.gevent, main.time
+[start] = t.callers
+print(json.dumps({
+    "runners_shim": isinstance(g, locust_fixes.QuickPolls) and g.module is gevent,
+    "main_shim": isinstance(t, locust_fixes.QuickPolls) and t.module is time,
+    "stop_is_the_masters": g.callers == {runners.MasterRunner.stop.__code__},
+    # The loops aimed at: the stop waits on user_count, the start on the workers being ready, each with a sleep.
+    "stop_loop": {"user_count", "sleep"} <= set(runners.MasterRunner.stop.__code__.co_names),
+    "start_loop": start.co_name == "start_automatic_run" and {"sleep", "expect_workers"} <= set(start.co_names),
+    "delegates": g.spawn is gevent.spawn and g.Timeout is gevent.Timeout and t.monotonic is time.monotonic,
+}))
+"""
+
+
+def test_the_plugin_quickens_exactly_the_masters_start_and_stop_polls() -> None:
+    out = run_fresh(_QUICKENED)
+    assert out == dict.fromkeys(out, True) and len(out) == 6, out
