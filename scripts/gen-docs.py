@@ -549,6 +549,8 @@ OTHER_ENV = {
     "LOADGEN_WEB_USERNAME": "the login's user name (default `loadgen`).",
     "LOADGEN_DONE_TOKEN": "the token `GET /done` of a headless master's report window needs (`?token=` or the "
     "`X-Loadgen-Done-Token` header); without it `/done` is accepted from loopback only.",
+    "LOADGEN_CACHE_DIR": "where tokenizers rebuilt from `.gguf` files are kept between runs (default "
+    "`$XDG_CACHE_HOME/loadgen`, else `~/.cache/loadgen`); unwritable: each load rebuilds.",
 }
 
 
