@@ -33,7 +33,9 @@ def sim() -> Iterator[Any]:
 
 
 def _run(tmp: Path, sim: Any, *args: str, stderr: Any = subprocess.PIPE) -> subprocess.CompletedProcess[str]:
-    scenario = write_scenario(tmp / "s.yaml", {v: sim.base_url(v) for v in "ab"}, load={"users": 4, "duration": "4s"})
+    # 6 s: a worker reports every 3 s from its own start, and the run starts the moment it is ready, so its first
+    # figures reach the master ~3 s in; the lines at 4 and 5 s carry them (a 4 s run's last line, at 3 s, raced them).
+    scenario = write_scenario(tmp / "s.yaml", {v: sim.base_url(v) for v in "ab"}, load={"users": 4, "duration": "6s"})
     cmd = [sys.executable, "-m", "loadgen.cli", "run", str(scenario), "--report-dir", str(tmp / "r"), *args]
     env = {**os.environ, "LOADGEN_PROGRESS": "1"}
     return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=stderr, text=True, timeout=90, env=env)
@@ -47,7 +49,7 @@ def test_plain_lines_in_a_log(tmp_path: Path, sim: Any, workers: str) -> None:
     assert len(lines) >= 2, proc.stderr
     assert "\r" not in proc.stderr and "\x1b" not in proc.stderr
     last = lines[-1]
-    assert "/4s | users 4 | " in last and "a TTFT p50 " in last and "b TTFT p50 " in last and "trust ok" in last
+    assert "/6s | users 4 | " in last and "a TTFT p50 " in last and "b TTFT p50 " in last and "trust ok" in last
     assert "p50 —" not in last  # numbers by then, from the merged run
     assert " req/s | " not in (tmp_path / "r" / "locust-master.log").read_text()  # not in Locust's log
 
