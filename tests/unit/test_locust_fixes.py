@@ -136,21 +136,20 @@ from locust import main, runners
 from loadgen.locust_plugin import locust_fixes
 
 locust_fixes.install()
-locust_fixes.install()  # idempotent: one stand-in each, not one around another
-g, t = runners.gevent, main.time
-[start] = t.callers
+locust_fixes.install()  # idempotent: one stand-in, not one around another
+g = runners.gevent
 print(json.dumps({
     "runners_shim": isinstance(g, locust_fixes.QuickPolls) and g.module is gevent,
-    "main_shim": isinstance(t, locust_fixes.QuickPolls) and t.module is time,
     "stop_is_the_masters": g.callers == {runners.MasterRunner.stop.__code__},
-    # The loops aimed at: the stop waits on user_count, the start on the workers being ready, each with a sleep.
+    # The loop aimed at: the stop waits on user_count, with a sleep.
     "stop_loop": {"user_count", "sleep"} <= set(runners.MasterRunner.stop.__code__.co_names),
-    "start_loop": start.co_name == "start_automatic_run" and {"sleep", "expect_workers"} <= set(start.co_names),
-    "delegates": g.spawn is gevent.spawn and g.Timeout is gevent.Timeout and t.monotonic is time.monotonic,
+    "delegates": g.spawn is gevent.spawn and g.Timeout is gevent.Timeout,
+    # The start's wait for the workers is Locust's own (a 2.35 worker is ready before its init has run).
+    "start_untouched": main.time is time,
 }))
 """
 
 
-def test_the_plugin_quickens_exactly_the_masters_start_and_stop_polls() -> None:
+def test_the_plugin_quickens_exactly_the_masters_stop_poll() -> None:
     out = run_fresh(_QUICKENED)
-    assert out == dict.fromkeys(out, True) and len(out) == 6, out
+    assert out == dict.fromkeys(out, True) and len(out) == 5, out
