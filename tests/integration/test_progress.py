@@ -33,8 +33,8 @@ def sim() -> Iterator[Any]:
 
 
 def _run(tmp: Path, sim: Any, *args: str, stderr: Any = subprocess.PIPE) -> subprocess.CompletedProcess[str]:
-    # 6 s: a worker reports every 3 s from its own start, and the run starts the moment it is ready, so its first
-    # figures reach the master ~3 s in; the lines at 4 and 5 s carry them (a 4 s run's last line, at 3 s, raced them).
+    # 6 s: a worker reports every 3 s from its own start, which the run's may follow closely, so its first figures
+    # can reach the master ~3 s in; the lines at 4 and 5 s carry them (a 4 s run's last line, at 3 s, raced them).
     scenario = write_scenario(tmp / "s.yaml", {v: sim.base_url(v) for v in "ab"}, load={"users": 4, "duration": "6s"})
     cmd = [sys.executable, "-m", "loadgen.cli", "run", str(scenario), "--report-dir", str(tmp / "r"), *args]
     env = {**os.environ, "LOADGEN_PROGRESS": "1"}
