@@ -10,45 +10,8 @@ from __future__ import annotations
 
 from tests.fresh_interpreter import run_fresh
 
-_FLUSH = """
-import json
-from locust.runners import STATE_MISSING, STATE_RUNNING
-from loadgen.locust_plugin import final_flush
-from loadgen.measure.collector import Collector
-
-class Node:
-    def __init__(self, id, state):
-        self.id, self.state = id, state
-
-class Clients(dict):
-    @property
-    def all(self):
-        return list(self.values())
-
-col = Collector(1)
-col.seen |= {"late", "running", "missing"}  # all three reported during the run
-asked = []
-
-class Runner:
-    # "late" sent client_stopped and not yet client_ready: Locust holds no node for it.
-    clients = Clients(running=Node("running", STATE_RUNNING), missing=Node("missing", STATE_MISSING))
-
-    def send_message(self, kind, data, client_id):
-        asked.append(client_id)
-        col.final.add(client_id)  # the worker answers at once
-
-final_flush.flush_workers(Runner(), col)
-print(json.dumps({"asked": sorted(asked), "lost": col.lost_workers({"missing"})}))
-"""
-
-
-def test_a_worker_between_stopped_and_ready_is_asked_and_not_lost() -> None:
-    out = run_fresh(_FLUSH)
-    assert out["asked"] == ["late", "running"]  # the missing one is not waited for
-    assert out["lost"] == ["missing"]
-
-
-_UNREPORTED = """
+# A fake master's clients and a collector: what both checks start from (each in a fresh interpreter).
+_FAKE_MASTER = """
 import json
 from locust.runners import STATE_MISSING, STATE_RUNNING, STATE_SPAWNING
 from loadgen.locust_plugin import final_flush
@@ -64,6 +27,37 @@ class Clients(dict):
         return list(self.values())
 
 col = Collector(1)
+"""
+
+_FLUSH = (
+    _FAKE_MASTER
+    + """
+col.seen |= {"late", "running", "missing"}  # all three reported during the run
+asked = []
+
+class Runner:
+    # "late" sent client_stopped and not yet client_ready: Locust holds no node for it.
+    clients = Clients(running=Node("running", STATE_RUNNING), missing=Node("missing", STATE_MISSING))
+
+    def send_message(self, kind, data, client_id):
+        asked.append(client_id)
+        col.final.add(client_id)  # the worker answers at once
+
+final_flush.flush_workers(Runner(), col)
+print(json.dumps({"asked": sorted(asked), "lost": col.lost_workers({"missing"})}))
+"""
+)
+
+
+def test_a_worker_between_stopped_and_ready_is_asked_and_not_lost() -> None:
+    out = run_fresh(_FLUSH)
+    assert out["asked"] == ["late", "running"]  # the missing one is not waited for
+    assert out["lost"] == ["missing"]
+
+
+_UNREPORTED = (
+    _FAKE_MASTER
+    + """
 asked = []
 
 class Runner:
@@ -83,6 +77,7 @@ del runner.clients["quick"], runner.clients["ramping"]
 final_flush.flush_workers(runner, col, timeout=0.3)
 print(json.dumps({"asked": sorted(asked), "lost": col.lost_workers({"gone"})}))
 """
+)
 
 
 def test_workers_with_users_at_the_stop_are_asked_even_before_their_first_report() -> None:
