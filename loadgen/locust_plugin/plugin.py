@@ -189,6 +189,9 @@ def _on_init(environment: Environment, **_: Any) -> None:
             environment.events.worker_report.add_listener(_merge)
     if environment.web_ui is not None:
         install_web_ui(environment)
+    # A worker's messages from its master were held until now (locust_fixes.hold_messages_until_init); they run at
+    # the loop's next turn, once init's listeners are done.
+    locust_fixes.initialised()
 
 
 def _check_users_cover_variants(scenario: Any, users: int | None, field: str = "load.users") -> str | None:
@@ -469,10 +472,15 @@ def _cut_short(environment: Environment, rt: Runtime, interrupted: bool) -> str 
     return f"the run was stopped {ran:.0f} s into its {planned:g} s (a SIGTERM, or the master quit before the end)"
 
 
+def _reported(environment: Environment) -> bool:
+    rt = getattr(environment, "loadgen", None)
+    return rt is not None and rt.collector is not None and rt.collector.reported
+
+
 def register() -> None:
     """Attach loadgen's listeners to Locust's global event hooks, idempotently through EventHook's public API: each
     listener is removed (when there) before it is added, so a second call moves them behind any added in between."""
-    locust_fixes.install()
+    locust_fixes.install(_reported)
     for hook, listener in (
         (events.init_command_line_parser, _add_arguments),
         (events.init, _on_init),

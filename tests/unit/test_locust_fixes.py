@@ -107,49 +107,138 @@ class Module:
     def sleep(seconds=0):
         slept.append(seconds)
 
-def waits_for_workers(m):  # stands in for one of Locust's one-second loops
+def waits_for_workers(m):  # stands in for one of Locust's one-second loops (its own loop looks again)
     m.sleep(1)
 
 def heartbeat(m):
     m.sleep(1)
 
-shim = QuickPolls(Module, [waits_for_workers.__code__])
+def final_reports(m, pending):  # stands in for the quit's half second: over once nothing is pending
+    m.sleep(0.5)
+
+def nothing_pending(frame):
+    pending = frame.f_locals["pending"]
+    pending.pop()  # one "report" comes in per look
+    return not pending
+
+shim = QuickPolls(Module, {waits_for_workers.__code__: None, final_reports.__code__: nothing_pending})
 waits_for_workers(shim)
 heartbeat(shim)
 waits_for_workers(shim)
 shim.sleep(0)  # a zero sleep (a yield) stays one
-print(json.dumps({"slept": slept, "poll": POLL_S, "answer": shim.answer}))
+out = {"poll": POLL_S, "answer": shim.answer, "slept": list(slept)}
+slept.clear()
+final_reports(shim, [1, 2, 3])  # the third look finds nothing pending: two sleeps of one step
+out["until_done"] = list(slept)
+slept.clear()
+final_reports(shim, list(range(10**6)))  # never done: it sleeps (about) the time asked for, in steps
+out["never_done"] = slept
+print(json.dumps(out))
 """
 
 
 def test_quick_polls_shorten_only_the_named_callers_sleeps() -> None:
     out = run_fresh(_MECHANICS)
     poll = out["poll"]
-    assert 0 < poll < 1 and out["slept"] == [poll, 1, poll, 0]
+    assert 0 < poll < 0.5 and out["slept"] == [poll, 1, poll, 0]
     assert out["answer"] == 42  # everything else is the module's own
+    assert out["until_done"] == [poll, poll]
+    # The fake sleeps take no time, so the loop's clock is what ends it: at most the half second asked for.
+    never = out["never_done"]
+    assert never and all(0 < s <= poll for s in never)
 
 
 _QUICKENED = """
 import json
 import gevent, time
-from locust import main, runners
+from locust import main, rpc, runners
 from loadgen.locust_plugin import locust_fixes
 
-locust_fixes.install()
-locust_fixes.install()  # idempotent: one stand-in, not one around another
-g = runners.gevent
+locust_fixes.install(lambda environment: False)
+locust_fixes.install(lambda environment: False)  # idempotent: one stand-in each, not one around another
+g, t, r = runners.gevent, main.time, runners.rpc
+[start] = t.callers
+stop, quit_ = runners.MasterRunner.stop.__code__, runners.MasterRunner.quit.__code__
 print(json.dumps({
     "runners_shim": isinstance(g, locust_fixes.QuickPolls) and g.module is gevent,
-    "stop_is_the_masters": g.callers == {runners.MasterRunner.stop.__code__},
-    # The loop aimed at: the stop waits on user_count, with a sleep.
-    "stop_loop": {"user_count", "sleep"} <= set(runners.MasterRunner.stop.__code__.co_names),
-    "delegates": g.spawn is gevent.spawn and g.Timeout is gevent.Timeout,
-    # The start's wait for the workers is Locust's own (a 2.35 worker is ready before its init has run).
-    "start_untouched": main.time is time,
+    "main_shim": isinstance(t, locust_fixes.QuickPolls) and t.module is time,
+    "rpc_shim": isinstance(r, locust_fixes.HeldRpc) and r.module is rpc.rpc,
+    "stop_and_quit_are_the_masters": set(g.callers) == {stop, quit_} and g.callers[stop] is None,
+    # The waits aimed at: the stop waits on user_count, the quit on the workers' last reports, the start on the
+    # workers being ready, each with a sleep.
+    "stop_loop": {"user_count", "sleep"} <= set(stop.co_names),
+    "quit_sleep": {"clients", "sleep"} <= set(quit_.co_names) and 0.5 in quit_.co_consts,
+    "start_loop": start.co_name == "start_automatic_run" and {"sleep", "expect_workers"} <= set(start.co_names),
+    "delegates": g.spawn is gevent.spawn and t.monotonic is time.monotonic and r.Server is rpc.rpc.Server,
+    "client_is_rpcs": issubclass(r.Client, rpc.rpc.Client),
 }))
 """
 
 
-def test_the_plugin_quickens_exactly_the_masters_stop_poll() -> None:
+def test_the_plugin_quickens_exactly_the_masters_start_stop_and_quit() -> None:
     out = run_fresh(_QUICKENED)
-    assert out == dict.fromkeys(out, True) and len(out) == 5, out
+    assert out == dict.fromkeys(out, True) and len(out) == 9, out
+
+
+_QUIT = """
+import functools, json, sys
+from types import SimpleNamespace
+from locust.runners import STATE_MISSING, STATE_RUNNING
+from loadgen.locust_plugin import locust_fixes
+
+def quit_(self):  # the condition reads the master from the quit's frame
+    return functools.partial(locust_fixes._quit_may_end, lambda environment: environment.reported)(sys._getframe())
+
+def master(reported, *states):
+    return SimpleNamespace(environment=SimpleNamespace(reported=reported),
+                           clients=SimpleNamespace(all=[SimpleNamespace(state=s) for s in states]))
+
+print(json.dumps({
+    "none_left": quit_(master(True)),
+    "only_missing": quit_(master(True, STATE_MISSING, STATE_MISSING)),
+    "one_live": quit_(master(True, STATE_MISSING, STATE_RUNNING)),
+    "not_reported": quit_(master(False)),
+}))
+"""
+
+
+def test_the_quit_ends_early_only_once_reported_and_no_live_worker_is_left() -> None:
+    out = run_fresh(_QUIT)
+    assert out == {"none_left": True, "only_missing": True, "one_live": False, "not_reported": False}
+
+
+_HELD = """
+import json
+import gevent
+from locust.rpc import Message
+from loadgen.locust_plugin import locust_fixes
+
+class Wire:  # what the master sent, in order
+    def __init__(self, *msgs):
+        self.msgs = list(msgs)
+    def recv(self):
+        return self.msgs.pop(0)
+
+Base = type("Client", (Wire,), {})
+held = locust_fixes.HeldRpc(type("Rpc", (), {"Client": Base, "Server": object}))
+client = held.Client(Message("ack", {"index": 0}, "m"), Message("loadgen_run", {"run": 1}, "m"),
+                     Message("spawn", {}, "m"))
+got = []
+def loop():  # the worker's message loop
+    for _ in range(3):
+        got.append(client.recv().type)
+
+g = gevent.spawn(loop)
+gevent.sleep(0.2)  # the worker's init runs here: the loop has the ack only
+before = list(got)
+locust_fixes.initialised()
+g.join(timeout=5)
+print(json.dumps({"before_init": before, "after_init": got, "server": held.Server is object}))
+"""
+
+
+def test_a_worker_holds_its_masters_messages_until_loadgen_is_initialised() -> None:
+    out = run_fresh(_HELD)
+    assert out["before_init"] == ["ack"]
+    assert out["after_init"] == ["ack", "loadgen_run", "spawn"]  # none dropped, none reordered
+    assert out["server"] is True
