@@ -52,7 +52,7 @@ fi
 # Run it once and ask for one token: a binary that cannot run here must fail now, with a clear message, and not
 # inside a test. (Loopback only, one request, bounded in time.)
 python - "$server" "$model" <<'PY'
-import json, socket, subprocess, sys, tempfile, time, urllib.request
+import json, os, socket, subprocess, sys, tempfile, time, urllib.request
 server, model = sys.argv[1], sys.argv[2]
 with socket.socket() as s:
     s.bind(("127.0.0.1", 0))
@@ -88,6 +88,8 @@ finally:
         proc.wait(timeout=20)
     except subprocess.TimeoutExpired:
         proc.kill()
+log.close()
+os.unlink(log.name)  # (kept, and named, only when it failed)
 PY
 
 # A lower-precision variant of the same model, for the e2e tier's quality-beside-speed comparison: llama-quantize
