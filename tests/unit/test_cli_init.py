@@ -38,6 +38,7 @@ class _Fake:
                 fake.auth.append(self.headers.get("Authorization"))
                 if fake.hang:
                     time.sleep(5)
+                    return  # the client gave up long ago: no answer (writing one would only hit a closed socket)
                 body = fake.routes.get(self.path)
                 data = json.dumps(body if body is not None else {"detail": "Not Found"}).encode()
                 self.send_response(200 if body is not None else 404)
