@@ -28,7 +28,7 @@ from typing import Any
 import gevent
 from locust import events
 from locust.env import Environment
-from locust.runners import STATE_INIT, STATE_STOPPED, MasterRunner, WorkerRunner
+from locust.runners import MasterRunner, WorkerRunner
 
 from loadgen.config.errors import ConfigError
 from loadgen.config.overrides import parse_override
@@ -36,7 +36,7 @@ from loadgen.config.scenario import check_environment, read_document
 from loadgen.exit_codes import ExitCode
 from loadgen.live.otlp import export_run_metrics
 from loadgen.locust_plugin import early_stop, live_metrics, locust_fixes, loop_clock
-from loadgen.locust_plugin.final_flush import flush_workers, note_workers_at_stop
+from loadgen.locust_plugin.final_flush import flush_workers, hand_over_on_quit, note_workers_at_stop, send_final
 from loadgen.locust_plugin.live_state import current_report, users_per_variant
 from loadgen.locust_plugin.progress import add_progress_arguments, start_progress
 from loadgen.locust_plugin.request_stream import senders_per_variant
@@ -138,6 +138,8 @@ def _on_init(environment: Environment, **_: Any) -> None:
     rt.crashes.install()
     environment.loadgen = rt  # type: ignore[attr-defined]
     environment.events.quitting.add_listener(_note_interrupted)
+    if isinstance(runner, WorkerRunner):
+        environment.events.quitting.add_listener(hand_over_on_quit)
     if isinstance(runner, MasterRunner) and not environment.stop_timeout:
         # The drain (load.drain) runs in each worker's stop (Runtime.drain_in_flight); the master's stop waits for it.
         # Not Locust's graceful stop: a worker would then sleep stop_timeout more, and its final flush be lost.
@@ -238,18 +240,7 @@ def _on_run_number(environment: Environment, msg: Any, **_: Any) -> None:
 
 
 def _on_flush_request(environment: Environment, msg: Any, **_: Any) -> None:
-    rt = runtime_of(environment)
-    runner = environment.runner
-    assert runner is not None
-    if runner.state not in (STATE_STOPPED, STATE_INIT):
-        # Locust's `-t` makes the master quit without stopping the workers first: stop our users (their in-flight
-        # requests become cut_by_stop) so that this final delta is complete.
-        runner.stop()
-    rt.on_test_stop()
-    report = rt.report_since_last(final=True)
-    if msg.data and int(msg.data.get("run", rt.run)) != rt.run:
-        report["run"] = rt.run  # the master drops it: a flush for another run
-    runner.send_message("loadgen_final", report)
+    send_final(environment, runtime_of(environment))
 
 
 def _on_cadence(environment: Environment, msg: Any, **_: Any) -> None:

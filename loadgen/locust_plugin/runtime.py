@@ -94,6 +94,7 @@ class Runtime:
         # The run was stopped from outside before its end (SIGTERM / Ctrl-C): its report says so (`run.interrupted`).
         self.interrupted = False
         self.quitting = False  # the quitting event is being handled (a second signal must not start it again)
+        self.final_run: int | None = None  # a worker: the run whose final delta it has shipped (once per run)
         # `stop_when:`: every finished request counted for the master's judge (None without rules), and once a rule
         # stopped the run, why and when (the report's `run.stopped_early`; locust_plugin/early_stop.py).
         self.stop_counts: StopCounts | None = None

@@ -22,10 +22,12 @@ from loadgen.measure.health import HealthStats
 from loadgen.measure.records import RequestRecord
 from loadgen.measure.request_timeline import RequestTimelineSample
 
-__all__ = ["Collector"]
+__all__ = ["FLUSH_TIMEOUT_S", "Collector"]
 
 # Locust's workers report every 3 s: the master's merge cost is summed over intervals of this length.
 _INTERVAL_S = 3.0
+#: How long the master waits for the workers' last deltas at the end of a run (then a silent one is lost).
+FLUSH_TIMEOUT_S = 15.0
 
 
 class Collector:

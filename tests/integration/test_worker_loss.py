@@ -1,4 +1,6 @@
-"""A worker killed with SIGKILL mid-run: the master finishes, names the lost worker, counts nothing twice."""
+"""A worker killed with SIGKILL mid-run: the master finishes, names the lost worker, counts nothing twice. A worker
+stopped with SIGTERM mid-run (an evicted or scaled-down pod) hands its figures over as it quits: nothing is lost, and
+the master's final flush does not wait for it."""
 
 from __future__ import annotations
 
@@ -9,7 +11,10 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
+
 from loadgen.locust_plugin.launcher import LOCUSTFILE, free_port
+from loadgen.measure.collector import FLUSH_TIMEOUT_S
 from loadgen.sim.launch import start_sim_process
 
 from .harness import read_records, read_report, write_scenario
@@ -65,3 +70,44 @@ def test_sigkilled_worker_is_reported_lost_and_nothing_is_double_counted(tmp_pat
     assert "recovered from its raw shard" in note, note
     dead = [r for r in records if r["id"].split("-")[2] == str(workers[0].pid)]
     assert dead and max(r["done"] for r in dead) > 0
+
+
+def test_a_worker_stopped_with_sigterm_hands_over_its_figures_and_is_not_waited_for(tmp_path: Path) -> None:
+    raw, report_dir = tmp_path / "raw", tmp_path / "report"
+    with start_sim_process(["baseline"]) as sim:
+        scenario = write_scenario(
+            tmp_path / "s.yaml", {"baseline": sim.base_url("baseline")}, load={"users": 8, "duration": "10s"}
+        )
+        run = subprocess.Popen(
+            [sys.executable, "-m", "loadgen.cli", "run", str(scenario), "--quiet", "--workers", "2"]
+            + ["--raw-records", str(raw), "--report-dir", str(report_dir)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        try:
+            deadline = time.monotonic() + 40
+            while sum(p.stat().st_size > 0 for p in raw.glob("records-*.jsonl")) < 2:  # both workers are sending
+                assert time.monotonic() < deadline, "the workers sent nothing in 40 s"
+                time.sleep(0.1)
+            workers = [c for c in psutil.Process(run.pid).children() if "--worker" in c.cmdline()]
+            assert len(workers) == 2
+            time.sleep(1.0)
+            stopped, termed_at = workers[0].pid, time.monotonic()
+            workers[0].send_signal(signal.SIGTERM)
+            _, err = run.communicate(timeout=90)
+            after_term = time.monotonic() - termed_at
+        finally:
+            if run.poll() is None:
+                run.kill()
+    assert run.returncode == 0, err.decode()[-3000:]
+    report = read_report(report_dir)
+    assert report["run"]["lost_workers"] == [] and report["run"]["recovered"] == [], report["run"]
+    assert len(report["run"]["workers"]) == 2
+    records = read_records(raw)
+    mine = [r for r in records if r["id"].split("-")[2] == str(stopped)]
+    assert mine and len({r["id"] for r in records}) == len(records)
+    overall = report["variants"][0]["overall"]
+    # Its final delta reached the master: every row of both shards is counted once, without reading a shard.
+    assert overall["requests"] + overall["warmup_excluded"] + overall["cut_by_stop"] == len(records)
+    # The rest of the 10 s run and the report: well under the flush's wait for a worker that never answers.
+    assert after_term < FLUSH_TIMEOUT_S, after_term
