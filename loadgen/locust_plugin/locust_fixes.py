@@ -14,18 +14,18 @@ put a 100 ms gap into the drained requests' ITL and TTFT. Paid once at start-up 
 everything cached (0.2 ms).
 
 `quicken_polls`: three of Locust's waits go in whole or half seconds for a condition usually met long before: the
-headless master's wait for its workers before the start (`start_automatic_run` in locust/main.py: `time.sleep(1)`),
-the master's stop, which waits for the workers' users (`MasterRunner.stop`: `gevent.sleep(1)` until `user_count` is
-0), and the master's quit, which sleeps 0.5 s for the workers' last reports (`MasterRunner.quit`), a second time when
-Locust shuts down. Together about 3 s of every distributed run and sweep step (measured on a 2-core VM: a 2 s run
-took 8.2 s; ready -> start 0.9 s, workers stopped -> report 1.08 s, report -> exit 1.0 s). The module each wait sleeps
+headless master's wait for its workers before the start (`start_automatic_run` in locust/main.py: `time.sleep(1)`), the
+master's stop, which waits for the workers' users (`MasterRunner.stop`: `gevent.sleep(1)` until `user_count` is 0), and
+the master's quit, which sleeps 0.5 s for the workers' last reports (`MasterRunner.quit`), a second time when Locust
+shuts down. Together about 3 s of every distributed run and sweep step (measured on a 2-core AMD EPYC VM: a 2 s run took
+8.2 s; ready -> start 0.9 s, workers stopped -> report 1.08 s, report -> exit 1.0 s). The module each wait sleeps
 through (`time` in locust.main, `gevent` in locust.runners) is replaced, in that Locust module's namespace only, by a
 stand-in whose `sleep` polls every 50 ms when called from exactly those functions and is the module's own for every
-other caller (heartbeats, stats, reconnects keep their timing). The start and the stop look again in loops of their
-own. The quit's sleep ends early only once the run's report is written (the caller says how to tell) and no live
-worker is left (each worker's quit reply follows its last report on the same socket); a quit before the report — a
-SIGTERM's, whose quitting listeners write the report after it — keeps its 0.5 s, which is what lets them finish before
-the master's main greenlet, woken by the quit's end, exits. A Locust whose waits are gone or renamed is left as it is.
+other caller (heartbeats, stats, reconnects keep their timing). The start and the stop look again in loops of their own.
+The quit's sleep ends early only once the run's report is written (the caller says how to tell) and no live worker is
+left (each worker's quit reply follows its last report on the same socket); a quit before the report — a SIGTERM's,
+whose quitting listeners write the report after it — keeps its 0.5 s, which is what lets them finish before the master's
+main greenlet, woken by the quit's end, exits. A Locust whose waits are gone or renamed is left as it is.
 
 `hold_messages_until_init`: a Locust worker tells its master it is ready when its runner is built, before the `init`
 event that loadgen's set-up runs in (locust/main.py), so the master's spawn — and loadgen's own messages before it —
