@@ -32,6 +32,8 @@ from pathlib import Path
 
 import orjson
 
+from loadgen.client.clock import realtime_offset_ns
+
 _WORD_TEXT = (
     "the of and to in is it you that he was for on are with as his they be at one have this from or had "
     "by word but what some we can out other were all there when up use your how said an each she which do "
@@ -144,7 +146,7 @@ class BenchServer:
         c.rx = now
         if anc and anc[0][1] == _SO_TIMESTAMPNS and len(anc[0][2]) == 16:
             sec, nsec = int.from_bytes(anc[0][2][:8], sys.byteorder), int.from_bytes(anc[0][2][8:], sys.byteorder)
-            stamp = (sec * 1_000_000_000 + nsec - (time.time_ns() - time.monotonic_ns())) * 1e-9
+            stamp = (sec * 1_000_000_000 + nsec - realtime_offset_ns()[0]) * 1e-9
             if now - 5.0 < stamp <= now:
                 c.rx = stamp
         c.inbuf += data

@@ -15,9 +15,9 @@ time the kernel received the last of them (the software receive stamp, taken as 
 this process's scheduling). So a reader that is busy — a hundred sockets ready at once, a report being encoded, a
 GC pause — stamps every chunk with the time it arrived, not the time it was got round to. The stamp is on the
 realtime clock; it is moved onto the monotonic clock (what every other loadgen timestamp uses) with the offset read
-once per wake-up (TLS streams too: connection.py decrypts after the read). Where the kernel gives no stamp (not
-Linux), the time the wake-up began stands in: an upper bound on every arrival it reports, and never later than
-reading each socket in turn.
+once per wake-up, bracketed so a preemption cannot skew it (`clock.realtime_offset_ns`; TLS streams too:
+connection.py decrypts after the read). Where the kernel gives no stamp (not Linux), the time the wake-up began
+stands in: an upper bound on every arrival it reports, and never later than reading each socket in turn.
 
 With loadgen's C half built (protocol/_wire.c), the per-wake-up loop below runs in C: `Drainer.drain` polls the set,
 reads and stamps every ready socket, and a read made only of whole plain token chunks goes straight into its
@@ -47,6 +47,7 @@ import gevent
 from gevent import monkey
 from gevent.hub import Hub, Waiter, get_hub
 
+from loadgen.client.clock import realtime_offset_ns
 from loadgen.protocol.native import fast_path_available
 from loadgen.protocol.native import wire as _wire
 
@@ -309,9 +310,9 @@ class Reactor:
         events = self._ep.poll(0, _MAX_EVENTS)
         if not events:
             return
-        woke = time.monotonic()
         # realtime − monotonic, in ns, to move kernel stamps onto the monotonic clock
-        offset = time.time_ns() - time.monotonic_ns()
+        offset, woke_ns = realtime_offset_ns()
+        woke = woke_ns * 1e-9
         lo, hi = woke - _STAMP_SLACK_S, woke + _STAMP_SLACK_S
         unpack, ts_size = _TIMESPEC.unpack, _TIMESPEC.size
         mono = time.monotonic
