@@ -8,8 +8,10 @@ master, the workers and the target talk over real links (veth pairs) that a test
 
     Hosts(["srv", "w1"], impaired={"w1": Impairment(delay=0.02, jitter=0.005, loss=0.01)})  # a slow, lossy link
 
-Needs root (CI runs as root). The names carry the test process's pid, so parallel or leftover runs do not clash;
-everything is removed on exit, whatever happened. Traffic stays inside the namespaces and the bridge.
+Needs root (CI runs as root). The names carry the test process's pid and the instance's number in it, so parallel
+or leftover runs do not clash, nor do two tests of one process (the kernel tears a deleted namespace's devices down in
+the background: a second test reusing a name found it still there, in CI); everything is removed on exit, whatever
+happened, the veth pairs explicitly. Traffic stays inside the namespaces and the bridge.
 
 Delay and loss are not `tc netem`: this machine's kernel has no queueing disciplines beyond the default (`tc qdisc
 add ... netem` says "Specified qdisc kind is unknown"), so an impaired host's packets go through TUN devices and a
@@ -19,6 +21,7 @@ thread that delays and drops them (impaired_link.py).
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -30,6 +33,8 @@ from tests.netns.impaired_link import Impairment, LinkPump, open_tun
 
 __all__ = ["Hosts"]
 
+_instances = itertools.count()
+
 
 def _ip(*args: str) -> None:
     subprocess.run(["ip", *args], check=True, capture_output=True, text=True, timeout=10)
@@ -38,10 +43,11 @@ def _ip(*args: str) -> None:
 class Hosts:
     def __init__(self, names: Sequence[str], impaired: Mapping[str, Impairment] | None = None) -> None:
         """`impaired`: hosts whose link delays and drops packets (impaired_link.py), each way."""
-        tag = f"{os.getpid() % 100000}"
+        # An interface name holds at most 15 characters: "lv" + pid (5) + "x" + instance (2) + "h" + host + suffix fits.
+        tag = f"{os.getpid() % 100000}x{next(_instances) % 100}"
         self.bridge = f"lgb{tag}"
         self.ns = {n: f"lg{tag}-{n}" for n in names}
-        self._veth = {n: f"lv{tag}{i}" for i, n in enumerate(names)}
+        self._veth = {n: f"lv{tag}h{i}" for i, n in enumerate(names)}
         # A /16 per test process keeps leftovers of a crashed run from answering for this one.
         net = 16 + (os.getpid() % 200)
         self._addr = {n: f"10.{net}.0.{i + 2}" for i, n in enumerate(names)}
@@ -145,6 +151,9 @@ class Hosts:
                 p.wait(timeout=10)
         if self._pump is not None:
             self._pump.close()
+        # Deleting one end of a veth pair deletes both, at once (a namespace's are torn down in the background).
+        for veth in self._veth.values():
+            subprocess.run(["ip", "link", "del", veth], capture_output=True, timeout=10)
         for ns in [*self.ns.values(), *self._edge.values()]:
             subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=10)
         subprocess.run(["ip", "link", "del", self.bridge], capture_output=True, timeout=10)
