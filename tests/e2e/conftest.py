@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import subprocess
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from loadgen.locust_plugin.launcher import free_port
+from tests.serving import serving_process
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -39,36 +39,18 @@ def _install() -> tuple[Path, Path]:
 def _serving(server: Path, model: Path, log_path: Path, extra: tuple[str, ...] = ()) -> Iterator[str]:
     """llama-server on `model` (with `extra` arguments), until the block ends; its base URL."""
     port = free_port()
-    log = log_path.open("wb")
+    url = f"http://127.0.0.1:{port}"
+
+    def healthy() -> bool:
+        with urllib.request.urlopen(f"{url}/health", timeout=2) as r:
+            return bool(r.status == 200)
+
     # Run the binary itself: the console-script wrapper does not forward SIGTERM. One thread: the other core is the
     # load generator's, or its own timestamps would queue behind the engine (and the run be flagged untrustworthy).
-    proc = subprocess.Popen(
-        [str(server), "-m", str(model), "-c", "8192", "-np", "4", "--metrics", "-t", "1", "--no-webui"]
-        + ["--host", "127.0.0.1", "--port", str(port), *extra],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert proc.poll() is None, f"llama-server exited with {proc.returncode}; see {log.name}"
-            try:
-                with urllib.request.urlopen(f"{url}/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            assert time.monotonic() < deadline, "llama-server did not become healthy in 120 s"
-            time.sleep(0.5)
+    cmd = [str(server), "-m", str(model), "-c", "8192", "-np", "4", "--metrics", "-t", "1", "--no-webui"]
+    cmd += ["--host", "127.0.0.1", "--port", str(port), *extra]
+    with serving_process(cmd, log_path, healthy, "llama-server", timeout_s=120, poll_s=0.5, stop_timeout_s=20):
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
 
 
 @pytest.fixture(scope="session")

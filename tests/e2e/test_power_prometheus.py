@@ -17,12 +17,11 @@ import json
 import shutil
 import subprocess
 import sys
-import threading
 import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +30,7 @@ import pytest
 from loadgen.locust_plugin.launcher import free_port
 from loadgen.sim.launch import start_sim_process
 from tests.integration.harness import read_report, write_scenario
+from tests.serving import serving_process, threaded_http
 
 
 class _Power(BaseHTTPRequestHandler):
@@ -64,43 +64,22 @@ def prom(tmp_path: Path) -> Iterator[str]:
     binary = shutil.which("prometheus")
     if binary is None:
         pytest.skip("prometheus is not installed (apt-get install -y prometheus; .ci/run does)")
-    exporter = ThreadingHTTPServer(("127.0.0.1", 0), _Power)
-    threading.Thread(target=exporter.serve_forever, daemon=True).start()
     port = free_port()
-    config = tmp_path / "prometheus.yml"
-    config.write_text(
-        "global: {scrape_interval: 1s, evaluation_interval: 1s}\nscrape_configs:\n"
-        f"  - job_name: power\n    static_configs: [{{targets: ['127.0.0.1:{exporter.server_address[1]}']}}]\n"
-    )
-    log = (tmp_path / "prometheus.log").open("wb")
-    proc = subprocess.Popen(
-        [binary, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-         f"--web.listen-address=127.0.0.1:{port}"],
-        stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:  # ready, and both series scraped at least once: the window has samples from its start
-            assert proc.poll() is None, f"prometheus exited with {proc.returncode}"
-            try:
-                doc = _get_json(f"{url}/api/v1/query?query=test_power_watts")
-                if len(doc["data"]["result"]) == 2:
-                    break
-            except OSError:
-                pass
-            assert time.monotonic() < deadline, "prometheus not scraping in 30 s"
-            time.sleep(0.3)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
-        exporter.shutdown()
-        exporter.server_close()
+
+    def scraping() -> bool:  # ready, and both series scraped at least once: the window has samples from its start
+        return len(_get_json(f"{url}/api/v1/query?query=test_power_watts")["data"]["result"]) == 2
+
+    with threaded_http(_Power) as exporter:
+        config = tmp_path / "prometheus.yml"
+        config.write_text(
+            "global: {scrape_interval: 1s, evaluation_interval: 1s}\nscrape_configs:\n"
+            f"  - job_name: power\n    static_configs: [{{targets: ['127.0.0.1:{exporter.server_address[1]}']}}]\n"
+        )
+        cmd = [binary, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}"]
+        with serving_process([*cmd, f"--web.listen-address=127.0.0.1:{port}"], tmp_path / "prometheus.log", scraping,
+                             "prometheus (scraping)"):  # fmt: skip
+            yield url
 
 
 def _samples(prom: str, query: str, start: float, end: float) -> list[tuple[float, float]]:

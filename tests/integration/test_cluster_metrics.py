@@ -8,10 +8,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
 import urllib.parse
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from loadgen.config.live_metrics import ClusterPrometheus
 from loadgen.live.cluster_metrics import MAX_POINTS, MAX_SERIES, check_queries, query_window
 from loadgen.locust_plugin.launcher import LOCUSTFILE, free_port
 from loadgen.sim.launch import start_sim_process
+from tests.serving import threaded_http
 
 from .harness import write_scenario
 
@@ -68,13 +68,8 @@ class _Prom(BaseHTTPRequestHandler):
 @pytest.fixture
 def prom() -> Iterator[str]:
     _Prom.seen = []
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Prom)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    try:
+    with threaded_http(_Prom) as srv:
         yield f"http://127.0.0.1:{srv.server_address[1]}"
-    finally:
-        srv.shutdown()
-        srv.server_close()
 
 
 def _cfg(url: str, **queries: str) -> ClusterPrometheus:

@@ -5,9 +5,7 @@ the part's note, never an exception; several series are summed and said so."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -17,6 +15,7 @@ from loadgen.config.scenario import parse_scenario
 from loadgen.live.variant_power import variant_power
 from loadgen.locust_plugin.launcher import free_port
 from loadgen.preflight import load_checked
+from tests.serving import threaded_http
 
 from .test_cluster_metrics import _Prom
 
@@ -24,13 +23,8 @@ from .test_cluster_metrics import _Prom
 @pytest.fixture
 def prom() -> Iterator[str]:
     _Prom.seen = []
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Prom)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    try:
+    with threaded_http(_Prom) as srv:
         yield f"http://127.0.0.1:{srv.server_address[1]}"
-    finally:
-        srv.shutdown()
-        srv.server_close()
 
 
 def _scenario(url: str, power: str, memory: str = "gpu") -> str:

@@ -20,7 +20,7 @@ import random
 import statistics
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from math import sqrt
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ import orjson
 import pytest
 
 from loadgen.sim.launch import start_sim_process
+from tests.serving import threaded_http
 
 from .harness import hdr_rank_percentile, read_records, read_report, run_loadgen, write_scenario
 
@@ -154,10 +155,8 @@ class _Capturing(BaseHTTPRequestHandler):
 @pytest.fixture()
 def capturing_server() -> Iterator[str]:
     _Capturing.seen = []
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Capturing)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{srv.server_address[1]}"
-    srv.shutdown()
+    with threaded_http(_Capturing) as srv:
+        yield f"http://127.0.0.1:{srv.server_address[1]}"
 
 
 def test_every_request_carries_its_class_headers_and_priority(tmp_path: Path, capturing_server: str) -> None:

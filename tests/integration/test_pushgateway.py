@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +18,7 @@ from loadgen.live.exporter import LiveView, MetricsText, push_final
 from loadgen.locust_plugin.launcher import free_port
 from loadgen.measure.aggregate import Aggregate
 from loadgen.measure.histogram import LatencyHistogram
+from tests.serving import serving_process
 
 
 def _get(url: str) -> bytes:
@@ -33,29 +32,13 @@ def pushgateway(tmp_path: Path) -> Iterator[str]:
     if exe is None:
         pytest.skip("prometheus-pushgateway is not installed (apt-get install -y prometheus-pushgateway)")
     port = free_port()
-    log = (tmp_path / "pg.log").open("wb")
+    url = f"http://127.0.0.1:{port}"
     # Debian's default persistence file is shared by every instance: this one's is its own.
     cmd = [exe, f"--web.listen-address=127.0.0.1:{port}", f"--persistence.file={tmp_path / 'pg.data'}"]
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            assert proc.poll() is None, (tmp_path / "pg.log").read_text()
-            try:
-                _get(f"{url}/-/ready")
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "pushgateway not ready in 30 s"
-                time.sleep(0.2)
+    with serving_process(
+        cmd, tmp_path / "pg.log", lambda: _get(f"{url}/-/ready") is not None, "pushgateway", poll_s=0.2
+    ):
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
 
 
 def _view(ok: int, run: int, started: str) -> LiveView:

@@ -9,18 +9,18 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
 
 from loadgen.locust_plugin.launcher import free_port
 from loadgen.report.formats import formats
+from tests.serving import threaded_http
 
 from .harness import write_scenario
 
@@ -99,10 +99,8 @@ class _Prom(BaseHTTPRequestHandler):
 
 
 def _serve(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{srv.server_address[1]}"
-    srv.shutdown()
+    with threaded_http(handler) as srv:
+        yield f"http://127.0.0.1:{srv.server_address[1]}"
 
 
 @pytest.fixture()
