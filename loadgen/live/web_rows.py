@@ -123,19 +123,22 @@ def llm_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def worker_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
-    """One row per worker that reported (a local run: the process itself): its health and what it says of trust."""
+    """One row per worker that reported (a local run: the process itself): its health and what it says of trust;
+    one that left before the stop says when (its figures are whole)."""
     run = summary["run"]
     reasons = run.get("untrustworthy_reasons") or []
+    left = run.get("workers_left") or {}
     rows = []
     for name, h in sorted((run.get("workers") or {}).items()):
         mine = [r.split(": ", 1)[1] for r in reasons if r.startswith(f"worker {name}: ")]
+        fine = f"ok, left {left[name]:g} s in" if name in left else "ok"
         rows.append(
             {
                 "worker": name,
                 "loop_lag_p99_ms": _num((h.get("loop_lag_ms") or {}).get("p99"), LOOP_LAG_MS),
                 "cpu_p90_percent": _num((h.get("cpu_percent") or {}).get("p90"), CPU_PERCENT),
                 "schedule_slip_p99_ms": _num((h.get("schedule_slip_ms") or {}).get("p99"), LOOP_LAG_MS),
-                "trust": "NOT TRUSTWORTHY: " + "; ".join(mine) if mine else "ok",
+                "trust": "NOT TRUSTWORTHY: " + "; ".join(mine) if mine else fine,
             }
         )
     for name in run.get("lost_workers") or []:

@@ -119,6 +119,9 @@ def live_state(environment: Environment, failed: list[str] | None = None) -> tup
     }
     if exceptions:
         run["user_exceptions"] = exceptions
+    left = col.workers_left(label)
+    if left:
+        run["workers_left"] = left
     if isinstance(runner, MasterRunner):
         run["master"] = col.master_cost()
     stop_report(rt, run)  # stopped by `stop_when:`: why and when

@@ -37,6 +37,8 @@ class Collector:
         self.health: dict[str, HealthStats] = {}
         self.seen: set[str] = set()
         self.final: set[str] = set()
+        # Workers whose final report came before the stop (a worker stopped mid-run hands over, then quits): when.
+        self.left_wall: dict[str, float] = {}
         self.started_wall: float | None = None
         self.stopped_wall: float | None = None
         self.reported = False
@@ -107,6 +109,8 @@ class Collector:
         for crash in data.get("crashes") or ():
             self._add_crash(worker_id, crash)
         if final:
+            if self.stopped_wall is None and worker_id not in self.final:
+                self.left_wall[worker_id] = time.time()
             self.final.add(worker_id)
 
     def _add_crash(self, worker_id: str, crash: dict[str, Any]) -> None:
@@ -125,6 +129,15 @@ class Collector:
         if self.flushed:
             lost |= self.seen - self.final
         return sorted(lost)
+
+    def workers_left(self, label: dict[str, str]) -> dict[str, float]:
+        """Per worker that left before the stop, how many seconds into the run it left: its figures up to then are
+        whole (it handed them over), and Locust gave its users to the workers still running."""
+        start = self.started_wall
+        return {
+            label.get(w, w): round(max(0.0, t - start) if start is not None else 0.0, 1)
+            for w, t in sorted(self.left_wall.items())
+        }
 
     def lost_in_flight(self, lost: list[str], label: dict[str, str]) -> dict[str, int]:
         """Per lost worker, the requests it had in flight at its last report: sent, never finished where the master

@@ -69,6 +69,7 @@ def combine_phases(scenario: Scenario, phases: list[Phase], pause_s: float) -> t
     failed: list[str] = []
     lost: list[str] = []
     lost_in_flight: dict[str, int] = {}
+    left: dict[str, float] = {}
     recovered: list[Any] = []
     for p in phases:
         agg.merge(p.aggregate)
@@ -80,6 +81,7 @@ def combine_phases(scenario: Scenario, phases: list[Phase], pause_s: float) -> t
         failed += [f"{p.variant}: {r}" for r in run.get("failed", [])]  # a phase that failed fails the run
         lost += [f"{p.variant}/{w}" for w in run.get("lost_workers", [])]
         lost_in_flight |= {f"{p.variant}/{w}": n for w, n in (run.get("lost_in_flight") or {}).items()}
+        left |= {f"{p.variant}/{w}": at for w, at in (run.get("workers_left") or {}).items()}
         recovered += run.get("recovered", [])
     run_facts = {
         "sequential": True,
@@ -109,6 +111,8 @@ def combine_phases(scenario: Scenario, phases: list[Phase], pause_s: float) -> t
     }
     if failed:
         run_facts["failed"] = failed
+    if left:  # seconds into its own phase
+        run_facts["workers_left"] = left
     stops = [p.report["run"]["stopped_early"] for p in phases if p.report["run"].get("stopped_early")]
     if stops:  # a phase `stop_when:` ended: the combined run is no pass either (its reasons carry the verdict)
         run_facts["stopped_early"] = stops[0]

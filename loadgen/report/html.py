@@ -27,7 +27,7 @@ from loadgen.report.adapters import adapter_html
 from loadgen.report.cost_html import render_cost_html
 from loadgen.report.html_charts import Chart, report_charts, sweep_charts
 from loadgen.report.latency_render import latency_html
-from loadgen.report.lost_workers import lost_worker_texts
+from loadgen.report.lost_workers import worker_notes
 from loadgen.report.numbers import figure
 from loadgen.report.quality_render import quality_html
 from loadgen.report.reasoning import reasoning_html
@@ -218,7 +218,7 @@ def _trust(report: dict[str, Any]) -> str:
             '<div class="banner bad"><b>Not trustworthy</b> — the load generator may have been the bottleneck, so '
             f"its latencies may be inflated:<ul>{items}</ul></div>"
         )
-    notes = [_e(text) for text in lost_worker_texts(run)]
+    notes = [_e(text) for text in worker_notes(run)]
     notes += [_e(n) for n in run.get("recovered") or []]
     if notes:
         parts.append('<div class="banner warn"><ul>' + "".join(f"<li>{n}</li>" for n in notes) + "</ul></div>")

@@ -10,7 +10,7 @@ from loadgen.report.compare_md import comparison_lines, speedup_lines
 from loadgen.report.cost import render_cost_markdown
 from loadgen.report.images import image_lines
 from loadgen.report.latency_render import latency_lines
-from loadgen.report.lost_workers import lost_worker_texts
+from loadgen.report.lost_workers import worker_notes
 from loadgen.report.markdown_summary import cold_lines, goodput_lines, summary_lines
 from loadgen.report.numbers import figure
 from loadgen.report.pooling import pooling_lines
@@ -99,7 +99,7 @@ def render_markdown(report: dict[str, Any]) -> str:
     for e in run.get("user_exceptions", []):
         where = f" at {e['where']}" if e.get("where") else ""
         lines.append(f"- ⚠ exception in users ×{e['count']} ({', '.join(e['nodes'])}){where}: {e['message']}")
-    lines += [f"- ⚠ {text}" for text in lost_worker_texts(run)]
+    lines += [f"- ⚠ {text}" for text in worker_notes(run)]
     for note in run.get("recovered", []):
         lines.append(f"- {note}")
     master = run.get("master") or {}

@@ -53,6 +53,7 @@ def test_sigkilled_worker_is_reported_lost_and_nothing_is_double_counted(tmp_pat
     assert master.returncode in (0, 1), err.decode()[-2000:]
     report = read_report(tmp_path / "report")
     assert len(report["run"]["lost_workers"]) == 1
+    assert "workers_left" not in report["run"]  # killed, it handed nothing over: lost, not left
     # Its users (6 of 12, closed loop, no think time) were mid-request at its last report: counted, not lost unseen.
     [lost] = report["run"]["lost_workers"]
     assert report["run"]["lost_in_flight"].keys() == {lost} and 1 <= report["run"]["lost_in_flight"][lost] <= 6
@@ -106,6 +107,11 @@ def test_a_worker_stopped_with_sigterm_hands_over_its_figures_and_is_not_waited_
     report = read_report(report_dir)
     assert report["run"]["lost_workers"] == [] and report["run"]["recovered"] == [], report["run"]
     assert len(report["run"]["workers"]) == 2
+    # It is named as having left, with when (after its first sends, before the 10 s run's end), in every format.
+    ((name, at),) = report["run"]["workers_left"].items()
+    assert name in report["run"]["workers"] and 0 < at < 10, report["run"]["workers_left"]
+    for page in ("report.md", "report.html"):
+        assert f"{name} left the run {at:g} s in" in (report_dir / page).read_text()
     records = read_records(raw)
     mine = [r for r in records if r["id"].split("-")[2] == str(stopped)]
     assert mine and len({r["id"] for r in records}) == len(records)

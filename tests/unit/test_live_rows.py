@@ -103,6 +103,8 @@ def test_worker_rows_judge_each_worker_and_name_the_lost() -> None:
     assert [(r["worker"], r["loop_lag_p99_ms"], r["trust"].split(":")[0]) for r in rows] == [
         ("worker-0", "1.20", "ok"), ("worker-1", "250.00", "NOT TRUSTWORTHY"), ("worker-2", "—", "lost"),
     ]  # fmt: skip
+    left = worker_rows({"run": {**RUN, "workers_left": {"worker-0": 4.5, "worker-1": 2.0}}})
+    assert [r["trust"].split(":")[0] for r in left] == ["ok, left 4.5 s in", "NOT TRUSTWORTHY"]
     assert rows[1]["trust"] == "NOT TRUSTWORTHY: event-loop lag p99 250.0 ms > 50 ms (the load generator was busy)"
 
 
