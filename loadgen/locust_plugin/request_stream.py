@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import ssl
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import gevent
@@ -34,6 +33,7 @@ from loadgen.protocol.dialects import dialect_for
 from loadgen.protocol.traceparent import TraceContext
 from loadgen.protocol.whole_reply import WholeReplyAccumulator
 from loadgen.traffic.sampler import RequestSampler, RequestSpec, sampler_for
+from loadgen.traffic.senders import senders_per_variant, weighted_turns
 
 __all__ = [
     "OPEN_LOOP_STREAM",
@@ -47,32 +47,6 @@ __all__ = [
 
 # The request stream an open-loop run draws from: request i is the schedule's arrival i (all workers together).
 OPEN_LOOP_STREAM = 0
-
-
-def weighted_turns(weights: dict[str, float]) -> Iterator[str]:
-    """Names in proportion to their weights, as evenly spread as can be (smooth weighted round-robin): the first n
-    turns give each name round(n·share) within one, so any n >= len(weights) with even weights reaches every name.
-    """
-    current = dict.fromkeys(weights, 0.0)
-    total = sum(weights.values())
-    while True:
-        for name, weight in weights.items():
-            current[name] += weight
-        best = max(current, key=current.__getitem__)
-        current[best] -= total
-        yield best
-
-
-def senders_per_variant(scenario: Scenario, users: list[int]) -> dict[str, int]:
-    """Open loop: the users of each variant when workers hold `users` users each (each worker splits its own users
-    over the variants by `weighted_turns`, so every worker has senders of every variant it has enough users for)."""
-    out = dict.fromkeys((v.name for v in scenario.variants), 0)
-    weights = {v.name: v.weight for v in scenario.variants}
-    for n in users:
-        turns = weighted_turns(weights)
-        for _ in range(n):
-            out[next(turns)] += 1
-    return out
 
 
 def class_wire(scenario: Scenario, variant: Variant) -> dict[str, tuple[bytes, dict[str, Any] | None]]:

@@ -50,6 +50,7 @@ from loadgen.report.speculative import tokens_per_chunk
 from loadgen.report.sustained_rate import sustained_rate_slos
 from loadgen.report.tool_calls import tool_calls_entry
 from loadgen.traffic.scenario_schedule import requested_in_window, schedule_of, trace_summary
+from loadgen.traffic.senders import scenario_senders
 
 __all__ = ["SCHEMA", "build_report", "exit_code", "open_loop_json", "render_markdown", "write_reports"]
 
@@ -190,8 +191,9 @@ def _classes_json(
     return out
 
 
-def open_loop_json(scenario: Scenario, g: GroupStats, window_s: float) -> dict[str, Any] | None:
-    """Requested vs achieved rate of one variant in an open-loop run (None in closed loop).
+def open_loop_json(scenario: Scenario, g: GroupStats, window_s: float, senders: int) -> dict[str, Any] | None:
+    """Requested vs achieved rate of one variant in an open-loop run (None in closed loop). `senders`: the
+    variant's own users (its weight's share of `load.users`, traffic/senders.py), not the run's total.
 
     Requested: the schedule's global rate (what `traffic.arrivals.requested_rate` gives for all workers together;
     every variant gets the whole schedule). Achieved: the
@@ -220,7 +222,7 @@ def open_loop_json(scenario: Scenario, g: GroupStats, window_s: float) -> dict[s
         "burstiness": arrival.burstiness,
         "stages": None if arrival.stages is None else [st.model_dump() for st in arrival.stages],
         "overflow": scenario.load.overflow_policy,
-        "senders": scenario.load.users,
+        "senders": senders,
         "requested_rate_per_s": requested,
         "achieved_rate_per_s": None if achieved is None else round(achieved, 4),
         "achieved_share": None if achieved is None or not requested else round(achieved / requested, 4),
@@ -262,6 +264,8 @@ def build_report(
     variants: list[dict[str, Any]] = []
     baseline = scenario.baseline_variant.name
     whole_window = window_s
+    # Each variant's own users: what the run counted, else the scenario's weighted split of load.users.
+    senders = {**scenario_senders(scenario), **(run.get("users_per_variant") or {})}
     for v in scenario.variants:
         window_s = windows.get(v.name, whole_window) if windows else whole_window
         mixes = {
@@ -322,7 +326,7 @@ def build_report(
         cost_energy = cost_energy_json(v, window_s, merged.output_tokens, good_tokens)
         if cost_energy is not None:
             entry["cost_energy"] = cost_energy
-        open_loop = open_loop_json(scenario, merged, window_s)
+        open_loop = open_loop_json(scenario, merged, window_s, senders[v.name])
         if open_loop is not None:
             entry["open_loop"] = open_loop
         variants.append(entry)

@@ -377,9 +377,10 @@ def _open_loop_lines(report: dict[str, Any]) -> list[str]:
     first = rows[0][1]
     kind = first["kind"] + (f" (burstiness {first['burstiness']:g})" if first.get("burstiness") else "")
     lines = ["", "## Open-loop arrivals", ""]
+    senders = ", ".join(f"{name} {o['senders']}" for name, o, _ in rows)
     lines.append(
-        f"Schedule {kind}, overflow `{first['overflow']}`, at most {first['senders']} requests in flight (users) "
-        "per variant over all workers."
+        f"Schedule {kind}, overflow `{first['overflow']}`; at most as many requests in flight per variant, over all "
+        f"workers, as it has senders (users: load.users split by weight): {senders}."
     )
     trace = first.get("trace")
     if trace:  # traffic.trace: the window of the production trace replayed

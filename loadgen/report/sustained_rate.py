@@ -10,6 +10,7 @@ schedule slip, loop lag, CPU — the run-trust checks).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from loadgen.config.scenario import Scenario
@@ -65,10 +66,16 @@ def _why(scenario: Scenario, v: dict[str, Any], o: dict[str, Any], not_sent: int
     e2e = v["overall"]["metrics_ms"].get("e2e") or {}
     typical_s = (e2e.get("mean") or e2e.get("p50") or 0.0) / 1e3
     needed = o["requested_rate_per_s"] * typical_s
-    if needed > scenario.load.users:
+    senders, users = o["senders"], scenario.load.users
+    if needed > senders:
+        # The variant's senders are its weight's share of load.users (all of them when it runs alone or in turn):
+        # load.users must grow by the ratio the variant's own senders fall short.
+        share = "" if senders == users else f" (its share of load.users {users} by weight)"
+        wanted = math.ceil(users * round(needed) / senders) if senders else None  # the ~N said, not its decimals
         text += (
             f"; if the server has headroom, raise load.users (at the E2E measured, {o['requested_rate_per_s']:g} "
-            f"req/s keeps ~{needed:,.0f} requests in flight)"
+            f"req/s keeps ~{needed:,.0f} requests in flight, and {v['name']} has {senders} senders{share}"
+            + (f": load.users {wanted:,} or more gives it about as many)" if wanted is not None and share else ")")
         )
     return text
 

@@ -110,3 +110,44 @@ def test_the_allowance_is_compared_exactly() -> None:
         doc = OPEN.replace("overflow: drop}", f"overflow: drop, max_not_sent_percent: {allowed}}}")
         report = build_report(parse_scenario(doc), agg, 10.0)
         assert next(s for s in report["slos"] if s["metric"] == "arrivals_sent")["passed"] is ok
+
+
+TWO = """
+variants:
+  - {name: a, base_url: "http://127.0.0.1:1", model: m, weight: 3}
+  - {name: b, base_url: "http://127.0.0.1:2", model: m}
+load: {users: 16, arrival: {kind: poisson, rate: 20}, overflow: drop}
+"""
+
+
+def _two_variants(run: dict | None) -> dict:
+    """Both variants overloaded alike: 100 sent requests of 1 s each and 10 arrivals never sent."""
+    agg = Aggregate()
+    for name in ("a", "b"):
+        g = agg.group(name, "chat")
+        for i in range(100):
+            rec = _sent(i, 100.0 + i * 0.05, 0.001)
+            rec.request_id, rec.variant, rec.done = f"{name}-{i}", name, rec.sent + 1.0
+            agg.add(rec, 0.0)
+        for _ in range(10):
+            g.add_not_sent()
+        g.arrivals.update({"sent": 100, "dropped": 10})
+    return build_report(parse_scenario(TWO), agg, 10.0, run)
+
+
+def test_senders_are_each_variants_own_share_of_the_users() -> None:
+    from loadgen.report.vllm_bench import vllm_bench_results
+
+    # What the run counted: users are split over the variants by weight (3:1), never 16 to each.
+    report = _two_variants({"workers": {}, "untrustworthy_reasons": [], "users_per_variant": {"a": 12, "b": 4}})
+    assert [v["open_loop"]["senders"] for v in report["variants"]] == [12, 4]
+    assert [r["max_concurrency"] for r in vllm_bench_results(report)] == [12, 4]
+    notes = {s["variant"]: s["note"] for s in report["slos"] if s["metric"] == "arrivals_sent"}
+    assert "all 4 senders were busy" in notes["b"] and "all 12 senders" in notes["a"]
+    # Little's law: 20 req/s at ~1 s needs ~20 in flight; b has 4 of the 16 users, so load.users must reach 80.
+    assert "b has 4 senders (its share of load.users 16 by weight): load.users 80 or more" in notes["b"]
+    assert "a has 12 senders (its share of load.users 16 by weight): load.users 27 or more" in notes["a"]
+    assert "as it has senders (users: load.users split by weight): a 12, b 4." in render_markdown(report)
+    # A report whose run did not count them (rebuilt from raw records): the scenario's weighted split.
+    rebuilt = _two_variants(None)
+    assert [v["open_loop"]["senders"] for v in rebuilt["variants"]] == [12, 4]
