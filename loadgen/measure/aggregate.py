@@ -12,7 +12,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from loadgen.measure.group_stats import CENSORED_METRICS, CONNECTION_METRICS, NOT_SENT, GroupStats
+from loadgen.measure.fates import FATES, NOT_SENT, fate_of
+from loadgen.measure.group_stats import CENSORED_METRICS, CONNECTION_METRICS, GroupStats
 from loadgen.measure.latency_samples import LatencySamples
 from loadgen.measure.outputs import OutputSamples
 from loadgen.measure.pairs import PairSamples
@@ -116,19 +117,22 @@ class Aggregate:
             self.priority_class(rec.variant, rec.priority_class).add(rec, self.window_start, self.window_end)
         if rec.adapter:
             self.adapter(rec.variant, rec.adapter).add(rec, self.window_start, self.window_end)
-        self.variant_timeline.add(rec, wall_time, self.window_start)
-        if rec.warmup or rec.cut_by_stop or rec.cancelled:
+        fate_row = FATES[fate_of(rec, self.window_end)]
+        self.variant_timeline.add(rec, wall_time, self.window_start, fate_row)
+        self.pairs.add(rec, fate_row)
+        if fate_row.complete:
+            self.latency_samples.add(rec, wall_time)
+            self.outputs.add(rec)
+        if fate_row.slices:
+            self.start(rec.variant, rec.cold or "warm").add(rec, fate_row)
+            if rec.bucket:
+                self.bucket(rec.variant, rec.mix, rec.bucket).add(rec, fate_row)
+            if rec.turn:
+                self.turn(rec.variant, rec.mix, rec.turn).add(rec, fate_row)
+            if rec.images is not None:
+                slice_at(self.images, (rec.variant, rec.mix, rec.images)).add(rec, fate_row)
+        if not fate_row.in_timeline:
             return
-        self.pairs.add(rec)
-        self.latency_samples.add(rec, wall_time)
-        self.outputs.add(rec)
-        self.start(rec.variant, rec.cold or "warm").add(rec)
-        if rec.bucket:
-            self.bucket(rec.variant, rec.mix, rec.bucket).add(rec)
-        if rec.turn:
-            self.turn(rec.variant, rec.mix, rec.turn).add(rec)
-        if rec.images is not None:
-            slice_at(self.images, (rec.variant, rec.mix, rec.images)).add(rec)
         sec = int(wall_time)
         row = self.timeline.get(sec)
         if row is None:

@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from loadgen.measure.fates import FATES, NOT_SENT, Fate, FateRow, Use, fate_of, latency
 from loadgen.measure.histogram import LatencyHistogram, merge_encoded_into, record_chunk_gaps
 from loadgen.measure.reasoning import add_reasoning
 from loadgen.measure.records import RequestRecord
@@ -17,8 +18,6 @@ __all__ = ["CENSORED_METRICS", "CONNECTION_METRICS", "NOT_SENT", "GroupStats"]
 
 # Opening a connection: beside TTFT, not in it (TTFT runs from the request write).
 CONNECTION_METRICS: tuple[str, ...] = ("connect", "tls")
-# The error class of an open-loop arrival that was never sent (`GroupStats.add_not_sent`).
-NOT_SENT = "not_sent"
 # Metrics where a request that never got there is a censored sample (above everything measured).
 CENSORED_METRICS: tuple[str, ...] = ("ttft", "e2e", "ttft_from_schedule", "e2e_from_schedule")
 _COUNTERS = (
@@ -42,7 +41,9 @@ _COUNTERS = (
     "goodput_ok",
     "good_output_tokens",
 )
-_COUNTS = ("errors", "token_sources", "censored", "finish_reasons", "arrivals", "goodput_misses", "reasoning")
+# The latencies a record adds one sample to (ITL and ICL: one per gap, `record_chunk_gaps`).
+_RECORDED = ("ttft", "ttft_from_schedule", "e2e", "e2e_from_schedule", "tpot")
+_COUNTS = ("fates", "errors", "token_sources", "censored", "finish_reasons", "arrivals", "goodput_misses", "reasoning")
 
 
 @dataclass(slots=True)
@@ -57,6 +58,8 @@ class GroupStats:
     """
 
     hists: dict[str, LatencyHistogram] = field(default_factory=dict)
+    # Every request by its fate (measure/fates.py), each counted once: the counters below are views of these.
+    fates: dict[str, int] = field(default_factory=dict)
     requests: int = 0
     ok: int = 0
     errors: dict[str, int] = field(default_factory=dict)
@@ -109,54 +112,52 @@ class GroupStats:
         self.censored[metric] = self.censored.get(metric, 0) + 1
 
     def add(self, rec: RequestRecord, window_start: float = -math.inf, window_end: float = math.inf) -> None:
-        if rec.cut_by_stop or rec.cancelled:
-            self._add_cut(rec, window_start, window_end)
-            return
-        if rec.warmup:
+        """One record, as its fate's row says (measure/fates.py)."""
+        fate = fate_of(rec, window_end)
+        row = FATES[fate]
+        self.fates[fate.value] = self.fates.get(fate.value, 0) + 1
+        tokens = tokens_in_window(rec, window_start, window_end)
+        if not row.in_window:
             self.warmup_excluded += 1
-            self.output_tokens += tokens_in_window(rec, window_start, window_end)
+            self.output_tokens += tokens
+            return
+        self.target_prompt_tokens += rec.prompt_tokens_target
+        self.shared_prefix_tokens += rec.shared_prefix_tokens
+        if rec.connect_s is not None:
+            self._hist("connect").record(rec.connect_s)
+        if rec.tls_s is not None:
+            self._hist("tls").record(rec.tls_s)
+        qd = rec.queue_delay
+        if qd is not None:  # whatever became of it, it went out late all the same
+            self._hist("queue_delay").record(qd)
+        self._latencies(rec, row)
+        if row.outcome == "neither":  # ended by the client or the stop: in no success rate
+            if fate is Fate.CUT_AT_STOP:
+                self.cut_by_stop += 1
+                if rec.done is not None:
+                    start = rec.scheduled if rec.scheduled is not None else rec.sent
+                    self._hist("cut_age").record(rec.done - start)
+            else:
+                self.cancelled += 1
+            self.output_tokens += tokens
+            self._goodput(rec, tokens, window_end)
             return
         self.requests += 1
         if rec.done is not None and rec.done > window_end:
             self.drained += 1
             self.drained_ok += rec.error is None
-        self.target_prompt_tokens += rec.prompt_tokens_target
-        self.shared_prefix_tokens += rec.shared_prefix_tokens
-        tokens = tokens_in_window(rec, window_start, window_end)
-        if rec.connect_s is not None:
-            self._hist("connect").record(rec.connect_s)
-        if rec.tls_s is not None:
-            self._hist("tls").record(rec.tls_s)
-        t = rec.chunk_times
-        qd = rec.queue_delay
-        if qd is not None:  # a failed open-loop request went out late all the same
-            self._hist("queue_delay").record(qd)
-        if rec.error is not None:
+        if row.outcome == "failure":
+            assert rec.error is not None
             self.errors[rec.error] = self.errors.get(rec.error, 0) + 1
             self.output_tokens += tokens
-            self._first_token(rec)
-            self._censor("e2e")
-            if rec.scheduled is not None:
-                self._censor("e2e_from_schedule")
-            if len(t) > 1:  # the gaps it did stream are real gaps
-                record_chunk_gaps(self._hist("itl"), self._hist("icl"), t, rec.chunk_tokens)
             return
         self.ok += 1
-        misses = rec.goodput_misses
-        if misses is not None:
-            self.goodput_judged += 1
-            if misses:
-                add_counts(self.goodput_misses, dict.fromkeys(misses, 1))
-            else:
-                self.goodput_ok += 1
-                if rec.done is not None and rec.done > window_end:
-                    self.drained_good += 1
         # The server's usage may count a token that never came as a chunk (EOS with an empty delta). A whole reply's
         # tokens are all its usage's, counted by `tokens_in_window`.
         usage_extra = rec.output_token_count - rec.tokens_received if rec.streamed else 0
-        self.output_tokens += tokens + max(usage_extra, 0)
-        if misses is not None and not misses:
-            self.good_output_tokens += tokens + max(usage_extra, 0)
+        tokens += max(usage_extra, 0)
+        self.output_tokens += tokens
+        self._goodput(rec, tokens, window_end)
         if rec.prompt_tokens is not None:
             self.prompt_tokens += rec.prompt_tokens
             if rec.cached_prompt_tokens is not None:
@@ -166,67 +167,57 @@ class GroupStats:
         self.token_sources[rec.token_source] = self.token_sources.get(rec.token_source, 0) + 1
         reason = rec.finish_reason or "unknown"
         self.finish_reasons[reason] = self.finish_reasons.get(reason, 0) + 1
-        ttft = rec.ttft
-        if ttft is not None:
-            self._hist("ttft").record(ttft)
-            if rec.scheduled is not None:
-                self._hist("ttft_from_schedule").record(rec.chunk_times[0] - rec.scheduled)
-        elif rec.streamed or not rec.output_token_count:
+        if not (rec.chunk_times if rec.streamed else rec.output_token_count):
             self.ok_without_tokens += 1  # a whole reply: when its usage counted no output token
-        e2e = rec.e2e
-        if e2e is not None:
-            self._hist("e2e").record(e2e)
-        if rec.scheduled is not None and rec.done is not None:
-            # What a user of an open-loop service waits: from when the request was due, queueing at the client included.
-            self._hist("e2e_from_schedule").record(rec.done - rec.scheduled)
-        tpot = rec.tpot
-        if tpot is not None:
-            self._hist("tpot").record(tpot)
-        if len(t) > 1:
-            record_chunk_gaps(self._hist("itl"), self._hist("icl"), t, rec.chunk_tokens)
         add_reasoning(self.reasoning, self._hist, rec)
 
-    def _add_cut(self, rec: RequestRecord, window_start: float, window_end: float) -> None:
-        """A request the stop cut after the drain: it had run `done − sent` at least, so it is a censored sample of
-        E2E (above every measured one: a p99 must not improve because the slowest requests were still running), and
-        of TTFT when no token had come; a TTFT it did measure is kept. Not in the success rate: it neither
-        succeeded nor failed. Its tokens inside the window count for throughput."""
-        self.output_tokens += tokens_in_window(rec, window_start, window_end)
-        if rec.cancelled:  # given up by the client: its TTFT if it had one, no E2E (it did not end)
-            self.cancelled += not rec.warmup
-            if not rec.warmup and rec.ttft is not None:
-                self._first_token(rec)
-            return
-        self.cut_by_stop += 1
-        if rec.warmup or rec.done is None:
-            return
-        self._hist("cut_age").record(rec.done - (rec.scheduled if rec.scheduled is not None else rec.sent))
-        self._first_token(rec)
-        self._censor("e2e")
-        if rec.scheduled is not None:
-            self._censor("e2e_from_schedule")
+    def _latencies(self, rec: RequestRecord, row: FateRow) -> None:
+        """Every latency of the record, measured or censored as its fate's row says."""
+        for metric in _RECORDED:
+            value, censored = latency(rec, metric, row)
+            if value is not None:
+                self._hist(metric).record(value)
+            elif censored:
+                self._censor(metric)
+        t = rec.chunk_times
+        if row.itl is Use.MEASURED and len(t) > 1:  # the gaps it did stream are real gaps
+            record_chunk_gaps(self._hist("itl"), self._hist("icl"), t, rec.chunk_tokens)
 
-    def _first_token(self, rec: RequestRecord) -> None:
-        """TTFT (and from the schedule) of a request that did not succeed: its value, or a censored sample when it
-        failed before its first token; a whole reply (`streamed` False) has none, neither measured nor censored."""
-        ttft = rec.ttft
-        if ttft is not None:
-            self._hist("ttft").record(ttft)
-            if rec.scheduled is not None:
-                self._hist("ttft_from_schedule").record(rec.chunk_times[0] - rec.scheduled)
-        elif rec.streamed:
-            self._censor("ttft")
-            if rec.scheduled is not None:
-                self._censor("ttft_from_schedule")
+    def _goodput(self, rec: RequestRecord, tokens: int, window_end: float) -> None:
+        """A judged request (`goodput_misses`, set by the recorder): good, or the bounds it missed."""
+        misses = rec.goodput_misses
+        if misses is None:
+            return
+        self.goodput_judged += 1
+        if misses:
+            add_counts(self.goodput_misses, dict.fromkeys(misses, 1))
+            return
+        self.goodput_ok += 1
+        self.good_output_tokens += tokens
+        if rec.done is not None and rec.done > window_end:
+            self.drained_good += 1
 
-    def add_not_sent(self) -> None:
-        """An open-loop arrival of the window that was never sent (dropped: every sender was busy; or still waiting
-        for one at the stop): a failed request of its own class, `not_sent`, in the success rate, and a censored
-        sample of every latency it would have had (above every measured one)."""
+    def add_not_sent(self, in_warmup: bool = False) -> None:
+        """An open-loop arrival that was never sent (dropped: every sender was busy; or still waiting for one at the
+        stop). Of the window (`NOT_SENT`): a failed request of its own class, `not_sent`, in the success rate, and a
+        censored sample of every latency its row censors. Due in the warm-up: counted there, nothing more."""
+        fate = Fate.IN_WARMUP if in_warmup else Fate.NOT_SENT
+        self.fates[fate.value] = self.fates.get(fate.value, 0) + 1
+        if in_warmup:
+            self.warmup_excluded += 1
+            return
         self.requests += 1
         self.errors[NOT_SENT] = self.errors.get(NOT_SENT, 0) + 1
-        for metric in CENSORED_METRICS:
-            self._censor(metric)
+        row = FATES[fate]
+        for metric in _RECORDED:
+            if row.use(metric) is Use.CENSORED:
+                self._censor(metric)
+
+    @property
+    def window_requests(self) -> int:
+        """The window's requests whatever became of them: those that ended (`requests`), and those the client or the
+        stop ended (goodput's share is over these: a request cut or given up was not good)."""
+        return self.requests + self.cut_by_stop + self.cancelled
 
     def merge(self, other: GroupStats) -> None:
         for m, h in other.hists.items():

@@ -28,6 +28,7 @@ import hashlib
 from array import array
 from typing import Any
 
+from loadgen.measure.fates import FATES, FateRow, fate_of, latency
 from loadgen.measure.records import RequestRecord
 
 __all__ = ["CENSORED", "NO_VALUE", "PAIR_CAP", "PAIR_METRICS", "PairSamples", "pair_hash", "pair_key"]
@@ -71,14 +72,13 @@ def _us(seconds: float | None) -> int:
     return NO_VALUE if seconds is None else max(int(seconds * 1e6 + 0.5), 0)
 
 
-def _row(rec: RequestRecord) -> list[int]:
-    """The record's values in `PAIR_METRICS` order."""
-    if rec.error is None:
-        return [_us(rec.ttft), _us(rec.tpot), _us(rec.e2e)]
-    ttft = rec.ttft
-    if ttft is None and not rec.streamed:  # a whole reply has no TTFT: none, not censored
-        return [NO_VALUE, NO_VALUE, CENSORED]
-    return [CENSORED if ttft is None else _us(ttft), NO_VALUE, CENSORED]
+def _row(rec: RequestRecord, row: FateRow) -> list[int]:
+    """The record's values in `PAIR_METRICS` order, measured or censored as its fate's row says."""
+    out = []
+    for metric in PAIR_METRICS:
+        value, censored = latency(rec, metric, row)
+        out.append(CENSORED if censored else _us(value))
+    return out
 
 
 class _Column:
@@ -143,8 +143,10 @@ class PairSamples:
             col = self.columns[variant] = _Column()
         return col
 
-    def add(self, rec: RequestRecord) -> None:
-        if rec.warmup or rec.cut_by_stop:
+    def add(self, rec: RequestRecord, row: FateRow | None = None) -> None:
+        """A record, its values as its fate's row says (measure/fates.py; `row`: when the caller has it already)."""
+        row = row or FATES[fate_of(rec)]
+        if not row.pairs:
             return
         key = pair_key(rec)
         if key is None:
@@ -153,7 +155,7 @@ class PairSamples:
         if _zeros(h) < self.level:
             return
         col = self._column(rec.variant)
-        col.append(h, _row(rec))
+        col.append(h, _row(rec, row))
         if col.kept > self.cap:
             self._settle()
 

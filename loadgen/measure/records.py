@@ -17,6 +17,14 @@ if TYPE_CHECKING:
 __all__ = ["ErrorKind", "RequestRecord", "TokenSource"]
 
 
+def _cancelled(value: Any) -> str:
+    """A raw row's `cancelled`: "time" / "tokens" (a row of an older shard says only true: by tokens, the only way
+    that had no timer of its own)."""
+    if isinstance(value, str):
+        return value
+    return "tokens" if value else ""
+
+
 class ErrorKind:
     CONNECT = "connect"
     TIMEOUT = "timeout"
@@ -164,9 +172,10 @@ class RequestRecord:
     # False: a whole reply (the variant's `stream: false`, protocol/whole_reply.py): no chunks, so no TTFT, ITL or
     # TPOT (not measured, not censored); E2E and the usage's totals only.
     streamed: bool = True
-    # Given up by the client mid-reply (`traffic.cancel`, as a user closing the tab): neither a success nor an
-    # error; its TTFT counts when its first token came, its E2E does not (it did not finish), its tokens do.
-    cancelled: bool = False
+    # Given up by the client mid-reply (`traffic.cancel`, as a user closing the tab): "time" (after a drawn time) or
+    # "tokens" (after a drawn count of tokens); "" when it was not. Neither a success nor an error: how it counts is
+    # its fate's row (measure/fates.py).
+    cancelled: str = ""
 
     # ---- derived metrics (seconds) -------------------------------------------------------------------------
     @property
@@ -295,7 +304,7 @@ class RequestRecord:
             tool_call_chunks=array("l", row["tool_call_chunks"]) if row.get("tool_call_chunks") else None,
             traceparent=row.get("traceparent"),
             streamed=row.get("streamed", True) is not False,
-            cancelled=bool(row.get("cancelled")),
+            cancelled=_cancelled(row.get("cancelled")),
         )
         return rec
 

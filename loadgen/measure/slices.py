@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from loadgen.measure.fates import FateRow, latency
 from loadgen.measure.histogram import LatencyHistogram, merge_encoded_into
 from loadgen.measure.records import RequestRecord
 
@@ -38,7 +39,8 @@ class BucketStats:
     multi-turn session: requests, successes, and TTFT / E2E with the same censoring as `GroupStats` (a failed
     request is a censored E2E sample, and a censored TTFT sample when it failed before its first token); the prompt
     tokens the server reported over the successful requests that reported them (their mean is exact: a sum and a
-    count, no histogram). Warm-up and cut-by-stop requests are not counted."""
+    count, no histogram). Requests of the window only; one the client or the stop ended is in TTFT and E2E as its fate
+    says, not in `requests`."""
 
     hists: dict[str, LatencyHistogram] = field(default_factory=dict)
     requests: int = 0
@@ -53,20 +55,20 @@ class BucketStats:
             h = self.hists[metric] = LatencyHistogram()
         return h
 
-    def add(self, rec: RequestRecord) -> None:
+    def add(self, rec: RequestRecord, row: FateRow) -> None:
+        """A record of the window, as its fate's row says (measure/fates.py)."""
+        for metric in ("ttft", "e2e"):
+            value, censored = latency(rec, metric, row)
+            if value is not None:
+                self._hist(metric).record(value)
+            elif censored:
+                self.censored[metric] = self.censored.get(metric, 0) + 1
+        if row.outcome == "neither":
+            return
         self.requests += 1
-        ttft = rec.ttft
-        if ttft is not None:
-            self._hist("ttft").record(ttft)
-        elif rec.error is not None and rec.streamed:  # a whole reply has no TTFT: not measured, not censored
-            self.censored["ttft"] = self.censored.get("ttft", 0) + 1
-        if rec.error is not None:
-            self.censored["e2e"] = self.censored.get("e2e", 0) + 1
+        if row.outcome != "success":
             return
         self.ok += 1
-        e2e = rec.e2e
-        if e2e is not None:
-            self._hist("e2e").record(e2e)
         if rec.prompt_tokens is not None:
             self.prompt_reported += 1
             self.prompt_tokens += rec.prompt_tokens

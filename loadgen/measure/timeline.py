@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loadgen.measure.bin_histogram import BinHistogram
+from loadgen.measure.fates import FATES, FateRow, fate_of
 from loadgen.measure.records import RequestRecord
 
 __all__ = ["BIN_PERCENTILES", "MAX_BINS", "Bin", "Timeline"]
@@ -120,13 +121,13 @@ class Timeline:
             self._lo -= self._lo % width
             self._hi -= self._hi % width
 
-    def add(self, rec: RequestRecord, wall_time: float, window_start: float) -> None:
+    def add(self, rec: RequestRecord, wall_time: float, window_start: float, row: FateRow | None = None) -> None:
         """One record, finished at `wall_time` (epoch seconds; its chunk times, on the monotonic clock, are placed
         in wall time by taking `done` as that moment). Its tokens count as `GroupStats` counts them (those that
         arrived at or after `window_start`, from any request, warm-up and cut-by-stop ones included), so the
-        timeline's tokens add up to the report's; the rest only for a request of the measured window."""
+        timeline's tokens add up to the report's; the rest only for a request its fate's row puts in the timeline."""
         self._add_tokens(rec, wall_time, window_start)
-        if rec.warmup or rec.cut_by_stop or rec.cancelled:
+        if not (row or FATES[fate_of(rec)]).in_timeline:
             return
         b = self._bin(rec.variant, int(wall_time))
         if rec.error is not None:

@@ -333,7 +333,7 @@ class StreamAccumulator:
         dialect has no end marker (Triton), where the complete body is the orderly end."""
         rec = self.record
         if self.cancelled and not self.saw_done:
-            rec.cancelled = True
+            rec.cancelled = "tokens"
             rec.done = self._cancel_t
             self.close_text()
             return rec

@@ -112,7 +112,7 @@ def _given_up(i: int, tokens: int) -> RequestRecord:
     sent = 100.0 + i
     times = array("d", [sent + 0.1 + 0.01 * k for k in range(tokens)])
     rec = RequestRecord(f"w0-v-0-{i}", "v", "chat", sent=sent, chunk_times=times, chunk_tokens=array("l", [1] * tokens))
-    rec.done, rec.cancelled = (times[-1] if tokens else sent + 0.05), True
+    rec.done, rec.cancelled = (times[-1] if tokens else sent + 0.05), "tokens"
     return rec
 
 
@@ -120,18 +120,25 @@ def test_given_up_requests_are_apart_from_successes_and_errors() -> None:
     agg = Aggregate(window_start=0.0)
     for i in range(20):
         ok = _given_up(i, 10)
-        ok.cancelled, ok.output_tokens = False, 10
+        ok.cancelled, ok.output_tokens = "", 10
         agg.add(ok, 0.0)
     agg.add(_given_up(20, 4), 0.0)
-    agg.add(_given_up(21, 0), 0.0)  # given up before its first token: no TTFT, nothing censored
+    agg.add(_given_up(21, 0), 0.0)  # given up before its first token: a censored TTFT (it did not come fast)
     g = agg.merged_variant("v")
     assert (g.requests, g.ok, g.cancelled, g.errors) == (20, 20, 2, {})
-    assert g.hists["ttft"].count == 21 and g.hists["e2e"].count == 20 and not g.censored
+    assert g.fates == {"succeeded": 20, "cancelled_by_tokens": 2}
+    # Its end is not known: censored in E2E (above every measured one), never dropped; its first token measured.
+    assert g.hists["ttft"].count == 21 and g.hists["e2e"].count == 20 and g.censored == {"e2e": 2, "ttft": 1}
     assert g.output_tokens == 204  # its streamed tokens count for throughput
-    assert goodput_misses(_given_up(0, 4), {"e2e": 1.0}) is None
+    # Judged for goodput: an E2E it never reached misses its bound; a TTFT it had is judged as it was.
+    assert goodput_misses(_given_up(0, 4), {"e2e": 1e6}) == ("e2e",)
+    assert goodput_misses(_given_up(0, 4), {"ttft": 1e6}) == ()
+    assert g.window_requests == 22
     report = checked(build_report(parse_scenario(_VARIANT), agg, 10.0))
     overall = report["variants"][0]["overall"]
     assert overall["cancelled"] == 2 and overall["success_rate"] == 1.0
+    assert overall["metrics_ms"]["e2e"]["p99"] is None  # two of 22 censored: the p99 lies among them
     assert "cancelled by the client mid-reply (`traffic.cancel`): v 2" in render_markdown(report)
     row = _given_up(3, 4).to_json()
-    assert row["cancelled"] is True and RequestRecord.from_json(row).cancelled
+    assert row["cancelled"] == "tokens" and RequestRecord.from_json(row).cancelled == "tokens"
+    assert RequestRecord.from_json(row | {"cancelled": True}).cancelled == "tokens"  # a row of an older shard
