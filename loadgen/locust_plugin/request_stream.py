@@ -24,6 +24,7 @@ from loadgen.config.classes import sends_priority
 from loadgen.config.scenario import Scenario, Variant
 from loadgen.config.tools import ToolsPlan, tools_by_mix
 from loadgen.config.variant import credential_values
+from loadgen.measure.fates import sent_in_warmup
 from loadgen.measure.outputs import OutputSamples
 from loadgen.measure.pairs import pair_hash
 from loadgen.measure.records import ErrorKind, RequestRecord
@@ -295,7 +296,7 @@ class RequestStream:
         except _GiveUp:
             rec.done = time.monotonic()
             self._conn.close()  # as a browser closing the tab: the server sees the connection go
-            rec.cancelled = True
+            rec.cancelled = "time"
             acc.close_text()
         except gevent.GreenletExit:
             # Locust stops users by killing their greenlets: this request was in flight at the stop. It keeps the
@@ -307,6 +308,7 @@ class RequestStream:
             written = bool(rec.sent)
             if not written:
                 rec.sent = rec.done
+            rec.warmup = sent_in_warmup(rec, warmup_end)
             raise CutByStop(rec, written) from None
         finally:
             timeout.close()
@@ -322,8 +324,7 @@ class RequestStream:
                 rec.partial_bytes = rec.partial_bytes.replace(secret.encode(), b"***")
         if len(rec.error_detail) > 500:
             rec.error_detail = rec.error_detail[:499] + "…"
-        # The window holds what completed inside it: a request sent during the warm-up that ends after it counts.
-        rec.warmup = (rec.done if rec.done is not None else rec.sent) < warmup_end
+        rec.warmup = sent_in_warmup(rec, warmup_end)
         rec.cold = state or ("new_connection" if rec.connect_s is not None else "")
         if rec.done is not None:
             activity.done(rec.done)

@@ -225,15 +225,14 @@ class Runtime:
         """An arrival of `variant` that was not sent: `dropped` (overflow: drop, or the `late` backlog was full), or
         `unsent_at_stop`. Inside the window it is a failed request of class `not_sent` (`GroupStats.add_not_sent`):
         what the client could not send is part of the verdict, not a footnote."""
-        if outcome != "unsent_at_stop" and arrival.at < self.warmup_end:
+        if arrival.at < self.warmup_end:  # the window is the arrivals due in it (measure/fates.py)
             outcome = "in_warmup"
         mix = self.assigner.mix_of(arrival.index) if self.assigner is not None else ""
         group = self.aggregate.group(variant, mix)
         group.arrivals[outcome] = group.arrivals.get(outcome, 0) + 1
-        if outcome != "in_warmup":
-            group.add_not_sent()
-            if self.stop_counts is not None:
-                self.stop_counts.add_not_sent(variant)
+        group.add_not_sent(in_warmup=outcome == "in_warmup")
+        if outcome != "in_warmup" and self.stop_counts is not None:
+            self.stop_counts.add_not_sent(variant)
 
     def on_test_stop(self) -> None:
         self.begin_stop()  # (when Locust stopped without test_stopping first)
@@ -263,7 +262,7 @@ class Runtime:
         self.request_timeline.add(rec, to_wall)
         if rec.scheduled is not None:
             counts = self.aggregate.group(rec.variant, rec.mix).arrivals
-            key = "sent" if rec.sent >= self.warmup_end else "in_warmup"
+            key = "in_warmup" if rec.warmup else "sent"  # by schedule, as the window (measure/fates.py)
             counts[key] = counts.get(key, 0) + 1
             if key == "sent" and self.stopped_at is not None and rec.sent > self.stopped_at:
                 # Of the sent, those that went out in the drain (due in the window, sent after it): not in the rate
