@@ -32,6 +32,13 @@ def add_report_parser(sub: Any) -> None:
     rp.add_argument("--format", default="md", choices=names, help="output format (default md)")
     rp.add_argument("--out", default=None, help="write here instead of standard output")
     rp.add_argument("--scenario", default=None, help="the scenario the shards were run with (rebuilding from shards)")
+    rp.add_argument(
+        "--raw-records",
+        default=None,
+        metavar="DIR",
+        help="the run's raw shards, for a format that uses them (vllm-bench's per-request lists; default: shards "
+        "under the report folder, if any)",
+    )
     rp.add_argument("--exit-zero", action="store_true", help="exit 0 whatever the report's verdict (render only)")
 
 
@@ -49,15 +56,32 @@ def _load_report(path: Path) -> dict[str, Any]:
     return report
 
 
-def _from_shards(directory: Path, fmt: str, scenario_path: str | None) -> tuple[str | None, dict[str, Any] | None]:
-    from loadgen.report.csv_records import read_shards, render_csv
+def _read_shards(directory: Path) -> list[dict[str, Any]]:
+    from loadgen.report.csv_records import read_shards
 
     try:
-        rows = read_shards(directory)
+        return read_shards(directory)
     except ValueError as e:
         raise _Bad(str(e)) from None
+
+
+def _rows_for(args: argparse.Namespace, path: Path) -> list[dict[str, Any]] | None:
+    """The raw shards' rows for a format that uses them: --raw-records DIR, else shards under the report folder."""
+    if args.raw_records:
+        return _read_shards(Path(args.raw_records))
+    if path.is_dir() and next(path.rglob("records-*.jsonl"), None) is not None:
+        return _read_shards(path)
+    return None
+
+
+def _from_shards(
+    directory: Path, fmt: str, scenario_path: str | None
+) -> tuple[str | None, dict[str, Any] | None, list[dict[str, Any]]]:
+    from loadgen.report.csv_records import render_csv
+
+    rows = _read_shards(directory)
     if fmt == "csv":
-        return render_csv(rows), None
+        return render_csv(rows), None, rows
     if scenario_path is None:
         raise _Bad(f"{directory}: rebuilding a report from raw shards needs --scenario FILE (its SLOs and load)")
     from loadgen.config.errors import ConfigError
@@ -68,17 +92,18 @@ def _from_shards(directory: Path, fmt: str, scenario_path: str | None) -> tuple[
         scenario = load_scenario(scenario_path)
     except ConfigError as e:
         raise _Bad(str(e)) from None
-    return None, report_from_records(scenario, rows)
+    return None, report_from_records(scenario, rows), rows
 
 
 def _render(args: argparse.Namespace) -> tuple[str, dict[str, Any] | None]:
     path = Path(args.path)
     fmt = formats().get(args.format)
     report: dict[str, Any] | None = None
+    rows: list[dict[str, Any]] | None = None
     if path.is_dir() and (path / "report.json").exists() and fmt.render is not None:
         report = _load_report(path / "report.json")
     elif path.is_dir():
-        text, report = _from_shards(path, fmt.name, args.scenario)
+        text, report, rows = _from_shards(path, fmt.name, args.scenario)
         if text is not None:
             return text, None
     elif fmt.render is None:
@@ -86,6 +111,8 @@ def _render(args: argparse.Namespace) -> tuple[str, dict[str, Any] | None]:
     else:
         report = _load_report(path)
     assert report is not None and fmt.render is not None
+    if fmt.render_records is not None:
+        return fmt.render_records(report, rows if rows is not None else _rows_for(args, path)), report
     return fmt.render(report), report
 
 

@@ -76,7 +76,7 @@ MIN_PAIRS = 30
 # resamples can never go past the largest value), and on the simulator such p99 intervals of two identical engines
 # excluded 1.0 far more often than 5 % of the time.
 MIN_TAIL = 10
-_HDR_METRICS = ("ttft", "itl", "tpot", "e2e")
+_HDR_METRICS = ("ttft", "itl", "tpot", "e2e", "icl")  # icl: the vLLM export's itl (its std)
 SPEEDUP_DEFINITION = (
     "baseline's percentile ÷ variant's over the requests both sent (paired; else each variant's sampled requests, "
     "else its histogram), failed requests censored above every measured value; a percentile among them: no speedup. "

@@ -3,6 +3,8 @@ the records), so a report re-rendered next month says what it said on the night 
 
 `csv` is the exception by nature: the report keeps no per-request rows, so it is rendered from the raw shards.
 `timeline-csv` is the one sample of requests the report does keep (its request timeline), one row each.
+`vllm-bench` renders the report, plus vLLM's per-request lists when raw shards are given (`render_records`); without
+them it says the lists are absent.
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ class Format:
     description: str
     # report JSON -> the rendered text; None for formats rendered from raw records (csv)
     render: Callable[[dict[str, Any]], str] | None
+    # (report JSON, the raw shards' rows or None when none were given) -> the text: a format that uses the rows
+    # where there are any (`loadgen report` reads them only for such a format)
+    render_records: Callable[[dict[str, Any], list[dict[str, Any]] | None], str] | None = None
 
 
 def _json(report: dict[str, Any]) -> str:
@@ -55,10 +60,10 @@ def _timeline_csv(report: dict[str, Any]) -> str:
     return render_timeline_csv(report)
 
 
-def _vllm_bench(report: dict[str, Any]) -> str:
+def _vllm_bench(report: dict[str, Any], rows: list[dict[str, Any]] | None = None) -> str:
     from loadgen.report.vllm_bench import render_vllm_bench
 
-    return render_vllm_bench(report)
+    return render_vllm_bench(report, rows)
 
 
 def formats() -> Registry[Format]:
@@ -80,7 +85,8 @@ def formats() -> Registry[Format]:
             "vllm-bench",
             "jsonl",
             "each variant as `vllm bench serve --save-result` writes a run (one JSON object per line; itl = loadgen's "
-            "ICL, vLLM's per-chunk gap)",
+            "ICL, vLLM's per-chunk gap; --save-detailed's per-request lists from raw shards: --raw-records DIR)",
+            _vllm_bench,
             _vllm_bench,
         ),
     ):

@@ -21,7 +21,8 @@ from loadgen.report.vllm_bench import render_vllm_bench, vllm_bench_results
 
 # What vLLM's `bench serve --save-result` writes (vllm/benchmarks/serve.py: the setup keys, then benchmark()'s
 # result, then mean_/median_/std_/p{percentile}_ for ttft, tpot, itl and e2el; here with --metric-percentiles 50,99),
-# without --save-detailed. `latencies` and `queue_times` (per-request lists) are the two loadgen does not write.
+# without --save-detailed. `latencies` and `queue_times` (per-request lists) are written only from raw records
+# (tests/unit/test_vllm_bench_detail.py): this report has none.
 VLLM_KEYS = (  # noqa: SIM905 - one string reads as the list it is
     "date endpoint_type backend label model_id tokenizer_id num_prompts request_rate burstiness max_concurrency "
     "duration completed failed total_input_tokens total_output_tokens request_throughput request_goodput "
