@@ -6,7 +6,9 @@ Three formats, the ones the field publishes:
   hash id names a block of ``block_tokens`` prompt tokens (Mooncake's traces: 512), and a block id is the chained
   hash of everything before it, so two rows whose first k ids agree share exactly k blocks of prefix.
 - **azure** (CSV, the Azure LLM inference traces): ``TIMESTAMP`` (``2023-11-16 18:15:46.6805900``),
-  ``ContextTokens``, ``GeneratedTokens``.
+  ``ContextTokens``, ``GeneratedTokens``. The traces' times carry no zone: they are read as UTC, never as the
+  machine's local time (a daylight-saving change inside the trace would shift every offset after it by an hour, and
+  the same trace would replay differently on two machines); a time with an offset keeps it.
 - **burstgpt** (CSV): ``Timestamp`` (seconds), ``Request tokens``, ``Response tokens`` (other columns: ``Model``,
   ``Total tokens``, ``Log Type``). A row with 0 response tokens is one of the trace's failures: left out, counted.
 
@@ -25,7 +27,7 @@ import csv
 import io
 import math
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -169,6 +171,13 @@ def _mooncake(path: str, data: bytes) -> list[_RawRow]:
     return out
 
 
+def _utc_seconds(text: str) -> float:
+    """Seconds since the epoch of an ISO time; one without a zone is UTC (``datetime.timestamp`` would take the
+    machine's local time, DST changes and all)."""
+    t = datetime.fromisoformat(text)
+    return (t if t.tzinfo is not None else t.replace(tzinfo=UTC)).timestamp()
+
+
 _CSV_COLUMNS = {
     "azure": ("TIMESTAMP", "ContextTokens", "GeneratedTokens"),
     "burstgpt": ("Timestamp", "Request tokens", "Response tokens"),
@@ -190,7 +199,7 @@ def _csv_rows(path: str, data: bytes, fmt: str) -> tuple[list[_RawRow], int]:
         values = {c: (row.get(c) or "").strip() for c in (t_col, in_col, out_col)}
         if fmt == "azure":
             try:
-                t = datetime.fromisoformat(values[t_col]).timestamp()
+                t = _utc_seconds(values[t_col])
             except ValueError:
                 message = f"{t_col}: expected a time like 2023-11-16 18:15:46.68, got {values[t_col]!r}"
                 raise _fail(path, line, message) from None

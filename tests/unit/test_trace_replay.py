@@ -251,3 +251,33 @@ def test_a_rate_sweep_of_a_trace_keeps_its_times_scaled_to_each_rate(tmp_path: P
     step = parse_scenario(yaml.safe_dump(doc))
     schedule = schedule_of(step)
     assert schedule is not None and schedule.rate == pytest.approx(20.0)
+
+
+@pytest.mark.parametrize("tz", ["UTC", "America/New_York"])
+def test_azure_times_are_utc_whatever_the_machines_zone(
+    tz: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Azure traces' times carry no zone. Read in New York's local time, 2024-03-10 02:30 does not exist (the
+    clocks jump from 02:00 to 03:00) and the hour around it collapses: the offsets must be UTC's under any TZ."""
+    import time
+    from datetime import datetime
+
+    trace_file = tmp_path / "azure-dst.csv"
+    trace_file.write_text(
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+        "2024-03-10 01:30:00.0000000,100,10\n"
+        "2024-03-10 02:30:00.0000000,100,10\n"
+        "2024-03-10 03:30:00.5000000,100,10\n"
+        "2024-03-10 05:30:00+01:00,100,10\n",  # a time with its own offset keeps it (04:30 UTC)
+        encoding="utf-8",
+    )
+    monkeypatch.setenv("TZ", tz)
+    time.tzset()
+    try:
+        if tz != "UTC" and datetime(2024, 3, 10, 3, 30).timestamp() - datetime(2024, 3, 10, 1, 30).timestamp() != 3600:
+            pytest.skip(f"no zone data for {tz}: the machine's local time would not show the DST change")
+        offsets = read_trace(TraceReplay(path=str(trace_file))).offsets
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    assert offsets == (0.0, 3600.0, 7200.5, 10800.0)
