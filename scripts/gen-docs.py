@@ -7,8 +7,8 @@
   real render of a small synthetic run puts on its samples.
 - helm-values.md: every value of charts/loadgen/values.yaml with its `# key -- description` comment, read the way
   scripts/gen-chart-docs.py reads it, and its type from the chart's values.schema.json.
-- exit-codes.md: `loadgen.exit_codes.ExitCode` and the request error classes (`loadgen.measure.records.ErrorKind`),
-  the names the troubleshooting page explains.
+- exit-codes.md: `loadgen.exit_codes` (each code's meaning, and what gives it in each command) and the request
+  error classes (`loadgen.measure.records.ErrorKind`), the names the troubleshooting page explains.
 
     python scripts/gen-docs.py           # rewrite the pages that changed
     python scripts/gen-docs.py --check   # exit 1 naming each stale page (tests/unit/test_docs_generated.py)
@@ -320,27 +320,60 @@ def helm_values_page() -> str:
 
 
 def exit_codes_page() -> str:
-    from loadgen.exit_codes import ExitCode
+    import loadgen.exit_codes as codes
+    from loadgen.exit_codes import BY_COMMAND, EVERY_COMMAND, SIGNAL_MEANING, ExitCode
     from loadgen.measure.aggregate import NOT_SENT
     from loadgen.measure.records import ErrorKind
 
+    def commands(code: ExitCode) -> str:
+        if code in EVERY_COMMAND:
+            return "every command"
+        return ", ".join(f"[`{name}`](#{_command_anchor(name)})" for name, by in BY_COMMAND.items() if code in by)
+
+    rule = (codes.__doc__ or "").split("\n\n")[1]
     lines = [
         _banner("loadgen/exit_codes.py and loadgen/measure/records.py (ErrorKind)").rstrip(),
         "",
         "# Exit codes and error classes",
         "",
-        "The names the code uses; [troubleshooting](../troubleshooting.md) says what each means and what to do.",
+        "Every `loadgen` command exits by one definition, `loadgen/exit_codes.py`: what each code means, then what",
+        "gives it in each command. [Troubleshooting](../troubleshooting.md) says what to do about each.",
         "",
-        "| Exit code | Name |",
-        "|---|---|",
-        *(f"| {code.value} | `{code.name}` |" for code in ExitCode),
-        "| 128 + N | killed by signal N (137: SIGKILL, e.g. the OOM killer; 130: a second Ctrl-C) |",
+        " ".join(rule.split()),
+        "",
+        "| Exit code | Name | Meaning | Commands |",
+        "|---|---|---|---|",
+        *(f"| {int(c)} | `{c.name}` | {_cell(c.meaning)} | {commands(c)} |" for c in ExitCode),
+        f"| 128 + N | — | {_cell(SIGNAL_MEANING)} | every command |",
+        "",
+        "## Per command {#per-command}",
+        "",
+        "Beside what each table says, every command exits "
+        + "; ".join(f"{int(c)} for {_cell(text)}" for c, text in EVERY_COMMAND.items())
+        + "; and 128 + N when killed by signal N.",
+    ]
+    for name, by in BY_COMMAND.items():
+        lines += [
+            "",
+            f"### `loadgen {name}` {{#{_command_anchor(name)}}}",
+            "",
+            "| Exit code | What gives it |",
+            "|---|---|",
+        ]
+        lines += [f"| {int(c)} | {_cell(text)} |" for c, text in by.items()]
+    lines += [
+        "",
+        "## Error classes {#error-classes}",
         "",
         "| Error class of a failed request |",
         "|---|",
         *(f"| `{kind}` |" for kind in (*ErrorKind.ALL, NOT_SENT)),
     ]
     return "\n".join(lines) + "\n"
+
+
+def _command_anchor(name: str) -> str:
+    return "loadgen-" + name.replace(" ", "-")
 
 
 # --- the command line ------------------------------------------------------------------------------------------
@@ -424,8 +457,8 @@ def cli_page() -> str:
         "# Command-line reference",
         "",
         "Every `loadgen` command and option, read from the parsers themselves (`loadgen COMMAND --help` prints the",
-        "same). `python -m loadgen` is the same command. Exit codes:",
-        "[reports and exit codes](../reports.md#exit-codes).",
+        "same). `python -m loadgen` is the same command. What each exit code means, and what gives it in each",
+        "command: [exit codes](exit-codes.md).",
         *_command_section("loadgen", "", root),
     ]
     for name, summary, parser in _subcommands(root):

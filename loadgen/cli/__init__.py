@@ -1,5 +1,7 @@
 """The `loadgen` command line, one module per command: init, validate, run, demo, sweep, report, trend, compare,
-schema, locustfile, sim, k8s. `main` parses and dispatches; each module adds its own parser and runs its command."""
+schema, locustfile, sim, k8s. `main` parses and dispatches; each module adds its own parser and runs its command.
+Whatever a command raises and does not catch exits 4 with one line (loadgen/cli/crash.py); the codes' meanings are
+loadgen/exit_codes.py's."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
 
 from loadgen.cli.compare import add_compare_parser, cmd_compare
+from loadgen.cli.crash import guarded
 from loadgen.cli.demo import add_demo_parser, cmd_demo
 from loadgen.cli.init import add_init_parser, cmd_init
 from loadgen.cli.k8s import add_k8s_parser, cmd_k8s
@@ -41,9 +44,11 @@ _EPILOG = """\
 first steps:
   loadgen demo                              the embedded simulator, three variants, a report
   loadgen init http://127.0.0.1:8000        a starter scenario for your server (asks it what it is)
-  loadgen run scenario.yaml                 run it; the exit code is the verdict (0 met, 1 breached, 2 bad input,
-                                            3 not trustworthy, 4 failed)
+  loadgen run scenario.yaml                 run it; the exit code is the verdict
   loadgen compare BASE.json NEW.json        the regression gate between two reports
+
+exit codes (every command; what gives each, per command: docs/reference/exit-codes.md):
+{codes}
 """
 
 
@@ -61,12 +66,27 @@ def version_line() -> str:
     return f"loadgen {own} (Python {py}, locust {locust})"
 
 
+def _epilog() -> str:
+    """The first steps, and the exit codes from their one definition (loadgen/exit_codes.py), wrapped."""
+    from textwrap import wrap
+
+    from loadgen.exit_codes import SIGNAL_MEANING, ExitCode
+
+    rows = [(str(int(c)), c.meaning) for c in ExitCode] + [("128+N", SIGNAL_MEANING)]
+    lines = [
+        line
+        for code, text in rows
+        for line in wrap(text, 110, initial_indent=f"  {code:<6}", subsequent_indent=" " * 8)
+    ]
+    return _EPILOG.format(codes="\n".join(lines))
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="loadgen",
         description="Load generation for LLM inference deployments.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=_EPILOG,
+        epilog=_epilog(),
     )
     p.add_argument("--version", action="version", version=version_line())
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -92,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["sim"]:  # the simulator parses its own flags
         from loadgen.sim.__main__ import main as sim_main
 
-        return sim_main(argv[1:])
-    args = _parser().parse_args(argv)
-    return _HANDLERS[args.cmd](args)
+        return guarded("sim", lambda: sim_main(argv[1:]), version_line)
+    args = _parser().parse_args(argv)  # a usage error exits 2 here (SystemExit), before any command runs
+    command = args.cmd if args.cmd != "k8s" else f"k8s {args.k8s_cmd}"
+    return guarded(command, lambda: _HANDLERS[args.cmd](args), version_line)
