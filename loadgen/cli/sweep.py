@@ -323,7 +323,8 @@ def add_sweep_parser(sub: Any, whole_number: Callable[[str], int]) -> None:
         "--required-rate",
         type=float,
         default=None,
-        help="rate sweeps: the req/s the cheapest variant (by $ / 1M output tokens, variants[].cost) must meet every "
-        "SLO at (default: rank the variants by their cost at the knee)",
+        help="rate sweeps: the req/s to serve meeting every SLO; each variant is priced at it ($ / 1M output tokens, "
+        "variants[].cost: between the steps around it, with the replicas its knee needs) and the cheapest named "
+        "(default: rank the variants by their cost at the knee)",
     )
     sw.add_argument("--quiet", action="store_true", help="do not print the Markdown table (nor the files' paths)")

@@ -2,7 +2,7 @@
 reported (measure/early_stop.py), and the first rule met ends the run for every worker through the master's usual
 end (`plugin.finish_run`: the users stop — with no drain: what is in flight is cut at once, counted `cut_by_stop` —,
 every worker's final delta is collected, the report is written). The report names the rule, the variant, when and
-why (`run.stopped_early`), and its exit code is the stop's verdict (build.exit_code: never a pass).
+why (`run.stopped_early`), and it exits 1 whatever the rule (report/verdict.py: never a pass).
 
 Senders count every finished request in `Runtime.record` and ship the counts with each report (every ~3 s on a
 worker); a local process hands them to its judge on each tick. With the web UI the run is stopped (not quit): its
@@ -25,7 +25,7 @@ from locust.runners import MasterRunner, WorkerRunner
 
 from loadgen.locust_plugin.runtime import runtime_of
 from loadgen.measure.collector import Collector
-from loadgen.measure.early_stop import UNTRUSTWORTHY, StopJudge, StopReason
+from loadgen.measure.early_stop import StopJudge, StopReason
 from loadgen.traffic.arrivals import schedule_times
 from loadgen.traffic.scenario_schedule import schedule_of
 
@@ -126,14 +126,11 @@ def _on_stop_now(environment: Environment, msg: Any, **_: Any) -> None:
 
 
 def stop_report(rt: Any, run: dict[str, Any]) -> None:
-    """Put the stop into a report's `run` facts: the record, and for an unreachable target the reason it is not
-    trustworthy (exit 3)."""
+    """Put the stop into a report's `run` facts (exit 1 whatever its verdict: an unreachable target is the target's
+    breach, not a reason to distrust the load generator)."""
     stop = getattr(rt, "stopped_early", None)
-    if stop is None:
-        return
-    run["stopped_early"] = stop
-    if stop["verdict"] == UNTRUSTWORTHY:
-        run["untrustworthy_reasons"] = [*run.get("untrustworthy_reasons", []), f"stopped early: {stop['reason']}"]
+    if stop is not None:
+        run["stopped_early"] = stop
 
 
 def register(finish_run: Callable[[Environment], object]) -> None:

@@ -110,15 +110,15 @@ def unreachable_variants(scenario: Scenario, timeout: float = 3.0) -> list[str]:
 
 
 def refused_before_load(scenario: Scenario, source: str) -> int | None:
-    """The last check before a command starts load: a TCP connect to every variant (exit 3 when one is unreachable;
-    the checks of files and other servers, exit 2, ran in loadgen/preflight.py). Prints why and returns the exit code;
-    None when the run may start."""
+    """The last check before a command starts load: a TCP connect to every variant (exit 1 when one is unreachable:
+    a dead target is a breach; the checks of files and other servers, exit 2, ran in loadgen/preflight.py). Prints
+    why and returns the exit code; None when the run may start."""
     problems = unreachable_variants(scenario)
     if problems:
-        print("loadgen: target unreachable, nothing was run:", file=sys.stderr)
+        print("loadgen: target unreachable, nothing was run (a breach, exit 1):", file=sys.stderr)
         for p in problems:
             print(f"  {p}", file=sys.stderr)
-        return ExitCode.UNTRUSTWORTHY
+        return ExitCode.SLO_BREACHED
     return None
 
 

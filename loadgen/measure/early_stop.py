@@ -32,10 +32,10 @@ from loadgen.measure.records import ErrorKind, RequestRecord
 
 __all__ = ["StopCounts", "StopJudge", "StopReason", "allowed_failure_share", "certainly_breached", "wilson_lower"]
 
-# Verdicts of a stop, and the exit code each gives (build.exit_code): a breach is 1, a target that could not be
-# reached is 3 ("not trustworthy": nothing about its performance was measured).
+# Verdicts of a stop (`run.stopped_early.verdict`). Both exit 1 (report/verdict.py): the target breached, whether an
+# SLO or by being unreachable; the load generator is fine (3 is for its own health only: loadgen/exit_codes.py).
 SLO_BREACHED = "slo_breached"
-UNTRUSTWORTHY = "untrustworthy"
+TARGET_UNREACHABLE = "target_unreachable"
 
 
 @dataclass(slots=True)
@@ -131,7 +131,7 @@ class StopCounts:
 class StopReason:
     rule: str  # slo_breached | error_rate | consecutive_failures | unreachable_for
     variant: str
-    verdict: str  # slo_breached (exit 1) | untrustworthy (exit 3)
+    verdict: str  # slo_breached | target_unreachable: both exit 1
     reason: str  # in words, for the report
     figures: dict[str, Any]
 
@@ -241,7 +241,7 @@ class StopJudge:
         return StopReason(
             "unreachable_for",
             name,
-            UNTRUSTWORTHY,
+            TARGET_UNREACHABLE,
             f"variant {name!r} was unreachable: every request failed to connect for {lasted:.1f} s "
             f"(stop after {self.rules.unreachable_for:g} s; {seen})",
             {"unreachable_s": round(lasted, 3), "bound_s": self.rules.unreachable_for},

@@ -15,7 +15,6 @@ import orjson
 
 from loadgen.config.classes import sends_priority
 from loadgen.config.scenario import Scenario, Variant
-from loadgen.exit_codes import ExitCode
 from loadgen.measure.aggregate import (
     BUCKET_METRICS,
     CENSORED_METRICS,
@@ -49,6 +48,7 @@ from loadgen.report.reasoning import reasoning_json
 from loadgen.report.speculative import tokens_per_chunk
 from loadgen.report.sustained_rate import sustained_rate_slos
 from loadgen.report.tool_calls import tool_calls_entry
+from loadgen.report.verdict import exit_code, target_breaches
 from loadgen.traffic.scenario_schedule import requested_in_window, schedule_of, trace_summary
 from loadgen.traffic.senders import scenario_senders
 
@@ -355,14 +355,10 @@ def build_report(
     for v in scenario.variants:
         stats[(v.name, None, None, None)] = agg.merged_variant(v.name)
     slos = _evaluate_slos(scenario, variants, stats)
-    reasons = list(run.get("untrustworthy_reasons", []))
-    total_ok = sum(x["overall"]["ok"] for x in variants)
-    total_req = sum(x["overall"]["requests"] for x in variants)
-    if total_req and total_ok == 0:
-        reasons.append("no request succeeded: the target is unreachable or failing every request")
-    elif total_req == 0:
-        reasons.append("no request completed inside the measured window")
-    run["untrustworthy_reasons"] = reasons
+    run.pop("target_breaches", None)
+    if target := target_breaches(variants):  # a dead target is a breach (exit 1), not the load generator's distrust
+        run["target_breaches"] = target
+    run["untrustworthy_reasons"] = reasons = list(run.get("untrustworthy_reasons", []))  # the generator's own health
     run["trustworthy"] = not reasons
     run.setdefault("workers", {})
     run.setdefault("worker_count", len(run["workers"]))
@@ -475,16 +471,6 @@ def _evaluate_slos(
                     )
             out.append(entry)
     return out + sustained_rate_slos(scenario, variants)
-
-
-def exit_code(report: dict[str, Any]) -> ExitCode:
-    if report["run"].get("failed"):  # something crashed, or the run was cut short: its figures are no verdict
-        return ExitCode.RUN_FAILED
-    if not report["run"]["trustworthy"]:
-        return ExitCode.UNTRUSTWORTHY
-    if report["run"].get("stopped_early"):  # a run `stop_when:` ended is never a pass, whatever its SLOs say
-        return ExitCode.SLO_BREACHED
-    return ExitCode.OK if report["slos_passed"] else ExitCode.SLO_BREACHED
 
 
 def write_reports(report: dict[str, Any], out_dir: Path) -> tuple[Path, Path]:

@@ -76,7 +76,7 @@ def combine_phases(scenario: Scenario, phases: list[Phase], pause_s: float) -> t
         run = p.report["run"]
         windows[p.variant] = float(run["window_s"])
         workers |= {f"{p.variant}/{w}": h for w, h in run.get("workers", {}).items()}
-        # Each phase's reasons name its variant (its own "no request succeeded" is about that variant alone).
+        # Each phase's reasons name its variant.
         reasons += [f"{p.variant}: {r}" for r in run.get("untrustworthy_reasons", [])]
         failed += [f"{p.variant}: {r}" for r in run.get("failed", [])]  # a phase that failed fails the run
         lost += [f"{p.variant}/{w}" for w in run.get("lost_workers", [])]

@@ -23,6 +23,7 @@ from typing import Any
 
 import orjson
 
+from loadgen.exit_codes import ExitCode
 from loadgen.report.adapters import adapter_html
 from loadgen.report.cost_html import render_cost_html
 from loadgen.report.html_charts import Chart, report_charts, sweep_charts
@@ -40,13 +41,6 @@ __all__ = ["chart_library", "page", "render_html", "render_sweep_html"]
 
 _CSP = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:"
 _METRICS = (("ttft", "TTFT"), ("itl", "ITL"), ("tpot", "TPOT"), ("e2e", "E2E"), ("queue_delay", "Queue delay"))
-_EXIT_MEANING = {
-    0: "all SLOs met",
-    1: "an SLO was breached",
-    2: "bad usage",
-    3: "run not trustworthy",
-    4: "the run failed: no verdict",
-}
 
 
 @cache
@@ -194,6 +188,12 @@ def _slo_table(report: dict[str, Any]) -> str:
         "<th>threshold</th><th class=text>result</th></tr>"
     )
     return f"<h2>SLOs</h2><table>{head}{''.join(rows)}</table>"
+
+
+def _label(code: Any) -> str:
+    """The exit code's few words (loadgen/exit_codes.py); "?" for what no code means."""
+    known = isinstance(code, int) and not isinstance(code, bool) and code in {int(c) for c in ExitCode}
+    return ExitCode(code).label if known else "?"
 
 
 def _failed(run: dict[str, Any]) -> str:
@@ -345,9 +345,9 @@ def render_html(report: dict[str, Any], sweep: dict[str, Any] | None = None, ref
         f"{_fmt(run.get('window_s'))} s "
         f"(warm-up excluded) · seed {_e(report.get('seed'))} · baseline {_e(report.get('baseline'))} · percentiles "
         f"from HDR histograms, ±{100 * report['histogram']['relative_error']:g} %</p>"
-        f'<div class="banner {banner}"><span class=verdict>Exit code {_e(code)}: '
-        f"{_e(_EXIT_MEANING.get(code, '?') if isinstance(code, int) else '?')}</span>"
-        f"{'' if trusted else ' — the run is not trustworthy (below).'}{_failed(run)}</div>"
+        f'<div class="banner {banner}"><span class=verdict>Exit code {_e(code)}: {_e(_label(code))}</span>'
+        f"{'' if trusted else ' — the load generator is not trustworthy (below).'}"
+        f"{''.join(f' — the target: {_e(r)}.' for r in run.get('target_breaches') or [])}{_failed(run)}</div>"
     )
     charts = report_charts(report) + (sweep_charts(sweep) if sweep else [])
     body = "".join(

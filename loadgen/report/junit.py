@@ -42,13 +42,15 @@ def render_junit(report: dict[str, Any]) -> str:
     run = report["run"]
     trusted = bool(run.get("trustworthy"))
     crashed = run.get("failed") or []  # the run failed: an error of the run's own case, whatever its trust
-    failures = sum(not s["passed"] for s in slos) + (not trusted and not crashed)
-    suites = ET.Element("testsuites", name="loadgen", tests=str(len(slos) + 1), failures=str(failures))
+    target = run.get("target_breaches") or []  # a dead target: a case of its own, failed (exit 1)
+    failures = sum(not s["passed"] for s in slos) + (not trusted and not crashed) + bool(target)
+    tests = len(slos) + 1 + bool(target)
+    suites = ET.Element("testsuites", name="loadgen", tests=str(tests), failures=str(failures))
     suite = ET.SubElement(
         suites,
         "testsuite",
         name=suite_name,
-        tests=str(len(slos) + 1),
+        tests=str(tests),
         failures=str(failures),
         errors=str(int(bool(crashed))),
         skipped="0",
@@ -66,6 +68,10 @@ def render_junit(report: dict[str, Any]) -> str:
             failure.text = f"{_case_name(slo)}\nmeasured: {measured}"
         else:
             ET.SubElement(case, "system-out").text = f"met: {measured}"
+    if target:
+        case = ET.SubElement(suite, "testcase", classname=f"{suite_name}.run", name="target")
+        failure = ET.SubElement(case, "failure", message="target breached: " + "; ".join(target), type="TargetBreach")
+        failure.text = "\n".join(target)
     trust = ET.SubElement(suite, "testcase", classname=f"{suite_name}.run", name="run trust")
     if crashed:
         error = ET.SubElement(trust, "error", message="run failed: " + "; ".join(crashed), type="RunFailed")

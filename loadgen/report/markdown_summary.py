@@ -70,8 +70,10 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
             f"{gp}{ttft} | {tpot} | {_ms(m.get('e2e'), 'p99')} |"
         )
     breached = [s for s in slos if not s["passed"]]
-    if breached:
+    target = report["run"].get("target_breaches") or []  # a dead target: a breach whatever the SLOs say
+    if breached or target:
         lines += ["", "Breached:"]
+        lines += [f"- the target: {r}" for r in target]
         lines += [f"- {_breach(s)}" for s in breached]
     crashed = report["run"].get("failed") or []
     if crashed:  # exit 4 over any other verdict: what crashed (or cut the run short) first

@@ -9,7 +9,7 @@ __all__ = ["stopped_early_text"]
 
 _VERDICT = {
     "slo_breached": "exit 1: the answer was known (an SLO breached)",
-    "untrustworthy": "exit 3: the target could not be reached, so nothing about its performance was measured",
+    "target_unreachable": "exit 1: the target could not be reached, a breach whatever its SLOs say",
 }
 
 

@@ -51,8 +51,11 @@ def _common(row: dict[str, Any], report: dict[str, Any]) -> dict[str, Any]:
     failed = list(report["run"].get("failed") or [])  # a step whose run failed (a crash) is no pass either
     row["trustworthy"] = bool(report["run"]["trustworthy"]) and not failed
     row["untrustworthy_reasons"] = failed + list(report["run"].get("untrustworthy_reasons", []))
-    row["slos_passed"] = bool(report["slos_passed"])
-    row["failed_slos"] = [s["slo"] for s in report.get("slos", []) if not s.get("passed")]
+    target = list(report["run"].get("target_breaches") or [])  # a dead target fails the step, SLOs or not
+    row["slos_passed"] = bool(report["slos_passed"]) and not target
+    row["failed_slos"] = [f"the target: {r}" for r in target] + [
+        s["slo"] for s in report.get("slos", []) if not s.get("passed")
+    ]
     return row | step_cost(report)
 
 
@@ -163,10 +166,11 @@ def sweep_json(
 
 
 def sweep_exit_code(doc: dict[str, Any]) -> ExitCode:
-    """4 if a step's run failed (exit 4, or 128 + N: no verdict), else 3 if a step was untrustworthy, else 1 if a
-    variant never passed, else 0."""
+    """4 if a step's run gave no verdict (exit 4, 128 + N, or a step refused after the sweep checked it: any code
+    but 0, 1 and 3), else 3 if a step was untrustworthy, else 1 if a variant never passed, else 0."""
     codes = [int(s.get("exit_code") or 0) for v in doc["variants"] for s in v["steps"]]
-    if any(c == ExitCode.RUN_FAILED or c > 128 for c in codes):
+    verdicts = (ExitCode.OK, ExitCode.SLO_BREACHED, ExitCode.UNTRUSTWORTHY)
+    if any(c not in verdicts for c in codes):
         return ExitCode.RUN_FAILED
     if any(v["untrustworthy_steps"] for v in doc["variants"]):
         return ExitCode.UNTRUSTWORTHY

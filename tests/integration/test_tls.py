@@ -117,7 +117,7 @@ def test_private_ca_from_tls_ca_file(tmp_path: Path, pki: Path, tls_server: int)
 def test_untrusted_certificate_fails_every_request_as_connect(tmp_path: Path, tls_server: int) -> None:
     _SSEHandler.auth.clear()
     proc, records = _run(tmp_path, tls_server)
-    assert proc.returncode == 3, proc.stdout + proc.stderr  # nothing succeeded: the run is not trustworthy
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # nothing succeeded: a dead target is a breach
     assert records and all(r["error"] == "connect" for r in records)
     assert all("certificate" in r["error_detail"] and "tls_ca_file" in r["error_detail"] for r in records)
     assert KEY not in proc.stdout + proc.stderr
@@ -132,7 +132,7 @@ def test_tls_verify_false(tmp_path: Path, tls_server: int) -> None:
 
 def test_unloadable_ca_file_fails_requests_not_the_run(tmp_path: Path, tls_server: int) -> None:
     proc, records = _run(tmp_path, tls_server, tls_ca_file=str(tmp_path / "missing.pem"))
-    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert proc.returncode == 1, proc.stdout + proc.stderr
     assert records and all(r["error"] == "connect" and "tls_ca_file" in r["error_detail"] for r in records)
 
 

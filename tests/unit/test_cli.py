@@ -42,20 +42,21 @@ def test_unknown_dialect_and_mix_list_the_known_ones(tmp_path: Path, capsys: pyt
     assert "traffic.mixes[0].name" in err and "'chat'" in err and "'rag'" in err
 
 
-def test_run_against_unreachable_target_exits_3_before_starting(
+def test_run_against_unreachable_target_exits_1_before_starting(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """A dead target is a breach (1), not an untrustworthy load generator (3): nothing is run."""
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    assert main(["run", _write(tmp_path, GOOD.replace("PORT", str(port))), "--workers", "0"]) == 3
+    assert main(["run", _write(tmp_path, GOOD.replace("PORT", str(port))), "--workers", "0"]) == 1
     err = capsys.readouterr().err
     assert "variant 'a'" in err and f"127.0.0.1:{port}" in err
 
 
 def test_report_command_renders_markdown(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["report", str(tmp_path / "missing.json")]) == 2
-    assert "cannot read report" in capsys.readouterr().err
+    assert "missing.json: cannot read it" in capsys.readouterr().err
 
 
 # --- configuration mistakes fail before load ----------------------------------------------------------------

@@ -101,7 +101,7 @@ def test_unreachable_for_needs_every_process_without_a_response() -> None:
     judge.merge("b", b.pop_wire())
     assert judge.check(104.9) is None
     found = judge.check(105.0)
-    assert found is not None and (found.rule, found.verdict) == ("unreachable_for", "untrustworthy")
+    assert found is not None and (found.rule, found.verdict) == ("unreachable_for", "target_unreachable")
     # A response on b after a's first refusal (an HTTP error counts: the server answered): reachable again.
     b.add(_rec(error=ErrorKind.HTTP_5XX, tokens=0), 103.0)
     judge.merge("b", b.pop_wire())

@@ -109,10 +109,16 @@ def test_success_rate_slo_per_mix_and_no_data_fails() -> None:
     assert report["exit_code"] == ExitCode.SLO_BREACHED
 
 
-def test_nothing_succeeded_is_untrustworthy_exit_3() -> None:
-    report = _report([_failed(i, ErrorKind.CONNECT, 0.001) for i in range(20)])
-    assert report["exit_code"] == ExitCode.UNTRUSTWORTHY
-    assert not report["run"]["trustworthy"]
+def test_nothing_succeeded_is_a_breach_exit_1_not_untrustworthy() -> None:
+    """A dead target is the target's breach: the load generator stays trustworthy, and no SLO list can pass it."""
+    report = _report([_failed(i, ErrorKind.CONNECT, 0.001) for i in range(20)], SCENARIO + "slos: []")
+    assert report["exit_code"] == ExitCode.SLO_BREACHED and report["slos"] == []
+    assert report["run"]["trustworthy"] and report["run"]["untrustworthy_reasons"] == []
+    assert report["run"]["target_breaches"] == [
+        "variant 'a': no request succeeded: the target is unreachable or failing every one",
+        "variant 'b': no request completed inside the measured window",
+    ]
+    assert "- the target: variant 'a': no request succeeded" in render_markdown(report)
 
 
 def test_window_counts_what_completed_inside_and_tokens_by_arrival() -> None:

@@ -74,8 +74,8 @@ def test_time_limit_ends_the_wait(tmp_path: Path) -> None:
 
 
 def test_cli_serves_then_exits_with_the_runs_code(tmp_path: Path) -> None:
-    """A real `loadgen run` whose target is unreachable (exit 3 before any load): the flag still serves the report
-    dir, says the exit code at GET /, and the process exits 3 after GET /done."""
+    """A real `loadgen run` whose target is unreachable (a breach, exit 1, before any load): the flag still serves the
+    report dir, says the exit code at GET /, and the process exits 1 after GET /done."""
     dead = _free_port()
     scenario = tmp_path / "s.yaml"
     scenario.write_text(
@@ -97,9 +97,9 @@ def test_cli_serves_then_exits_with_the_runs_code(tmp_path: Path) -> None:
                 break
             except OSError:
                 time.sleep(0.05)
-        assert doc == {"exit_code": 3, "files": []}
+        assert doc == {"exit_code": 1, "files": []}
         assert _get(f"http://127.0.0.1:{port}/done")[0] == 200
-        assert proc.wait(20) == 3
+        assert proc.wait(20) == 1
     finally:
         proc.kill()
         proc.wait()

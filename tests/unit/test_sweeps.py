@@ -181,6 +181,11 @@ def test_step_rows_and_the_sweep_document() -> None:
     assert not missing["passed"] and not missing["trustworthy"]
     untrusted = [step_row(2, _report(2.0, 20, 0, True, trustworthy=False), "r", 3)]
     assert sweep_json("s", {"kind": "rates", "spec": "2"}, 3.0, {"a": untrusted})["exit_code"] == ExitCode.UNTRUSTWORTHY
+    # A step that gave no verdict — failed (4), killed (128 + N), refused after the sweep checked it (2) — fails the
+    # sweep (4), over an untrustworthy step.
+    for code in (4, 137, 2):
+        failed = [*untrusted, step_row(4, None, "r", code)]
+        assert sweep_json("s", {"kind": "rates", "spec": "2,4"}, 3.0, {"a": failed})["exit_code"] == ExitCode.RUN_FAILED
 
 
 @pytest.mark.parametrize(
