@@ -52,9 +52,9 @@ def add_compare_parser(sub: Any) -> None:
 def cmd_compare(args: argparse.Namespace) -> int:
     try:
         base, new = load_compare_input(Path(args.base)), load_compare_input(Path(args.new))
-    except CompareInputError as e:
+    except CompareInputError as e:  # 2: not a report of this version; 4: a report that cannot be read whole
         print(f"loadgen: {e}", file=sys.stderr)
-        return ExitCode.USAGE
+        return e.exit_code
     if args.resamples < 1:
         print(f"loadgen: --resamples must be at least 1, got {args.resamples}", file=sys.stderr)
         return ExitCode.USAGE

@@ -2,8 +2,9 @@
 
 PATH is a report.json, a report folder holding one, or a folder of raw shards (`records-*.jsonl`): csv renders
 the shards' rows; any other format from shards rebuilds the report first, which needs `--scenario`. The exit code
-is the report's own (0 SLOs met, 1 breached, 3 not trustworthy), so a pipeline can gate on a re-render;
-`--exit-zero` renders only. Bad input (not a report, no shards, a bad scenario) is exit 2, naming the file.
+is the report's own verdict (loadgen/exit_codes.py), so a pipeline can gate on a re-render; `--exit-zero` renders
+only. Bad input (not a report, no shards, a bad scenario) is exit 2, naming the file; a loadgen report that cannot
+be read whole is exit 4 (loadgen/report/report_file.py says which is which).
 """
 
 from __future__ import annotations
@@ -13,10 +14,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from loadgen.exit_codes import ExitCode
 from loadgen.report.formats import formats
+from loadgen.report.report_file import ReportFileError, incomplete, read_report_file
 
 __all__ = ["add_report_parser", "cmd_report"]
 
@@ -42,17 +42,14 @@ def add_report_parser(sub: Any) -> None:
     rp.add_argument("--exit-zero", action="store_true", help="exit 0 whatever the report's verdict (render only)")
 
 
-class _Bad(Exception):
-    pass
+class _Bad(ReportFileError):
+    """Input the command cannot use; `exit_code` 2 (usage) unless a report cannot be read whole (4)."""
 
 
 def _load_report(path: Path) -> dict[str, Any]:
-    try:
-        report = orjson.loads(path.read_bytes())
-    except (OSError, orjson.JSONDecodeError) as e:
-        raise _Bad(f"cannot read report {path}: {e}") from None
-    if not isinstance(report, dict) or not str(report.get("schema", "")).startswith("loadgen.report/"):
-        raise _Bad(f"{path}: not a loadgen report (no schema 'loadgen.report/…')")
+    report = read_report_file(path, _Bad, schema=None)  # any version: rendering reads what it finds
+    if not isinstance(report.get("run"), dict):
+        raise incomplete(path, _Bad, "its run section")
     return report
 
 
@@ -121,7 +118,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         text, report = _render(args)
     except _Bad as e:
         print(f"loadgen: {e}", file=sys.stderr)
-        return ExitCode.USAGE
+        return e.exit_code
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(text, encoding="utf-8")

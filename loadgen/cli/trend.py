@@ -19,7 +19,7 @@ def add_trend_parser(sub: Any) -> None:
         description="Draws p50 and p99 of TTFT, ITL, TPOT and E2E, and output tokens/s, per variant across the "
         "reports, ordered by each report's generated_at (ties keep the order given), into one self-contained HTML "
         "file. Exit 0 once written (the reports' own verdicts are in the page); 2 when a file is not a loadgen "
-        "report of this schema version.",
+        "report of this schema version; 4 when a report cannot be read whole.",
     )
     t.add_argument("reports", nargs="+", metavar="REPORT", help="report.json files")
     t.add_argument("--out", default="trend.html", help="the HTML file to write (default: trend.html)")
@@ -30,7 +30,7 @@ def cmd_trend(args: argparse.Namespace) -> int:
         series = load_reports([Path(p) for p in args.reports])
     except TrendInputError as e:
         print(f"loadgen trend: {e}", file=sys.stderr)
-        return ExitCode.USAGE
+        return e.exit_code
     scenarios = {r.get("scenario") for _, r in series}
     if len(scenarios) > 1:
         print(f"loadgen trend: warning: reports of different scenarios: {sorted(map(str, scenarios))}", file=sys.stderr)

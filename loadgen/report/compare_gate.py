@@ -15,9 +15,10 @@ A change is a regression when it is worse than the threshold (latency up, throug
 --max-regression) AND outside noise (its interval excludes no change). A variant of BASE missing in NEW, or a
 metric BASE measured that NEW did not (no successful request), is a regression; a statistic censored in NEW and not
 in BASE (failed requests rank above it) too. A variant only in NEW is listed, never a regression. Exit 0: no
-regression; 1: a regression; 3: either run was not trustworthy (its latencies may be the load generator's, so no
-verdict); 2: bad input, naming the file. A p99 of fewer than 1,000 requests in either report (under 10 above it) gets
-its interval but no verdict, as in the report's comparison.
+regression; 1: a regression; 3: either run's load generator was not trustworthy (its latencies may be its own, so
+no verdict); 4: either run failed, or a report cannot be read whole (no verdict); 2: bad input, naming the file. A
+p99 of fewer than 1,000 requests in either report (under 10 above it) gets its interval but no verdict, as in the
+report's comparison.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from loadgen.report.compare import (
 )
 from loadgen.report.compare_cost import cost_row
 from loadgen.report.compare_rows import blank_row
-from loadgen.report.report_file import read_report_file
+from loadgen.report.report_file import ReportFileError, incomplete, read_report_file
 
 __all__ = ["CompareInputError", "compare_reports", "load_compare_input", "render_compare"]
 
@@ -50,8 +51,9 @@ _THROUGHPUT = (("requests_per_s", "ok", "req/s"), ("output_tokens_per_s", "outpu
 _LABEL = {"ttft": "TTFT", "tpot": "TPOT", "e2e": "E2E"}
 
 
-class CompareInputError(Exception):
-    """A file that is not a loadgen report this version reads; the message names it."""
+class CompareInputError(ReportFileError):
+    """A file compare cannot use; the message names it, `exit_code` says whether it is usage (2) or no verdict (4):
+    loadgen/report/report_file.py."""
 
 
 def load_compare_input(path: Path) -> dict[str, Any]:
@@ -63,7 +65,7 @@ def load_compare_input(path: Path) -> dict[str, Any]:
         for blob in (b for v in doc["variants"] for b in v["overall"].get("hdr", {}).values()):
             LatencyHistogram.decode(blob)
     except (KeyError, TypeError, ValueError):
-        raise CompareInputError(f"{path}: not a complete loadgen report (variants, their overall numbers)") from None
+        raise incomplete(path, CompareInputError, "variants, their overall numbers") from None
     return doc
 
 
@@ -206,13 +208,14 @@ def compare_reports(
     base_names = {v["name"] for v in base["variants"]}
     for name in new_by_name.keys() - base_names:
         rows.append({"variant": name, "metric": "*", "kind": "variant", "regression": False, "verdict": "new in NEW"})
-    untrusted = [
-        f"{which}: {r}"
-        for which, doc in (("BASE", base), ("NEW", new))
-        for r in (doc.get("run", {}).get("untrustworthy_reasons") or [])
-    ]
+    runs = (("BASE", base.get("run", {})), ("NEW", new.get("run", {})))
+    failed = [f"{which}: {r}" for which, run in runs for r in (run.get("failed") or [])]
+    untrusted = [f"{which}: {r}" for which, run in runs for r in (run.get("untrustworthy_reasons") or [])]
     regressions = sum(1 for r in rows if r["regression"])
-    code = ExitCode.UNTRUSTWORTHY if untrusted else (ExitCode.SLO_BREACHED if regressions else ExitCode.OK)
+    # No verdict from a failed run (4), nor from a load generator that was not trustworthy (3).
+    code = ExitCode.RUN_FAILED if failed else ExitCode.UNTRUSTWORTHY if untrusted else ExitCode.OK
+    if code == ExitCode.OK and regressions:
+        code = ExitCode.SLO_BREACHED
     return {
         "max_regression": max_regression,
         "method": {
@@ -230,6 +233,7 @@ def compare_reports(
         "rows": rows,
         "regressions": regressions,
         "untrustworthy": untrusted,
+        "failed": failed,
         "exit_code": int(code),
     }
 
@@ -282,6 +286,8 @@ def render_compare(result: dict[str, Any], base_path: str, new_path: str) -> str
             "is open on that side; a censored percentile has no value.",
             "",
         ]
+    for f in result.get("failed", []):
+        lines.append(f"- ✖ run failed, no verdict — {f}")
     for u in result["untrustworthy"]:
         lines.append(f"- ⚠ not trustworthy — {u}")
     n = result["regressions"]

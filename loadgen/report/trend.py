@@ -17,15 +17,15 @@ from typing import Any
 from loadgen.report.build import SCHEMA
 from loadgen.report.html import page
 from loadgen.report.html_charts import Chart, color
-from loadgen.report.report_file import read_report_file
+from loadgen.report.report_file import ReportFileError, incomplete, read_report_file
 
 __all__ = ["SCHEMA", "TrendInputError", "load_reports", "render_trend", "variant_names"]
 
 _METRICS = (("ttft", "TTFT"), ("itl", "ITL"), ("tpot", "TPOT"), ("e2e", "E2E"))
 
 
-class TrendInputError(Exception):
-    """A file that is not a loadgen report of this schema version; the message names the file."""
+class TrendInputError(ReportFileError):
+    """A file trend cannot use; the message names it, `exit_code` whose fault (loadgen/report/report_file.py)."""
 
 
 def _load(path: Path) -> dict[str, Any]:
@@ -37,7 +37,7 @@ def _load(path: Path) -> dict[str, Any]:
         ):
             raise TypeError
     except (KeyError, TypeError, ValueError):
-        raise TrendInputError(f"{path}: not a complete loadgen report (generated_at, variants)") from None
+        raise incomplete(path, TrendInputError, "generated_at, variants") from None
     return doc
 
 

@@ -1,9 +1,11 @@
 """`loadgen compare BASE NEW` (cli/compare.py, report/compare_gate.py): verdicts and exit codes on reports whose data is
 known — an identical rerun passes, a slower one is a regression, a change inside the threshold or inside noise is
-not, a lost variant is, an untrustworthy run gets 3 and bad input 2 naming the file."""
+not, a lost variant is, an untrustworthy run gets 3, a failed run or a report that cannot be read whole 4, and bad
+input 2 naming the file."""
 
 from __future__ import annotations
 
+import os
 from array import array
 from pathlib import Path
 
@@ -17,7 +19,7 @@ from loadgen.config.scenario import parse_scenario
 from loadgen.measure.aggregate import Aggregate
 from loadgen.measure.records import RequestRecord
 from loadgen.report import build_report
-from loadgen.report.compare_gate import compare_reports
+from loadgen.report.compare_gate import compare_reports, render_compare
 
 SCENARIO = """
 seed: 5
@@ -116,19 +118,54 @@ def test_an_untrustworthy_run_exits_3(base: dict) -> None:
     assert result["exit_code"] == 3 and result["untrustworthy"] == ["NEW: worker-0: event-loop lag p99 180 ms"]
 
 
+def test_a_failed_run_gives_no_verdict_exit_4(base: dict) -> None:
+    new = orjson.loads(orjson.dumps(base))
+    new["run"]["failed"] = ["the master exited 1 without writing a report"]
+    new["run"]["untrustworthy_reasons"] = ["worker-0: event-loop lag p99 180 ms"]  # 4 over 3: no verdict at all
+    result = compare_reports(base, new, 0.05)
+    assert result["exit_code"] == 4 and result["failed"] == ["NEW: the master exited 1 without writing a report"]
+    assert "run failed, no verdict — NEW: the master exited 1" in render_compare(result, "b.json", "n.json")
+
+
 def test_bad_input_exits_2_naming_the_file(base: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Usage (2): what was given is not a loadgen report of this version — the command line is what to fix."""
     good = _write(tmp_path, "good.json", base)
+    (tmp_path / "folder.json").mkdir()
     cases = {
         "missing.json": None,
+        "folder.json": None,
         "junk.json": b"{not json",
+        "scenario.yaml": b"variants: []\n",
         "other.json": orjson.dumps({"schema": "other/v9"}),
-        "cut.json": orjson.dumps({**base, "variants": [{"name": "a"}]}),
+        "older.json": orjson.dumps({**base, "schema": "loadgen.report/v0"}),
     }
     for name, content in cases.items():
         path = tmp_path / name
         if content is not None:
             path.write_bytes(content)
-        assert main(["compare", good, str(path)]) == 2
+        assert main(["compare", good, str(path)]) == 2, name
+        assert str(path) in capsys.readouterr().err
+
+
+def test_a_report_that_cannot_be_read_whole_exits_4(
+    base: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No verdict (4): a loadgen report, given correctly, that is truncated, lacks its sections, or cannot be read."""
+    good = _write(tmp_path, "good.json", base)
+    whole = orjson.dumps(base, option=orjson.OPT_INDENT_2)
+    cases = {
+        "truncated.json": whole[: len(whole) // 2],
+        "cut.json": orjson.dumps({**base, "variants": [{"name": "a"}]}),
+        "unreadable.json": whole,
+    }
+    for name, content in cases.items():
+        path = tmp_path / name
+        path.write_bytes(content)
+        if name == "unreadable.json":
+            path.chmod(0)
+            if os.access(path, os.R_OK):  # root reads anything: no unreadable file to be had
+                continue
+        assert main(["compare", good, str(path)]) == 4, name
         assert str(path) in capsys.readouterr().err
     with pytest.raises(SystemExit) as exc:
         main(["compare", good, good, "--max-regression", "lots"])

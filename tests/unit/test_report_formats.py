@@ -142,7 +142,10 @@ def test_report_command_refuses_bad_input_with_exit_2(tmp_path: Path, capsys: py
     assert main(["report", str(tmp_path / "other.json")]) == 2
     assert "not a loadgen report" in capsys.readouterr().err
     assert main(["report", str(tmp_path / "missing.json")]) == 2
-    assert "cannot read report" in capsys.readouterr().err
+    assert "missing.json: cannot read it" in capsys.readouterr().err
+    (tmp_path / "cut.json").write_bytes(b'{\n  "schema": "loadgen.report/v1",\n  "scena')  # a report, truncated
+    assert main(["report", str(tmp_path / "cut.json")]) == 4
+    assert "cut.json: a loadgen report that is not whole JSON" in capsys.readouterr().err
     empty = tmp_path / "empty"
     empty.mkdir()
     assert main(["report", str(empty), "--format", "csv"]) == 2
