@@ -197,19 +197,23 @@ def cmd_k8s(args: argparse.Namespace) -> int:
     from loadgen.k8s.api import K8sError, api_exception
     from loadgen.k8s.coldstart import ColdStartTimeout
 
+    # The codes (loadgen/exit_codes.py): the API server unreachable or refusing a call is the command failing (4),
+    # a deployment that never came up in time the target's breach (1), a bad kubeconfig or flag usage (2).
     try:
         handler = {"discover": _discover, "run": _run, "coldstart": _coldstart}[args.k8s_cmd]
         try:
             return handler(args)
         except api_exception() as e:
             print(f"loadgen: Kubernetes API: {getattr(e, 'status', '')} {getattr(e, 'reason', e)}", file=sys.stderr)
-            return ExitCode.UNTRUSTWORTHY
+            return ExitCode.RUN_FAILED
         except (OSError, _transport_error()) as e:
+            if isinstance(e, OSError) and e.filename is not None:
+                raise  # a local file (the report directory): the catch-all names it (loadgen/cli/crash.py)
             print(f"loadgen: cannot reach the Kubernetes API server: {e}", file=sys.stderr)
-            return ExitCode.UNTRUSTWORTHY
+            return ExitCode.RUN_FAILED
     except ColdStartTimeout as e:
         print(f"loadgen: {e}; replicas restored", file=sys.stderr)
-        return ExitCode.UNTRUSTWORTHY
+        return ExitCode.SLO_BREACHED
     except K8sError as e:
         print(f"loadgen: {e}", file=sys.stderr)
         return ExitCode.USAGE

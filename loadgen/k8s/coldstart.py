@@ -42,7 +42,8 @@ _RESTORE_ATTEMPTS = 3
 
 
 class ColdStartTimeout(K8sError):
-    """A step did not finish in time: the deployment (or its endpoint) never came up; exit 3, not a usage error."""
+    """A step did not finish in time: the deployment (or its endpoint) never came up; exit 1 (a dead target is a
+    breach), not a usage error."""
 
 
 class ProbeRefused(K8sError):

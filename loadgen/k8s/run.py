@@ -179,7 +179,7 @@ def follow(
             failed = code if code == ExitCode.USAGE or code > 128 else ExitCode.RUN_FAILED
             return RunResult(failed, status="the master ended without serving its reports (see its log)")
         if timeout is not None and time.monotonic() - started > timeout:
-            return RunResult(3, status=f"no reports after {timeout:g}s")
+            return RunResult(ExitCode.RUN_FAILED, status=f"no reports after {timeout:g}s")
         time.sleep(interval)
     out_dir.mkdir(parents=True, exist_ok=True)
     fetched, missed = [], []
@@ -196,7 +196,7 @@ def follow(
     with contextlib.suppress(exc, ProxyError):  # the master ends on its own when its serving time is up
         _proxy(cluster, ns, service, "done", token)
     note = "reports copied" + (f" (could not fetch {', '.join(missed)})" if missed else "")
-    return RunResult(int(listing.get("exit_code", 3)), fetched, status=note)
+    return RunResult(int(listing.get("exit_code", ExitCode.RUN_FAILED)), fetched, status=note)  # none: no verdict
 
 
 def _status_printer() -> Callable[[str], None]:

@@ -213,7 +213,7 @@ def test_the_api_servers_own_refusal_is_named_as_such(tmp_path: Path, capsys: py
 def test_an_endpoint_that_never_answers_times_out_and_restores(tmp_path: Path) -> None:
     with fake_api(tmp_path) as (c, kubeconfig):
         Deployment(c, after=[503])
-        assert main(_argv(kubeconfig, timeout="1s")) == 3
+        assert main(_argv(kubeconfig, timeout="1s")) == 1  # a deployment that never came up: a dead target
         patches, replicas = _patches(c), _replicas(c)
     assert patches == [0, 2] and replicas == 2
 
@@ -266,7 +266,7 @@ def test_an_error_while_scaling_up_restores(tmp_path: Path, capsys: pytest.Captu
     with fake_api(tmp_path) as (c, kubeconfig):
         Deployment(c)
         c.scale_failures[2] = 1  # the scale-up's PATCH fails once with a 500
-        assert main(_argv(kubeconfig)) == 3
+        assert main(_argv(kubeconfig)) == 4  # the API server refused a call: the command failed
         patches, replicas = _patches(c), _replicas(c)
     assert patches == [0, 2, 2] and replicas == 2
     assert "Kubernetes API: 500" in capsys.readouterr().err

@@ -234,7 +234,7 @@ def test_a_refused_create_deletes_what_was_made(tmp_path: Path, capsys: pytest.C
         argv = ["k8s", "run", str(scenario), "--kubeconfig", str(kubeconfig), "--name", "clash"]
         code = main([*argv, "--secret", "OPENAI_API_KEY=keys:openai"])
         left = sorted((coll, name) for coll, _, name in c.objects)
-    assert code == 3
+    assert code == 4  # the API server refused a call: the command failed
     assert "409" in capsys.readouterr().err
     assert left == [("jobs", "clash-master")]  # what it made is gone; the Job that was there is untouched
 
@@ -295,8 +295,8 @@ def test_missing_extra_is_a_usage_error(monkeypatch: pytest.MonkeyPatch, capsys:
     assert "pip install 'llm-loadgen[k8s]'" in capsys.readouterr().err
 
 
-def test_an_unreachable_api_server_is_exit_3(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_unreachable_api_server_is_exit_4(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with fake_api(tmp_path) as (_, kubeconfig):
         pass  # stopped: its port now refuses connections
-    assert main(["k8s", "discover", "--kubeconfig", str(kubeconfig)]) == 3
+    assert main(["k8s", "discover", "--kubeconfig", str(kubeconfig)]) == 4
     assert "cannot reach the Kubernetes API server" in capsys.readouterr().err
