@@ -125,8 +125,8 @@ class Scenario(BaseModel):
     stop_when: StopWhen | None = Field(
         default=None,
         description="End the run early once its answer is known (an SLO breached beyond doubt, a window of errors, "
-        "failures in a row, an unreachable target): exit 1, or 3 for an unreachable target; never a pass. Null: the "
-        "run lasts its duration.",
+        "failures in a row, an unreachable target): exit 1 whatever the rule (a dead target is a breach); never a "
+        "pass. Null: the run lasts its duration.",
     )
     run_trust: RunTrust = Field(
         default_factory=RunTrust,

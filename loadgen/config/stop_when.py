@@ -74,14 +74,13 @@ class StopWhen(BaseModel):
     consecutive_failures: StrictInt | None = Field(
         default=None,
         ge=1,
-        description="A variant's requests failed this many times in a row on one process (no success between). Exit 1 "
-        "(3 when nothing succeeded).",
+        description="A variant's requests failed this many times in a row on one process (no success between). Exit 1.",
     )
     unreachable_for: Duration | None = Field(
         default=None,
         gt=0,
-        description="Every request to a variant failed to connect (no response at all) for this long. Exit 3: "
-        "the target, not its performance, is what failed.",
+        description="Every request to a variant failed to connect (no response at all) for this long. Exit 1: a "
+        "dead target is a breach.",
     )
 
     @model_validator(mode="after")
