@@ -10,6 +10,8 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+import yaml
+
 __all__ = ["Cluster", "K8sError", "connect"]
 
 MISSING_EXTRA = "the Kubernetes commands need the `kubernetes` package: pip install 'llm-loadgen[k8s]'"
@@ -61,9 +63,13 @@ def connect(kubeconfig: str | None = None, context: str | None = None, namespace
         try:
             api_client = k8s.config.new_client_from_config(config_file=kubeconfig, context=context)
             _, active = k8s.config.list_kube_config_contexts(config_file=kubeconfig)
-        except (k8s.config.ConfigException, OSError) as e:
+        except (k8s.config.ConfigException, OSError, yaml.YAMLError, TypeError) as e:
+            # A usage error (exit 2), whatever the file holds: not YAML (yaml's error), YAML that is no mapping
+            # (the client's TypeError), a mapping without what a kubeconfig needs (ConfigException).
+            why = "not a kubeconfig (a mapping of clusters, users and contexts)" if isinstance(e, TypeError) else e
             raise K8sError(
-                f"no Kubernetes configuration: {e} (in a pod: a service account; else a kubeconfig)"
+                f"no Kubernetes configuration: {' '.join(str(why).split())} (in a pod: a service account; else a "
+                "kubeconfig)"
             ) from None
         if context:
             contexts = k8s.config.list_kube_config_contexts(config_file=kubeconfig)[0]
