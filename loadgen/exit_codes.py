@@ -20,6 +20,7 @@ __all__ = [
     "SIGNAL_BASE",
     "SIGNAL_MEANING",
     "ExitCode",
+    "codes_of",
     "from_returncode",
     "signal_death",
 ]
@@ -165,6 +166,13 @@ BY_COMMAND: Mapping[str, Mapping[ExitCode, str]] = {
         ExitCode.RUN_FAILED: "the API server cannot be reached or refuses a call",
     },
 }
+
+
+def codes_of(command: str) -> str:
+    """What gives each code in `command` (`run`, `k8s run`), as one paragraph for its `--help`."""
+    by = {**EVERY_COMMAND, **BY_COMMAND[command]}
+    said = "; ".join(f"{int(c)} {by[c]}" for c in sorted(by))
+    return f"exit codes: {said}; 128+N killed by signal N (docs/reference/exit-codes.md)."
 
 
 def from_returncode(returncode: int) -> int:

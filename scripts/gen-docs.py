@@ -440,6 +440,10 @@ def _command_section(prog: str, summary: str, parser: argparse.ArgumentParser) -
     lines += ["```text", _usage(prog, parser), "```"]
     if parser.description:
         lines += ["", _cell(parser.description)]
+    from loadgen.exit_codes import BY_COMMAND
+
+    if prog.removeprefix("loadgen ") in BY_COMMAND:  # `--help` lists them too (its epilog)
+        lines += ["", f"Exit codes: [what gives each in `{prog}`](exit-codes.md#{anchor})."]
     table = _options_table(parser, prog)
     if table:
         lines += ["", *table]

@@ -104,7 +104,20 @@ def _parser() -> argparse.ArgumentParser:
     add_trend_parser(sub)
     add_compare_parser(sub)
     add_k8s_parser(sub)
+    _exit_codes_in_help(sub)
     return p
+
+
+def _exit_codes_in_help(sub: argparse._SubParsersAction[argparse.ArgumentParser], prefix: str = "") -> None:
+    """Each command's `--help` ends with what gives each exit code in it (loadgen/exit_codes.py's BY_COMMAND)."""
+    from loadgen.exit_codes import BY_COMMAND, codes_of
+
+    for name, parser in sub.choices.items():
+        inner = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if inner:
+            _exit_codes_in_help(inner[0], f"{prefix}{name} ")
+        elif f"{prefix}{name}" in BY_COMMAND and parser.epilog is None:
+            parser.epilog = codes_of(f"{prefix}{name}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -109,3 +109,13 @@ def test_without_a_writable_temp_dir_the_traceback_goes_to_stderr(
 def test_a_long_message_is_cut_on_its_line() -> None:
     line = crash_line("run", ValueError("x" * 1000), "/tmp/l.log")
     assert len(line) < 500 and line.endswith("… (traceback in /tmp/l.log)")
+
+
+@pytest.mark.parametrize("command", GATES)
+def test_each_gates_help_says_what_gives_each_of_its_codes(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main([*command.split(), "--help"])
+    assert exc.value.code == 0
+    out = " ".join(capsys.readouterr().out.split())
+    for code, text in BY_COMMAND[command].items():
+        assert f"{int(code)} {' '.join(text.split())}" in out, (command, int(code))
