@@ -92,7 +92,7 @@ class WholeReplyAccumulator:
         body = b"".join(self._body)
         rec.done = t
         head = body.lstrip()[:1]
-        if head != b"{":
+        if head not in (b"{", b"["):  # an object, or a list (TEI's /rerank); the dialect reads which it expects
             what = self._content_type or "no Content-Type"
             streamed = body.lstrip()[:5] in (b"data:", b"event")
             self._fail(

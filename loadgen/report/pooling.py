@@ -11,7 +11,7 @@ from loadgen.protocol.dialects import POOLING_DIALECTS
 
 __all__ = ["pooling_json", "pooling_lines"]
 
-_WHAT = {"openai-embeddings": "embeddings", "rerank": "rerank"}
+_WHAT = {"openai-embeddings": "embeddings", "rerank": "rerank", "tei-rerank": "rerank"}
 
 
 def pooling_json(v: Variant, overall: dict[str, Any]) -> dict[str, Any] | None:

@@ -76,6 +76,7 @@ def test_registry_names_and_unknown_name() -> None:
         "ollama-generate",
         "openai-embeddings",
         "rerank",
+        "tei-rerank",
     }
     with pytest.raises(UnknownNameError) as info:
         get_dialect("tgi2")

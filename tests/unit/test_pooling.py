@@ -103,3 +103,93 @@ def test_items_a_second_are_requests_a_second_times_the_items() -> None:
     assert pooling_json(chat.variants[0], {"requests_per_s": 1.0}) is None
     lines = pooling_lines({"variants": [{"name": "e", "pooling": p, "overall": {"requests_per_s": 12.5}}]})
     assert lines == ["- e: embeddings, 8 inputs a request — 100.0 items/s (12.5 req/s); E2E only, no tokens generated"]
+
+
+def test_a_tei_rerank_body_is_tei_s_query_and_texts_without_a_model() -> None:
+    d = dialect_for("tei-rerank", items=4)
+    assert (d.path, d.model_per_request, d.stream) == ("/rerank", False, False)
+    body = orjson.loads(d.build_body(_spec(400), "bge", False, {"raw_scores": True}))
+    assert set(body) == {"query", "texts", "raw_scores"} and len(body["texts"]) == 4
+    assert body["query"].split(" ") == [f"w{i}" for i in range(32)]
+
+
+def _built(dialect: str, items: int, extra: dict[str, Any] | None = None) -> Any:
+    """A stream's dialect that has just built a request of `items` items (60 words: enough for each)."""
+    d = dialect_for(dialect, items=items)
+    d.build_body(_spec(60), "m", False, extra)
+    return d
+
+
+def _ranks(*indices: int) -> bytes:
+    """TEI's reply ranking these indices."""
+    return orjson.dumps([{"index": i, "score": 1.0 - i / 10} for i in indices])
+
+
+def results(*indices: int) -> bytes:
+    """A Jina / Cohere-style rerank reply ranking these indices."""
+    return orjson.dumps({"results": [{"index": i, "relevance_score": 0.5} for i in indices]})
+
+
+def vectors(n: int) -> bytes:
+    """An embeddings reply of `n` vectors."""
+    return orjson.dumps({"data": [{"index": i, "embedding": [0.0]} for i in range(n)]})
+
+
+def test_a_reply_must_answer_every_item_sent() -> None:
+    for dialect, good, bad, what in [
+        ("rerank", results(4, 0, 2, 1, 3), results(0, 1), "2 results for the 5 sent"),
+        ("tei-rerank", _ranks(3, 1, 0, 4, 2), _ranks(0, 1, 2, 3, 4, 0), "6 ranks for the 5 sent"),
+        ("openai-embeddings", vectors(5), vectors(4), "4 embeddings for the 5 sent"),
+    ]:
+        d = _built(dialect, 5)
+        chunk, _ = d.parse_whole(good)
+        assert chunk.done and chunk.error is None, dialect
+        chunk, _ = d.parse_whole(bad)
+        assert chunk.malformed and what in str(chunk.error), (dialect, chunk.error)
+    # Each index once, and among the documents sent.
+    for bad, what in [(_ranks(0, 1, 2, 3, 9), "an index outside the 5 ranks sent"), (_ranks(0, 1, 1, 3, 4), "twice")]:
+        chunk, _ = _built("tei-rerank", 5).parse_whole(bad)
+        assert chunk.malformed and what in str(chunk.error), chunk.error
+    # top_n in the extra body asks for fewer results: that many is the answer, all of them is not.
+    capped = _built("rerank", 5, {"top_n": 2})
+    assert capped.parse_whole(results(3, 0))[0].error is None
+    assert "5 results for 2 of the 5 sent" in str(capped.parse_whole(results(0, 1, 2, 3, 4))[0].error)
+
+
+def test_a_tei_reply_is_read_and_a_bad_one_is_classified() -> None:
+    d = dialect_for("tei-rerank", items=3)
+    chunk, _ = d.parse_whole(b'[{"index": 1, "text": "w", "score": 0.9}, {"index": 0, "score": -2}]')
+    assert chunk.done and chunk.error is None and chunk.usage is None  # TEI's reply has no usage
+    chunk, _ = d.parse_whole(b'{"error": "Input validation error", "error_type": "Validation"}')
+    assert "Input validation error" in str(chunk.error) and not chunk.malformed  # the server's own: server_error
+
+
+@pytest.mark.parametrize("dialect", ["rerank", "tei-rerank", "openai-embeddings"])
+@pytest.mark.parametrize(
+    "reply",
+    [
+        b"",
+        b"[",
+        b"null",
+        b"123",
+        b'"ranked"',
+        b"[1, 2]",
+        b"[" * 5000 + b"]" * 5000,
+        b'[{"index": true, "score": 1}]',
+        b'[{"index": 0, "score": "high"}]',
+        b'{"results": null, "data": null}',
+        b'{"results": [{"index": 1e308}], "data": [{"embedding": null}]}',
+        b'{"results": [[]], "data": [[]]}',
+        b'{"error": {"message": 7}}',
+    ],
+)
+def test_a_misbehaving_server_fails_the_request_never_the_reader(dialect: str, reply: bytes) -> None:
+    from loadgen.measure.records import ErrorKind, RequestRecord
+    from loadgen.protocol.whole_reply import WholeReplyAccumulator
+
+    d = _built(dialect, 3)
+    acc = WholeReplyAccumulator(RequestRecord("r", "v", "m"), d)
+    acc.feed(1.0, reply)
+    rec = acc.finish(1.5)
+    assert rec.error in (ErrorKind.MALFORMED, ErrorKind.SERVER_ERROR), (rec.error, rec.error_detail)
+    assert rec.done == 1.5 and rec.error_detail

@@ -17,6 +17,7 @@ One module per server family:
 | `ollama-generate` | `/api/generate` | NDJSON | the line with `done: true` |
 | `openai-embeddings` | `/v1/embeddings` | one JSON reply | the body (`pooling.py`) |
 | `rerank` | `/v1/rerank` | one JSON reply | the body (`pooling.py`) |
+| `tei-rerank` | `/rerank` | one JSON reply (a list) | the body (`pooling.py`) |
 
 The OpenAI dialects serve vLLM, SGLang, llama.cpp's OAI server, TensorRT-LLM's `trtllm-serve`, LightLLM, TGI's
 Messages API and hosted OpenAI-compatible APIs (TLS, key from `api_key_env`).
@@ -26,14 +27,14 @@ variant does (`ignore_eos: true` in its extra body: openai-*, llamacpp, triton),
 cap and a request may stop early at EOS (tgi and ollama-* have no such option).
 
 Whole replies (`replies_whole`): openai-chat and openai-completions can ask for one JSON reply instead of a stream
-(`stream: false`, a variant's `stream`); the pooling dialects (embeddings, rerank) only ever get one; the others
-always stream, and a variant of theirs that asks is refused.
+(`stream: false`, a variant's `stream`); the pooling dialects (embeddings, rerank, tei-rerank) only ever get one;
+the others always stream, and a variant of theirs that asks is refused.
 
 Priority classes (`priority_in_body`): openai-* put a class's `priority` in the body (vLLM, SGLang); the others
 have no such field, and their requests carry the class's headers only.
 
-LoRA adapters (`model_per_request`): every dialect but tgi (no `model` field) and triton (the model is in the path)
-names its model in the body, so each request may name another adapter (a variant's `adapters`).
+LoRA adapters (`model_per_request`): every dialect but tgi and tei-rerank (no `model` field) and triton (the model is
+in the path) names its model in the body, so each request may name another adapter (a variant's `adapters`).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from loadgen.protocol.dialects._base import Chunk, Dialect, RequestLike, describ
 from loadgen.protocol.dialects.llamacpp import LlamaCppCompletion
 from loadgen.protocol.dialects.ollama import OllamaChat, OllamaGenerate
 from loadgen.protocol.dialects.openai import OpenAIChat, OpenAICompletions
-from loadgen.protocol.dialects.pooling import POOLING_DIALECTS, OpenAIEmbeddings, Rerank
+from loadgen.protocol.dialects.pooling import POOLING_DIALECTS, OpenAIEmbeddings, Rerank, TEIRerank
 from loadgen.protocol.dialects.tgi import TGIGenerate
 from loadgen.protocol.dialects.triton import TritonGenerate
 from loadgen.registry import Registry, UnknownNameError
@@ -64,7 +65,9 @@ __all__ = [
     "output_length",
 ]
 
-# Dialects are stateless: one shared instance each (and an openai-chat of another output-cap field: `dialect_for`).
+# Dialects are stateless: one shared instance each (and an openai-chat of another output-cap field: `dialect_for`),
+# but for the pooling ones, which hold the item count of the request they built last: `dialect_for` gives each stream
+# its own.
 # Their names (each class's `name`) are the only list of them.
 _DIALECTS: tuple[Dialect, ...] = (
     OpenAIChat(),
@@ -76,6 +79,7 @@ _DIALECTS: tuple[Dialect, ...] = (
     OllamaGenerate(),
     OpenAIEmbeddings(),
     Rerank(),
+    TEIRerank(),
 )
 DIALECT_NAMES: tuple[str, ...] = tuple(d.name for d in _DIALECTS)
 # The dialects whose requests may each name another model (a variant's `adapters`).
@@ -109,7 +113,7 @@ def dialect_for(name: str, max_tokens_field: str | None = None, stream: bool = T
     for a stream or (`stream=False`, a variant's `stream: false`) for one whole reply; a pooling request (embeddings,
     rerank) with `items` inputs or documents (a variant's `items_per_request`)."""
     dialect = get_dialect(name)
-    if isinstance(dialect, OpenAIEmbeddings | Rerank):
+    if isinstance(dialect, OpenAIEmbeddings | Rerank | TEIRerank):
         return type(dialect)(items)
     custom_cap = max_tokens_field not in (None, "max_tokens")
     if custom_cap and not isinstance(dialect, OpenAIChat):

@@ -6,7 +6,7 @@
 | `/generate_stream` | TGI | SSE (`data:` without a space), one event per token | the event with `generated_text` |
 | `/generate` | TGI | none: one JSON body | |
 | `/api/chat`, `/api/generate` | Ollama | NDJSON (`stream` defaults to true), one line per token | `done: true` |
-| `/v1/embeddings`, `/v1/rerank` (`/rerank`) | pooling (`pooling.py`) | none: one JSON body after one engine step | |
+| `/v1/embeddings`, `/v1/rerank`, `/rerank` (also TEI's) | pooling (`pooling.py`) | none: one JSON body, one step | |
 
 A framing parses its route's request body and builds every byte of the response: the stream head, the events of an
 engine step, the end of the stream, the non-streamed body, error bodies and the fault-injected variants of each

@@ -1,6 +1,11 @@
 """The simulator's pooling routes: `/v1/embeddings` (OpenAI, as vLLM's `--task embed`) and `/v1/rerank` (`/rerank`;
 Jina / Cohere style, as vLLM serves a cross-encoder). One JSON reply each, never a stream.
 
+`/rerank` also speaks text-embeddings-inference's own API, told apart by the body: `{query, texts}` (and optionally
+`return_text`) is answered as TEI does, a JSON list of `{index, score}` best first, with no usage; `{query,
+documents}` as vLLM does. (A real server serves one of the two; the simulator serves both so either dialect can be
+tested against it.)
+
 An embedding or a ranking is one forward pass over the inputs: the engine prefills every input token (all of a
 request's inputs as one prompt, so its batch costs what its tokens cost) and takes one step, whose end is the reply.
 The vectors and scores are seeded from the inputs' text: the same input gets the same embedding in every variant.
@@ -30,6 +35,9 @@ class PoolingRequest(SimRequest):
     items: tuple[str, ...] = ()
     #: rerank: the best this many results only (None: all).
     top_n: int | None = None
+    #: rerank asked in TEI's own shape (`texts`): answered in it; with `return_text`, each rank carries its text.
+    tei: bool = False
+    return_text: bool = False
 
 
 def _texts(value: Any, field: str) -> list[str]:
@@ -83,6 +91,13 @@ class RerankRoute(_Pooling):
         query = body.get("query")
         if not isinstance(query, str) or not query.strip():
             raise ApiError(400, "'query' must be a non-empty string")
+        if "texts" in body and "documents" not in body:  # TEI's own /rerank
+            texts = _texts(body.get("texts"), "texts")
+            words = query.split() + [w for text in texts for w in text.split()]
+            return_text = body.get("return_text") is True
+            return PoolingRequest(
+                words, 1, False, _model(body, 400), items=tuple(texts), tei=True, return_text=return_text
+            )
         documents = _texts(body.get("documents"), "documents")
         top_n = body.get("top_n")
         if top_n is not None and (not isinstance(top_n, int) or isinstance(top_n, bool) or top_n < 1):
@@ -94,6 +109,9 @@ class RerankRoute(_Pooling):
         req = s.req
         assert isinstance(req, PoolingRequest)
         scores = sorted(((round(_unit(text, 0), 6), i) for i, text in enumerate(req.items)), reverse=True)
+        if req.tei:
+            texts = req.items if req.return_text else None
+            return orjson.dumps([{"index": i, **({"text": texts[i]} if texts else {}), "score": v} for v, i in scores])
         results = [{"index": i, "relevance_score": score} for score, i in scores[: req.top_n]]
         return orjson.dumps(
             {"id": f"rerank-{s.rid}", "model": req.model, "usage": {"total_tokens": s.prompt_tokens},
