@@ -6,13 +6,9 @@ session turn) is the same prompt and length wherever it was sent. Its record id 
 `{worker_tag}-{variant}-{stream}-{index}` (+ `-t{turn}` for a session's later turns): the key drops the worker tag
 and the variant, which differ between the variants' copies of the request, and keeps the rest.
 
-Bounded on the master and on the wire by hash sampling: a key's 63-bit hash `h` survives at level L when
-`h < 2**(63 - L)`; the level is the lowest at which no variant keeps more than `cap` keys, and only ever rises. The
-rule depends on the key alone, so the variants keep the same keys (pairs survive), and the kept set is the same
-whatever the order reports merge in: it is every key seen whose hash is under the final threshold. A worker keeps a
-level of its own (its keys are a subset of the master's, so its level is never above the master's) and ships only
-keys above it: over a run of n requests a variant's worker ships about cap x (1 + log2(n / cap) / 2) keys (cap
-before the level first rises, then about cap / 2 per level), not n.
+Bounded on the master and on the wire by hash sampling (measure/hash_sample.py): the rule depends on the key alone,
+so the variants keep the same keys (pairs survive), whatever the order reports merge in, and a worker ships about
+cap x (1 + log2(n / cap) / 2) keys per variant over a run of n requests, not n.
 
 The requests of the measured window are kept (no warm-up or cut-by-stop request), failed ones included: a failed
 request is a censored sample (`CENSORED`), above every measured value, in TTFT when it failed before its first token
@@ -24,11 +20,12 @@ A request's mean inter-token gap is its TPOT, so ITL has no column of its own.
 
 from __future__ import annotations
 
-import hashlib
 from array import array
 from typing import Any
 
 from loadgen.measure.fates import FATES, FateRow, fate_of, latency
+from loadgen.measure.hash_sample import Rows, RowSample
+from loadgen.measure.hash_sample import key_hash as pair_hash
 from loadgen.measure.records import RequestRecord
 
 __all__ = ["CENSORED", "NO_VALUE", "PAIR_CAP", "PAIR_METRICS", "PairSamples", "pair_hash", "pair_key"]
@@ -38,7 +35,6 @@ PAIR_METRICS: tuple[str, ...] = ("ttft", "tpot", "e2e")
 # above it, a p50 one is within ~1 % at typical spreads; and the report's bootstrap of 10 variants at the cap takes
 # ~0.5 s (at 50,000, ~1 s: build_report shares the issue's 2 s budget for a report of 10 variants).
 PAIR_CAP = 20_000
-_BITS = 63
 NO_VALUE = -1
 CENSORED = -2
 
@@ -57,17 +53,6 @@ def pair_key(rec: RequestRecord) -> str | None:
     return f"{parts[1]}-{parts[2]}-{rec.turn}"
 
 
-def pair_hash(key: str) -> int:
-    """63 bits of BLAKE2b: the same on every worker and run (Python's `hash` of a str is salted per process), and
-    collisions among 50k keys have a chance of ~1e-10."""
-    return int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "big") >> (64 - _BITS)
-
-
-def _zeros(h: int) -> int:
-    """The highest level at which `h` survives."""
-    return _BITS - h.bit_length()
-
-
 def _us(seconds: float | None) -> int:
     return NO_VALUE if seconds is None else max(int(seconds * 1e6 + 0.5), 0)
 
@@ -81,67 +66,14 @@ def _row(rec: RequestRecord, row: FateRow) -> list[int]:
     return out
 
 
-class _Column:
-    """One variant's kept keys and their values, column by column (arrays: no object per value)."""
+class PairSamples(RowSample):
+    """Variant -> kept keys and, per metric of `PAIR_METRICS`, their values; mergeable (`to_wire` / `merge_wire`, or
+    `merge`)."""
 
-    __slots__ = ("keys", "values", "seen", "kept")
-
-    def __init__(self) -> None:
-        self.keys = array("q")
-        self.values = {m: array("q") for m in PAIR_METRICS}
-        # Keys added since the run began, by the highest level each survives at (`_zeros`); only the counts at the
-        # current level and above are exact (keys under the level were not counted once it rose past them).
-        self.seen = [0] * (_BITS + 1)
-        # Of those, the ones the current level keeps: on a worker, also those shipped already.
-        self.kept = 0
-
-    def kept_at(self, level: int) -> int:
-        return sum(self.seen[level:])
-
-    def append(self, h: int, values: list[int]) -> None:
-        self.keys.append(h)
-        for m, v in zip(PAIR_METRICS, values, strict=True):
-            self.values[m].append(v)
-        self.seen[_zeros(h)] += 1
-        self.kept += 1
-
-    def extend(self, keys: list[int], values: list[list[int]]) -> None:
-        """Many rows at once (a worker's delta): `values` column by column, in `PAIR_METRICS` order."""
-        self.keys.extend(keys)
-        for m, col in zip(PAIR_METRICS, values, strict=True):
-            self.values[m].extend(col)
-        seen = self.seen
-        for h in keys:
-            seen[_BITS - h.bit_length()] += 1
-        self.kept += len(keys)
-
-    def keep_from(self, level: int) -> None:
-        self.kept = self.kept_at(level)
-        top = 1 << (_BITS - level)
-        rows = [i for i, h in enumerate(self.keys) if h < top]
-        if len(rows) == len(self.keys):
-            return
-        self.keys = array("q", (self.keys[i] for i in rows))
-        for m in PAIR_METRICS:
-            col = self.values[m]
-            self.values[m] = array("q", (col[i] for i in rows))
-
-
-class PairSamples:
-    """Variant -> kept keys and values; mergeable (`to_wire` / `merge_wire`, or `merge`)."""
-
-    __slots__ = ("level", "cap", "columns")
+    __slots__ = ()
 
     def __init__(self, cap: int = PAIR_CAP) -> None:
-        self.level = 0
-        self.cap = cap
-        self.columns: dict[str, _Column] = {}
-
-    def _column(self, variant: str) -> _Column:
-        col = self.columns.get(variant)
-        if col is None:
-            col = self.columns[variant] = _Column()
-        return col
+        super().__init__(cap, len(PAIR_METRICS))
 
     def add(self, rec: RequestRecord, row: FateRow | None = None) -> None:
         """A record, its values as its fate's row says (measure/fates.py; `row`: when the caller has it already)."""
@@ -152,57 +84,21 @@ class PairSamples:
         if key is None:
             return
         h = pair_hash(key)
-        if _zeros(h) < self.level:
+        rows = self.admit(rec.variant, h)
+        if rows is None:
             return
-        col = self._column(rec.variant)
-        col.append(h, _row(rec, row))
-        if col.kept > self.cap:
-            self._settle()
-
-    def _settle(self) -> None:
-        """Raise the level until no variant keeps more than `cap` keys, and drop what falls under it."""
-        level = self.level
-        while level < _BITS and any(c.kept_at(level) > self.cap for c in self.columns.values()):
-            level += 1
-        if level != self.level:
-            self.level = level
-            for c in self.columns.values():
-                c.keep_from(level)
+        rows.keys.append(h)
+        for col, v in zip(rows.columns, _row(rec, row), strict=True):
+            col.append(v)
 
     def is_empty(self) -> bool:
-        return not any(c.keys for c in self.columns.values())
+        return self.rows_empty()
 
     def to_wire(self) -> dict[str, Any]:
-        return {
-            "level": self.level,
-            "columns": [
-                [v, c.keys.tolist(), *(c.values[m].tolist() for m in PAIR_METRICS)]
-                for v, c in self.columns.items()
-                if c.keys
-            ],
-        }
-
-    def clear_rows(self) -> None:
-        """A worker after shipping a delta: the rows go, the level and the counts of keys seen stay (so that the
-        level goes on rising as the run's keys add up)."""
-        for c in self.columns.values():
-            c.keys = array("q")
-            c.values = {m: array("q") for m in PAIR_METRICS}
+        return {"level": self.level, "columns": self.rows_wire()}
 
     def merge_wire(self, wire: dict[str, Any]) -> None:
-        level = int(wire.get("level", 0))
-        if level > self.level:
-            self.level = level
-            for c in self.columns.values():
-                c.keep_from(level)
-        top = 1 << (_BITS - self.level)
-        for variant, keys, *values in wire.get("columns", ()):
-            rows = [i for i, h in enumerate(keys) if h < top]
-            if len(rows) < len(keys):
-                keys = [keys[i] for i in rows]
-                values = [[col[i] for i in rows] for col in values]
-            self._column(variant).extend(keys, values)
-        self._settle()
+        self.merge_rows_wire(int(wire.get("level", 0)), wire.get("columns", ()))
 
     def merge(self, other: PairSamples) -> None:
         self.merge_wire(other.to_wire())
@@ -210,5 +106,5 @@ class PairSamples:
     def samples(self, variant: str) -> tuple[array[int], dict[str, array[int]]]:
         """The variant's kept keys and, per metric, its values (µs; `NO_VALUE`: none; `CENSORED`: failed), row for
         row."""
-        col = self.columns.get(variant) or _Column()
-        return col.keys, col.values
+        rows = self.variants.get(variant) or Rows(len(PAIR_METRICS))
+        return rows.keys, dict(zip(PAIR_METRICS, rows.columns, strict=True))

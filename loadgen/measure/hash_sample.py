@@ -1,0 +1,214 @@
+"""Bounded hash sampling: the one rule by which the paired latencies (measure/pairs.py), the reply texts
+(measure/outputs.py) and the latency fit's rows (measure/latency_samples.py) keep a bounded, seeded sample.
+
+A key's 63-bit hash `h` (`key_hash`) survives at level L when `h < 2**(63 - L)`; the level is the lowest at which no
+variant keeps more than `cap` keys, and only ever rises. The rule depends on the key alone, so variants whose keys name
+the same requests keep the same ones (pairs survive), and the kept set is the same whatever the order samples merge
+in: it is every key seen whose hash is under the final threshold.
+
+Counts: per variant, the keys added since the run began, by the highest level each survives at; only the counts at
+the current level and above are exact (keys under it were not counted once it rose past them), and only those decide
+a rise. A worker keeps a level of its own (its keys are a subset of the master's, so its level is never above the
+master's) and ships only the keys above it, then forgets its rows (`clear_rows`) but keeps its level and counts, so
+that the level goes on rising as the run's keys add up: over a run of n keys a variant's worker ships about
+cap x (1 + log2(n / cap) / 2) of them (cap before the level first rises, then about cap / 2 per level), not n.
+
+`HashSample` holds the level, the cap and the counts; a sample subclasses it and holds its rows, dropping those under
+a risen level in `_keep_from`. `RowSample` is that for rows of integers kept in arrays (`Rows`: no object per key).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from array import array
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["BITS", "HashSample", "RowSample", "Rows", "key_hash", "survivors"]
+
+BITS = 63
+
+
+def key_hash(key: str) -> int:
+    """63 bits of BLAKE2b: the same on every worker and run (Python's `hash` of a str is salted per process), and
+    collisions among 50k keys have a chance of ~1e-10."""
+    return int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "big") >> (64 - BITS)
+
+
+def survivors(keys: Sequence[int], level: int) -> list[int] | None:
+    """The positions of the keys that survive `level`; None when all of them do (the usual case: nothing to copy)."""
+    top = 1 << (BITS - level)
+    if not keys or max(keys) < top:
+        return None
+    return [i for i, h in enumerate(keys) if h < top]
+
+
+class _Counts:
+    """One variant's keys added since the run began, by the highest level each survives at (`seen`), and of those
+    the ones the current level keeps (`kept`: on a worker, also those shipped already)."""
+
+    __slots__ = ("seen", "kept")
+
+    def __init__(self) -> None:
+        self.seen = [0] * (BITS + 1)
+        self.kept = 0
+
+
+class HashSample:
+    """The level, the cap and the per-variant counts of a hash-sampled sample; subclasses hold the rows."""
+
+    __slots__ = ("level", "cap", "_counts")
+
+    def __init__(self, cap: int) -> None:
+        self.level = 0
+        self.cap = cap
+        self._counts: dict[str, _Counts] = {}
+
+    def wants(self, h: int) -> bool:
+        """Whether a key that hashes to `h` would be kept now."""
+        return BITS - h.bit_length() >= self.level
+
+    @property
+    def weight(self) -> int:
+        """How many keys each kept one stands for."""
+        return 1 << self.level
+
+    def _counts_of(self, variant: str) -> _Counts:
+        c = self._counts.get(variant)
+        if c is None:
+            c = self._counts[variant] = _Counts()
+        return c
+
+    def _admit(self, variant: str, h: int) -> bool:
+        """Count a key of `variant`, settling the level when the variant then keeps more than `cap`: whether the
+        caller is to keep its row (it survives the level, risen or not)."""
+        z = BITS - h.bit_length()
+        if z < self.level:
+            return False
+        c = self._counts_of(variant)
+        c.seen[z] += 1
+        c.kept += 1
+        if c.kept > self.cap:
+            self._settle()
+            return z >= self.level
+        return True
+
+    def _admit_wire(self, variant: str, keys: Sequence[int]) -> list[int] | None:
+        """Count the keys of a variant shipped by another sample (after `_rise_to` its level): the positions of those
+        that survive, None when all do. The caller adds those rows, then `_settle`s once the whole wire is in."""
+        rows = survivors(keys, self.level)
+        kept = keys if rows is None else [keys[i] for i in rows]
+        c = self._counts_of(variant)
+        seen = c.seen
+        for h in kept:
+            seen[BITS - h.bit_length()] += 1
+        c.kept += len(kept)
+        return rows
+
+    def _settle(self) -> None:
+        """Raise the level until no variant keeps more than `cap` keys, and drop what falls under it."""
+        level, cap = self.level, self.cap
+        while level < BITS and any(sum(c.seen[level:]) > cap for c in self._counts.values()):
+            level += 1
+        if not self._rise_to(level):  # `kept` caches sum(seen[level:]): afresh, should the level have been set by hand
+            for c in self._counts.values():
+                c.kept = sum(c.seen[level:])
+
+    def _rise_to(self, level: int) -> bool:
+        """The level of a wire merged in (or settled at), when above this one: the rows under it go."""
+        if level <= self.level:
+            return False
+        self.level = level
+        for c in self._counts.values():
+            c.kept = sum(c.seen[level:])
+        self._keep_from(level)
+        return True
+
+    def _keep_from(self, level: int) -> None:
+        """Drop the rows whose keys do not survive `level`."""
+        raise NotImplementedError
+
+
+class Rows:
+    """One variant's kept keys and their values: `len(columns)` arrays of `width` values per key, row-major."""
+
+    __slots__ = ("keys", "columns", "width")
+
+    def __init__(self, columns: int, width: int = 1) -> None:
+        self.keys = array("q")
+        self.columns = [array("q") for _ in range(columns)]
+        self.width = width
+
+    def keep_from(self, level: int) -> None:
+        rows = survivors(self.keys, level)
+        if rows is None:
+            return
+        keys, w = self.keys, self.width
+        self.keys = array("q", (keys[i] for i in rows))
+        if w == 1:
+            self.columns = [array("q", (col[i] for i in rows)) for col in self.columns]
+        else:
+            self.columns = [array("q", (v for i in rows for v in col[i * w : (i + 1) * w])) for col in self.columns]
+
+    def extend(self, keys: Sequence[int], columns: Sequence[Sequence[int]], rows: list[int] | None) -> None:
+        """Rows shipped as plain lists; `rows`: the positions to take (None: all of them)."""
+        w = self.width
+        if rows is not None:
+            keys = [keys[i] for i in rows]
+            if w == 1:
+                columns = [[col[i] for i in rows] for col in columns]
+            else:
+                columns = [[v for i in rows for v in col[i * w : (i + 1) * w]] for col in columns]
+        self.keys.extend(keys)
+        n = len(keys) * w
+        for mine, col in zip(self.columns, columns, strict=True):
+            mine.extend(col if len(col) == n else col[:n])
+
+    def clear(self) -> None:
+        self.keys = array("q")
+        self.columns = [array("q") for _ in self.columns]
+
+
+class RowSample(HashSample):
+    """Variant -> `Rows` of `columns` arrays, `width` values per key; on the wire, [variant, keys, *columns] rows."""
+
+    __slots__ = ("variants", "_shape")
+
+    def __init__(self, cap: int, columns: int, width: int = 1) -> None:
+        super().__init__(cap)
+        self.variants: dict[str, Rows] = {}
+        self._shape = (columns, width)
+
+    def _rows(self, variant: str) -> Rows:
+        r = self.variants.get(variant)
+        if r is None:
+            r = self.variants[variant] = Rows(*self._shape)
+        return r
+
+    def admit(self, variant: str, h: int) -> Rows | None:
+        """The variant's rows, to append the row of a key that hashes to `h` to (its key and `width` values per
+        column), or None when the level drops it."""
+        return self._rows(variant) if self._admit(variant, h) else None
+
+    def _keep_from(self, level: int) -> None:
+        for r in self.variants.values():
+            r.keep_from(level)
+
+    def rows_empty(self) -> bool:
+        return not any(r.keys for r in self.variants.values())
+
+    def rows_wire(self) -> list[list[Any]]:
+        return [[v, r.keys.tolist(), *(c.tolist() for c in r.columns)] for v, r in self.variants.items() if r.keys]
+
+    def merge_rows_wire(self, level: int, rows: Sequence[Sequence[Any]]) -> None:
+        """Another sample's `level` and `rows_wire()`."""
+        self._rise_to(level)
+        for variant, keys, *columns in rows:
+            self._rows(variant).extend(keys, columns, self._admit_wire(variant, keys))
+        self._settle()
+
+    def clear_rows(self) -> None:
+        """A worker after shipping a delta: the rows go, the level and the counts of keys seen stay (so that the
+        level goes on rising as the run's keys add up)."""
+        for r in self.variants.values():
+            r.clear()
