@@ -11,7 +11,10 @@ Censored means "above every measured value" (`LatencyHistogram.summary_ms`): a p
 samples is not known, and reported as censored. That is what keeps the invariant the property tests hold: no fate
 can make a variant look better — a request made slower, or ended earlier by any cut, cancel or timeout, never
 improves its variant's percentiles, goodput, speedup or agreement. Censoring at the age a request reached would not
-keep it (a request cut at 2 s that would have taken 5 s would lower the p99), so the age is kept apart (`cut_age`).
+keep it (a request cut at 2 s that would have taken 5 s would lower the p99), so the age is kept apart (`cut_age`);
+nor would TPOT over the tokens that came (a reply cut before its slow part would lower it), so a reply that did not
+end is a censored TPOT. ITL is per gap: the gaps that were streamed are measured, the ones that never came are not
+samples of anything (the invariant is not claimed for ITL).
 
 A request belongs to the window it was sent in (open loop: scheduled in), never the one it ended in: one sent during
 the warm-up carries the ramp's queueing in its TTFT (vllm-project/guidellm#1078 fixed the same leak). Tokens count
@@ -26,7 +29,19 @@ from enum import StrEnum
 
 from loadgen.measure.records import ErrorKind, RequestRecord
 
-__all__ = ["FATES", "LATENCY_METRICS", "NOT_SENT", "Fate", "FateRow", "Use", "fate_of", "latency", "sent_in_warmup"]
+__all__ = [
+    "CENSORED_METRICS",
+    "FATES",
+    "LATENCY_METRICS",
+    "NOT_SENT",
+    "RECORDED_METRICS",
+    "Fate",
+    "FateRow",
+    "Use",
+    "fate_of",
+    "latency",
+    "sent_in_warmup",
+]
 
 # The error class of an open-loop arrival that was never sent (`GroupStats.add_not_sent`).
 NOT_SENT = "not_sent"
@@ -50,8 +65,6 @@ class Use(StrEnum):
     MEASURED = "measured"
     # TTFT and its kin: measured when the first token came, else censored (it did not come fast).
     IF_REACHED = "measured if reached, else censored"
-    # TPOT of a reply that did not end: the rate of the tokens that came (two token chunks at least).
-    PARTIAL = "over the tokens that came"
     CENSORED = "censored"
     NONE = "left out"
 
@@ -103,7 +116,7 @@ def _unfinished(fate: Fate, meaning: str, why: str) -> FateRow:
         meaning,
         ttft=Use.IF_REACHED,
         itl=Use.MEASURED,
-        tpot=Use.PARTIAL,
+        tpot=Use.CENSORED,
         e2e=Use.CENSORED,
         outcome="neither",
         in_window=True,
@@ -158,7 +171,7 @@ FATES: dict[Fate, FateRow] = {
             Fate.FAILED,
             "an error from the target or the connection (by class: connect, http_5xx, stream_interrupted …)",
             ttft=Use.IF_REACHED,
-            tpot=Use.PARTIAL,
+            tpot=Use.CENSORED,
             e2e=Use.CENSORED,
             outcome="failure",
             in_rates=True,
@@ -176,7 +189,7 @@ FATES: dict[Fate, FateRow] = {
             Fate.TIMED_OUT,
             "no end within `timeout` (error class `timeout`)",
             ttft=Use.IF_REACHED,
-            tpot=Use.PARTIAL,
+            tpot=Use.CENSORED,
             e2e=Use.CENSORED,
             outcome="failure",
             in_rates=True,
@@ -211,7 +224,7 @@ FATES: dict[Fate, FateRow] = {
             "open loop: an arrival of the window dropped, or still unsent at the stop (error class `not_sent`)",
             ttft=Use.CENSORED,
             itl=Use.NONE,
-            tpot=Use.NONE,
+            tpot=Use.CENSORED,
             e2e=Use.CENSORED,
             outcome="failure",
             in_window=True,
@@ -243,6 +256,14 @@ FATES: dict[Fate, FateRow] = {
         ),
     )
 }
+
+
+# The latencies a record adds one sample to, measured or censored (ITL and ICL: one per gap, `record_chunk_gaps`).
+RECORDED_METRICS: tuple[str, ...] = ("ttft", "ttft_from_schedule", "e2e", "e2e_from_schedule", "tpot")
+# Those some fate censors: a censored sample lies above everything measured (`LatencyHistogram.summary_ms`).
+CENSORED_METRICS: tuple[str, ...] = tuple(
+    m for m in RECORDED_METRICS if any(row.use(m) in (Use.CENSORED, Use.IF_REACHED) for row in FATES.values())
+)
 
 
 def sent_in_warmup(rec: RequestRecord, warmup_end: float) -> bool:
@@ -294,5 +315,5 @@ def latency(rec: RequestRecord, metric: str, row: FateRow) -> tuple[float | None
             return None, use is not Use.MEASURED
         return rec.chunk_times[0] - (rec.scheduled if from_schedule else rec.sent), False  # type: ignore[operator]
     if base == "tpot":
-        return rec.tpot, False
+        return (None, True) if use is Use.CENSORED else (rec.tpot, False)
     raise ValueError(f"latency: {metric!r} is not one of ttft, tpot, e2e (or their _from_schedule)")

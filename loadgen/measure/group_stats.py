@@ -8,7 +8,17 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from loadgen.measure.fates import FATES, NOT_SENT, Fate, FateRow, Use, fate_of, latency
+from loadgen.measure.fates import (
+    CENSORED_METRICS,
+    FATES,
+    NOT_SENT,
+    RECORDED_METRICS,
+    Fate,
+    FateRow,
+    Use,
+    fate_of,
+    latency,
+)
 from loadgen.measure.histogram import LatencyHistogram, merge_encoded_into, record_chunk_gaps
 from loadgen.measure.reasoning import add_reasoning
 from loadgen.measure.records import RequestRecord
@@ -19,7 +29,6 @@ __all__ = ["CENSORED_METRICS", "CONNECTION_METRICS", "NOT_SENT", "GroupStats"]
 # Opening a connection: beside TTFT, not in it (TTFT runs from the request write).
 CONNECTION_METRICS: tuple[str, ...] = ("connect", "tls")
 # Metrics where a request that never got there is a censored sample (above everything measured).
-CENSORED_METRICS: tuple[str, ...] = ("ttft", "e2e", "ttft_from_schedule", "e2e_from_schedule")
 _COUNTERS = (
     "requests",
     "ok",
@@ -41,8 +50,6 @@ _COUNTERS = (
     "goodput_ok",
     "good_output_tokens",
 )
-# The latencies a record adds one sample to (ITL and ICL: one per gap, `record_chunk_gaps`).
-_RECORDED = ("ttft", "ttft_from_schedule", "e2e", "e2e_from_schedule", "tpot")
 _COUNTS = ("fates", "errors", "token_sources", "censored", "finish_reasons", "arrivals", "goodput_misses", "reasoning")
 
 
@@ -173,7 +180,7 @@ class GroupStats:
 
     def _latencies(self, rec: RequestRecord, row: FateRow) -> None:
         """Every latency of the record, measured or censored as its fate's row says."""
-        for metric in _RECORDED:
+        for metric in RECORDED_METRICS:
             value, censored = latency(rec, metric, row)
             if value is not None:
                 self._hist(metric).record(value)
@@ -209,7 +216,7 @@ class GroupStats:
         self.requests += 1
         self.errors[NOT_SENT] = self.errors.get(NOT_SENT, 0) + 1
         row = FATES[fate]
-        for metric in _RECORDED:
+        for metric in RECORDED_METRICS:
             if row.use(metric) is Use.CENSORED:
                 self._censor(metric)
 

@@ -127,8 +127,9 @@ def test_given_up_requests_are_apart_from_successes_and_errors() -> None:
     g = agg.merged_variant("v")
     assert (g.requests, g.ok, g.cancelled, g.errors) == (20, 20, 2, {})
     assert g.fates == {"succeeded": 20, "cancelled_by_tokens": 2}
-    # Its end is not known: censored in E2E (above every measured one), never dropped; its first token measured.
-    assert g.hists["ttft"].count == 21 and g.hists["e2e"].count == 20 and g.censored == {"e2e": 2, "ttft": 1}
+    # Its end is not known: censored in E2E and TPOT (above every measured one), never dropped; its first token
+    # measured.
+    assert g.hists["ttft"].count == 21 and g.hists["e2e"].count == 20 and g.censored == {"e2e": 2, "ttft": 1, "tpot": 2}
     assert g.output_tokens == 204  # its streamed tokens count for throughput
     # Judged for goodput: an E2E it never reached misses its bound; a TTFT it had is judged as it was.
     assert goodput_misses(_given_up(0, 4), {"e2e": 1e6}) == ("e2e",)

@@ -73,8 +73,10 @@ def test_classes_merge_across_workers_as_if_one_process_saw_every_record() -> No
         for m, h in want.hists.items():
             assert got.hists[m].encode() == h.encode(), (key, m)
     batch = master.classes[("a", "batch")]
-    # The cut request is a censored E2E sample (it had run longer than its age), not a request of the success rate.
-    assert (batch.requests, batch.ok, batch.errors, batch.censored) == (21, 20, {"timeout": 1}, {"ttft": 1, "e2e": 2})
+    # The cut request is a censored E2E and TPOT sample (it had run longer than its age), not a request of the
+    # success rate.
+    censored = {"ttft": 1, "e2e": 2, "tpot": 2}
+    assert (batch.requests, batch.ok, batch.errors, batch.censored) == (21, 20, {"timeout": 1}, censored)
     assert (batch.cut_by_stop, master.classes[("a", "interactive")].warmup_excluded) == (1, 1)
     # The classes split the variant's requests: together they are its merged groups, sample for sample.
     merged = master.merged_variant("a")

@@ -86,7 +86,7 @@ def test_arrivals_never_sent_fail_the_success_rate_and_censor_every_latency() ->
     report = _overloaded(not_sent=3, slos="[{metric: success_rate, min_percent: 99}]")
     g = report["variants"][0]["overall"]
     assert (g["requests"], g["ok"], g["errors"]) == (103, 100, {"not_sent": 3})
-    assert g["censored"] == {"e2e": 3, "e2e_from_schedule": 3, "ttft": 3, "ttft_from_schedule": 3}
+    assert g["censored"] == {"e2e": 3, "e2e_from_schedule": 3, "tpot": 3, "ttft": 3, "ttft_from_schedule": 3}
     assert g["metrics_ms"]["e2e"]["count"] == 100
     assert [s["passed"] for s in report["slos"]] == [False, False] and report["exit_code"] == 1
 

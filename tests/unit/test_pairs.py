@@ -11,7 +11,7 @@ from array import array
 import orjson
 
 from loadgen.measure.aggregate import Aggregate
-from loadgen.measure.pairs import CENSORED, NO_VALUE, PAIR_METRICS, PairSamples, pair_hash, pair_key
+from loadgen.measure.pairs import CENSORED, PAIR_METRICS, PairSamples, pair_hash, pair_key
 from loadgen.measure.records import ErrorKind, RequestRecord
 from loadgen.report.combine import _text
 
@@ -54,11 +54,11 @@ def test_requests_of_the_window_are_kept_and_a_failed_one_is_censored() -> None:
     # The warm-up request is outside the window; the one the stop cut is in it (measure/fates.py).
     assert list(keys) == [pair_hash(k) for k in ("1-0-0", "1-1-0", "1-4-0", "1-3-0")]
     assert values["ttft"][0] == 50_000 and values["e2e"][0] == 90_000 and values["tpot"][0] == 10_000
-    # Failed: censored (above every measured value) where it never got to; TPOT over the tokens that came.
-    assert [values[m][1] for m in PAIR_METRICS] == [50_000, 10_000, CENSORED]
-    assert [values[m][2] for m in PAIR_METRICS] == [CENSORED, NO_VALUE, CENSORED]
+    # Failed: censored (above every measured value) where it never got to: a TPOT needs the whole reply.
+    assert [values[m][1] for m in PAIR_METRICS] == [50_000, CENSORED, CENSORED]
+    assert [values[m][2] for m in PAIR_METRICS] == [CENSORED, CENSORED, CENSORED]
     # Cut by the stop: what it reached is measured, its end censored, as in the report's percentiles.
-    assert [values[m][3] for m in PAIR_METRICS] == [50_000, 10_000, CENSORED]
+    assert [values[m][3] for m in PAIR_METRICS] == [50_000, CENSORED, CENSORED]
 
 
 def _kept(p: PairSamples, variant: str) -> set[int]:

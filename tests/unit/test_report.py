@@ -72,7 +72,7 @@ def test_ninety_percent_timeouts_fail_although_the_rest_is_fast() -> None:
     assert not _slo(report, "a", "e2e")["passed"]
     assert all(s["passed"] for s in report["slos"] if s["variant"] == "b")
     overall = report["variants"][0]["overall"]
-    assert overall["censored"] == {"ttft": 90, "e2e": 90}
+    assert overall["censored"] == {"ttft": 90, "e2e": 90, "tpot": 90}
     assert overall["metrics_ms"]["ttft"]["count"] == 10 and overall["metrics_ms"]["ttft"]["p50"] is None
 
 
@@ -93,11 +93,11 @@ def test_a_few_early_failures_leave_the_median_but_censor_the_tail() -> None:
     assert "censored" in md and "http_5xx 3" in md
 
 
-def test_failure_after_the_first_token_keeps_its_ttft_and_censors_only_e2e() -> None:
+def test_failure_after_the_first_token_keeps_its_ttft_and_censors_e2e_and_tpot() -> None:
     recs = [_ok(i) for i in range(9)] + [_failed(0, ErrorKind.STREAM_INTERRUPTED, 0.5, tokens=4)]
     overall = _report(recs)["variants"][0]["overall"]
     assert overall["metrics_ms"]["ttft"]["count"] == 10 and "censored" not in overall["metrics_ms"]["ttft"]
-    assert overall["censored"] == {"e2e": 1}
+    assert overall["censored"] == {"e2e": 1, "tpot": 1}  # a TPOT is over the whole reply, which never came
     assert overall["output_tokens"] == 9 * 10 + 4  # its streamed tokens count for throughput
 
 
