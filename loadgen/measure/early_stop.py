@@ -28,6 +28,7 @@ from typing import Any
 
 from loadgen.config.slo import SLO
 from loadgen.config.stop_when import StopWhen
+from loadgen.measure.fates import FATES, fate_of
 from loadgen.measure.records import ErrorKind, RequestRecord
 
 __all__ = ["StopCounts", "StopJudge", "StopReason", "allowed_failure_share", "certainly_breached", "wilson_lower"]
@@ -82,8 +83,10 @@ class StopCounts:
         self._refused_last: dict[str, float] = {}  # the latest failed connection (wall)
 
     def add(self, rec: RequestRecord, done_wall: float) -> None:
-        """A finished request (not one the stop cut: it neither succeeded nor failed)."""
-        if rec.cut_by_stop or rec.cancelled:
+        """A finished request, as its fate's row counts it for early stop (measure/fates.py): one the stop cut or the
+        client gave up neither succeeded nor failed."""
+        fate_row = FATES[fate_of(rec)]
+        if fate_row.early_stop == "none":
             return
         v = self._delta.setdefault(rec.variant, _Variant())
         failed = rec.error is not None
@@ -92,7 +95,7 @@ class StopCounts:
         row = v.bins.setdefault(int(done_wall), [0, 0])
         row[0] += 1
         row[1] += failed
-        if not rec.warmup:
+        if fate_row.in_window:
             v.window_requests += 1
             v.window_failed += failed
             v.window_before_first_token += failed and rec.streamed and not rec.chunk_times

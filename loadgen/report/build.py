@@ -66,7 +66,7 @@ def _goodput_json(g: GroupStats, window_s: float) -> dict[str, Any]:
         "output_tokens": g.good_output_tokens,  # theirs inside the window, as output_tokens counts them
         # Over the window, as requests/s: the good requests that completed in the drain after it are not in it.
         "per_s": round((g.goodput_ok - g.drained_good) / window_s, 4) if window_s > 0 else None,
-        "share": round(g.goodput_ok / g.requests, 4) if g.requests else None,
+        "share": round(g.goodput_ok / g.window_requests, 4) if g.window_requests else None,
         "judged": g.goodput_judged,
         "missed": dict(sorted(g.goodput_misses.items())),
     }
@@ -91,6 +91,8 @@ def _group_json(g: GroupStats, window_s: float, goodput: bool = False) -> dict[s
             metrics[m] = h.summary_ms(censored) if h is not None else LatencyHistogram().summary_ms(censored)
     completed = sum(g.finish_reasons.values())
     out: dict[str, Any] = {
+        # Every request of the group by how it ended, each once (measure/fates.py: what each counts for).
+        "fates": dict(sorted(g.fates.items())),
         "requests": g.requests,
         "ok": g.ok,
         "errors": dict(sorted(g.errors.items())),
@@ -99,7 +101,8 @@ def _group_json(g: GroupStats, window_s: float, goodput: bool = False) -> dict[s
         # in the success rate; their tokens inside the window are in output_tokens. Their age at the cut.
         "cut_by_stop": g.cut_by_stop,
         "cut_by_stop_age_ms": _age_json(g.hists.get("cut_age")),
-        # Given up by the client (traffic.cancel): not in the success rate nor E2E; a TTFT they had is in TTFT.
+        # Given up by the client (traffic.cancel): not in the success rate; censored in E2E (and TTFT without a first
+        # token), a TTFT they had is in TTFT.
         "cancelled": g.cancelled,
         # Completed during the drain, after the window: in the latencies and the success rate, not in requests/s.
         "drained": g.drained,
