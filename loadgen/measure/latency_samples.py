@@ -1,11 +1,9 @@
 """A bounded, seeded sample of requests per variant, for the latency fit (report/latency_fit.py): why TTFT and E2E
 are what they are needs per-request (prompt tokens, TTFT, output tokens, E2E), which the histograms do not keep.
 
-Bounded like the paired samples (measure/pairs.py) by hash sampling: a request id's 63-bit hash `h` survives at
-level L when `h < 2**(63 - L)`; the level is the lowest at which no variant keeps more than `cap` rows and only ever
-rises, so the kept set is the same whatever the order workers' deltas merge in, and each kept row stands for
-`2**level` requests (the in-flight estimate of the fit scales by it). A worker keeps a level of its own and ships
-only the rows above it.
+Bounded like the paired samples by hash sampling (measure/hash_sample.py), keyed by variant and request id: at most
+`cap` rows per variant, the same whatever the order workers' deltas merge in, each kept row standing for `2**level`
+requests (`weight`: the in-flight estimate of the fit scales by it). A worker ships only the rows above its level.
 
 Beside the rows, exact counts (not sampled) per variant of how many tokens each chunk after a request's first
 carried (`chunk_sizes`): with speculative decoding a step emits 1 + the accepted drafts in one chunk, so their
@@ -19,11 +17,10 @@ Kubernetes run are on several hosts, whose monotonic clocks differ, their wall c
 
 from __future__ import annotations
 
-from array import array
 from collections import Counter
 from typing import Any
 
-from loadgen.measure.pairs import pair_hash
+from loadgen.measure.hash_sample import Rows, RowSample, key_hash
 from loadgen.measure.records import RequestRecord, TokenSource
 from loadgen.measure.wall_clock import WALL_CLOCK
 
@@ -32,7 +29,6 @@ __all__ = ["FIELDS", "LATENCY_SAMPLE_CAP", "NONE", "LatencySamples"]
 # Rows kept per variant at most: a slope's interval narrows as 1/sqrt(n), and at 2,000 requests the fit's 200
 # bootstrap resamples take ~50 ms per variant; 2,000 rows of 10 integers are 160 KB per variant on the master.
 LATENCY_SAMPLE_CAP = 2_000
-_BITS = 63
 NONE = -1  # no such value (no usage from the server, no first token)
 # ok; prompt tokens (usage, else the target when `prompt_from_usage` is 0); cached prompt tokens (NONE: not
 # reported); tokens after the first chunk (the TPOT denominator); TTFT, first-to-last-chunk span and E2E in µs;
@@ -87,44 +83,15 @@ def row_of(rec: RequestRecord, wall_done: float) -> list[int]:
     ]
 
 
-class _Rows:
-    __slots__ = ("keys", "values", "seen")
+class LatencySamples(RowSample):
+    """Variant -> sampled rows (`Rows` of one column, `len(FIELDS)` values per key); mergeable (`to_wire` /
+    `merge_wire`, or `merge`)."""
 
-    def __init__(self) -> None:
-        self.keys = array("q")
-        self.values = array("q")  # row-major, len(FIELDS) per key
-        # Keys added since the run began, by the highest level each survives at (as pairs.py counts them).
-        self.seen = [0] * (_BITS + 1)
-
-    def kept_at(self, level: int) -> int:
-        return sum(self.seen[level:])
-
-    def keep_from(self, level: int) -> None:
-        top = 1 << (_BITS - level)
-        w = len(FIELDS)
-        rows = [i for i, h in enumerate(self.keys) if h < top]
-        if len(rows) == len(self.keys):
-            return
-        self.values = array("q", (v for i in rows for v in self.values[i * w : (i + 1) * w]))
-        self.keys = array("q", (self.keys[i] for i in rows))
-
-
-class LatencySamples:
-    """Variant -> sampled rows; mergeable (`to_wire` / `merge_wire`, or `merge`)."""
-
-    __slots__ = ("level", "cap", "variants", "chunk_sizes")
+    __slots__ = ("chunk_sizes",)
 
     def __init__(self, cap: int = LATENCY_SAMPLE_CAP) -> None:
-        self.level = 0
-        self.cap = cap
-        self.variants: dict[str, _Rows] = {}
+        super().__init__(cap, 1, len(FIELDS))
         self.chunk_sizes: dict[str, Counter[int]] = {}
-
-    def _rows(self, variant: str) -> _Rows:
-        r = self.variants.get(variant)
-        if r is None:
-            r = self.variants[variant] = _Rows()
-        return r
 
     def add(self, rec: RequestRecord, wall_now: float) -> None:
         """`wall_now` (the aggregate's wall time of the record) does not place it: a worker records at idle
@@ -140,77 +107,39 @@ class LatencySamples:
             if sizes is None:
                 sizes = self.chunk_sizes[rec.variant] = Counter()
             sizes.update(rec.chunk_tokens[1:])
-        wall_done = (rec.done if rec.done is not None else rec.sent) + WALL_CLOCK.offset()
-        h = pair_hash(f"{rec.variant}\0{rec.request_id}")
-        if _BITS - h.bit_length() < self.level:
+        h = key_hash(f"{rec.variant}\0{rec.request_id}")
+        rows = self.admit(rec.variant, h)
+        if rows is None:
             return
-        rows = self._rows(rec.variant)
+        wall_done = (rec.done if rec.done is not None else rec.sent) + WALL_CLOCK.offset()
         rows.keys.append(h)
-        rows.values.extend(row_of(rec, wall_done))
-        rows.seen[_BITS - h.bit_length()] += 1
-        if rows.kept_at(self.level) > self.cap:
-            self._settle()
-
-    def _settle(self) -> None:
-        level = self.level
-        while level < _BITS and any(r.kept_at(level) > self.cap for r in self.variants.values()):
-            level += 1
-        if level != self.level:
-            self.level = level
-            for r in self.variants.values():
-                r.keep_from(level)
+        rows.columns[0].extend(row_of(rec, wall_done))
 
     def is_empty(self) -> bool:
-        return not any(r.keys for r in self.variants.values()) and not any(self.chunk_sizes.values())
+        return self.rows_empty() and not any(self.chunk_sizes.values())
 
     def to_wire(self) -> dict[str, Any]:
         return {
             "level": self.level,
-            "rows": [[v, r.keys.tolist(), r.values.tolist()] for v, r in self.variants.items() if r.keys],
+            "rows": self.rows_wire(),
             "chunk_sizes": [[v, sorted(c.items())] for v, c in self.chunk_sizes.items() if c],
         }
 
     def clear_rows(self) -> None:
         """A worker after shipping a delta: the rows go, the level and the counts of keys seen stay."""
-        for r in self.variants.values():
-            r.keys, r.values = array("q"), array("q")
+        super().clear_rows()
         self.chunk_sizes = {}
 
     def merge_wire(self, wire: dict[str, Any]) -> None:
-        level = int(wire.get("level", 0))
-        if level > self.level:
-            self.level = level
-            for r in self.variants.values():
-                r.keep_from(level)
-        top = 1 << (_BITS - self.level)
-        w = len(FIELDS)
         for variant, pairs in wire.get("chunk_sizes", ()):
             self.chunk_sizes.setdefault(variant, Counter()).update({int(k): int(c) for k, c in pairs})
-        for variant, keys, values in wire.get("rows", ()):
-            rows = self._rows(variant)
-            seen = rows.seen
-            for h in keys:
-                seen[_BITS - h.bit_length()] += 1
-            if keys and max(keys) < top:  # every row kept (the usual case): added whole, not row by row
-                rows.keys.extend(keys)
-                rows.values.extend(values[: len(keys) * w])
-                continue
-            for i, h in enumerate(keys):
-                if h < top:
-                    rows.keys.append(h)
-                    rows.values.extend(values[i * w : (i + 1) * w])
-        self._settle()
+        self.merge_rows_wire(int(wire.get("level", 0)), wire.get("rows", ()))
 
     def merge(self, other: LatencySamples) -> None:
         self.merge_wire(other.to_wire())
 
     def table(self, variant: str) -> dict[str, list[int]]:
         """The variant's kept rows column by column (`FIELDS`)."""
-        r = self.variants.get(variant) or _Rows()
+        values = (self.variants.get(variant) or Rows(1, len(FIELDS))).columns[0]
         w = len(FIELDS)
-        return {name: r.values[j::w].tolist() for j, name in enumerate(FIELDS)}
-
-    @property
-    def weight(self) -> int:
-        """How many requests each kept row stands for."""
-        return 1 << self.level
+        return {name: values[j::w].tolist() for j, name in enumerate(FIELDS)}

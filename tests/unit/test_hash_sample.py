@@ -15,7 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loadgen.measure.hash_sample import BITS, Rows, RowSample, key_hash, survivors
-from loadgen.measure.pairs import pair_hash
+from loadgen.measure.latency_samples import LatencySamples
+from loadgen.measure.outputs import OutputSamples
+from loadgen.measure.pairs import PairSamples, pair_hash
 
 _PROPS = settings(derandomize=True, max_examples=40, deadline=None)
 
@@ -190,3 +192,10 @@ def test_a_worker_keeps_its_level_and_counts_after_shipping_and_the_level_only_r
             w.clear_rows()
             assert w.rows_empty()
     assert levels == sorted(levels) and levels[-1] == _truth({"a": set(range(5000))}, 50)[0]
+
+
+def test_the_three_samples_keep_by_the_one_rule() -> None:
+    """Pairs, texts and latency rows are `HashSample`s: the level test, counts and settling are the shared ones."""
+    for sample in (PairSamples(cap=7), OutputSamples(cap=7), LatencySamples(cap=7)):
+        sample.level = 3
+        assert sample.wants(2**60 - 1) and not sample.wants(2**60) and sample.weight == 8
