@@ -650,6 +650,48 @@ def locust_page() -> str:
     return "\n".join(lines) + "\n"
 
 
+def fates_page() -> str:
+    """The fate table (`loadgen.measure.fates.FATES`): every way a request ends, and what it counts for."""
+    from loadgen.measure.fates import FATES
+
+    def yes(flag: bool) -> str:
+        return "yes" if flag else "no"
+
+    lines = [
+        _banner("loadgen/measure/fates.py (FATES)"),
+        "# Fates: how a request ended, and what it counts for",
+        "",
+        "Every request the scenario asked for has exactly one fate, and every figure reads this one table. *Censored*:",
+        "a sample known only to lie above everything measured — a percentile that falls among censored samples is",
+        "unknown, shown as `censored`, and fails its SLO. A request belongs to the window it was sent in (open loop:",
+        "scheduled in); tokens count for throughput when they arrived inside the window, whichever request carried",
+        "them. The report counts each group's requests by fate (`fates`); [metrics](../metrics.md) explains the",
+        "figures.",
+        "",
+        "| fate | meaning | TTFT | ITL | TPOT | E2E | success rate | in the window | goodput "
+        "| pairs | slices | fit, quality | timeline | early stop |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in FATES.values():
+        cells = [
+            f"`{row.fate.value}`",
+            _cell(row.meaning),
+            *(row.use(m).value for m in ("ttft", "itl", "tpot", "e2e")),
+            row.outcome,
+            yes(row.in_window),
+            row.goodput,
+            yes(row.pairs),
+            yes(row.slices),
+            yes(row.complete),
+            yes(row.in_timeline),
+            row.early_stop,
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "Why each row is what it is:", ""]
+    lines += [f"- `{row.fate.value}`: {row.why}." for row in FATES.values()]
+    return "\n".join(lines) + "\n"
+
+
 PAGES = {
     "scenario.md": scenario_page,
     "prometheus.md": prometheus_page,
@@ -658,6 +700,7 @@ PAGES = {
     "cli.md": cli_page,
     "registries.md": registries_page,
     "locust.md": locust_page,
+    "fates.md": fates_page,
 }
 
 

@@ -85,8 +85,6 @@ class FateRow:
     outcome: str
     # In the window's request count (the denominators of goodput's share and of the pairs).
     in_window: bool
-    # In requests/s and goodput/s, which are over the window (a drained request ended after it).
-    in_rates: bool
     # Goodput: "judged" (every bound on its values; a censored value misses its bound), "not good", or "none".
     goodput: str
     # The paired comparison: its values (censored as above) under its request's key, or left out.
@@ -120,7 +118,6 @@ def _unfinished(fate: Fate, meaning: str, why: str) -> FateRow:
         e2e=Use.CENSORED,
         outcome="neither",
         in_window=True,
-        in_rates=True,
         goodput="judged",
         pairs=True,
         slices=True,
@@ -140,7 +137,6 @@ FATES: dict[Fate, FateRow] = {
             tpot=Use.MEASURED,
             e2e=Use.MEASURED,
             outcome="success",
-            in_rates=True,
             goodput="judged",
             pairs=True,
             complete=True,
@@ -157,7 +153,6 @@ FATES: dict[Fate, FateRow] = {
             tpot=Use.MEASURED,
             e2e=Use.MEASURED,
             outcome="success",
-            in_rates=False,
             goodput="judged",
             pairs=True,
             complete=True,
@@ -174,7 +169,6 @@ FATES: dict[Fate, FateRow] = {
             tpot=Use.CENSORED,
             e2e=Use.CENSORED,
             outcome="failure",
-            in_rates=True,
             goodput="not good",
             pairs=True,
             complete=False,
@@ -192,7 +186,6 @@ FATES: dict[Fate, FateRow] = {
             tpot=Use.CENSORED,
             e2e=Use.CENSORED,
             outcome="failure",
-            in_rates=True,
             goodput="not good",
             pairs=True,
             complete=False,
@@ -228,7 +221,6 @@ FATES: dict[Fate, FateRow] = {
             e2e=Use.CENSORED,
             outcome="failure",
             in_window=True,
-            in_rates=True,
             goodput="not good",
             pairs=False,
             slices=False,
@@ -245,7 +237,6 @@ FATES: dict[Fate, FateRow] = {
             e2e=Use.NONE,
             outcome="neither",
             in_window=False,
-            in_rates=False,
             goodput="none",
             pairs=False,
             slices=False,
