@@ -88,23 +88,29 @@ def test_a_variant_missing_from_a_report_is_a_gap(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("content", "says"),
+    ("content", "says", "code"),
     [
-        (b"not json {", "not JSON"),
-        (orjson.dumps({"variants": []}), "not a loadgen report"),
-        (orjson.dumps([1, 2]), "not a loadgen report"),
-        (orjson.dumps({"schema": "loadgen.report/v0", "variants": []}), "report schema 'loadgen.report/v0'"),
-        (orjson.dumps({"schema": "loadgen.report/v1", "variants": [{"name": "a"}]}), "not a complete loadgen report"),
+        (b"not json {", "not JSON", 2),
+        (orjson.dumps({"variants": []}), "not a loadgen report", 2),
+        (orjson.dumps([1, 2]), "not a loadgen report", 2),
+        (orjson.dumps({"schema": "loadgen.report/v0", "variants": []}), "report schema 'loadgen.report/v0'", 2),
+        # A loadgen report of this version that is not whole: no usage to fix, no trend from it (exit 4).
+        (
+            orjson.dumps({"schema": "loadgen.report/v1", "variants": [{"name": "a"}]}),
+            "not a complete loadgen report",
+            4,
+        ),
+        (b'{"schema": "loadgen.report/v1", "varia', "a loadgen report that is not whole JSON", 4),
     ],
 )
-def test_bad_input_exits_2_naming_the_file(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes, says: str
+def test_bad_input_exits_2_and_a_broken_report_4_naming_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes, says: str, code: int
 ) -> None:
     good = _write(tmp_path, "good.json", _report(0))
     bad = tmp_path / "bad.json"
     bad.write_bytes(content)
     out = tmp_path / "trend.html"
-    assert main(["trend", good, str(bad), "--out", str(out)]) == 2
+    assert main(["trend", good, str(bad), "--out", str(out)]) == code
     err = capsys.readouterr().err
     assert str(bad) in err and says in err and "good.json" not in err
     assert not out.exists()
