@@ -37,6 +37,7 @@ import time
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
+from loadgen.measure.fates import fate_name
 from loadgen.measure.records import RequestRecord
 from loadgen.protocol.traceparent import span_ids, trace_sampled
 
@@ -95,6 +96,7 @@ def span_attributes(rec: RequestRecord, model: str) -> dict[str, Any]:
         "loadgen.variant": rec.variant,
         "loadgen.mix": rec.mix,
         "loadgen.outcome": "cut_by_stop" if rec.cut_by_stop else rec.error or "ok",
+        "loadgen.fate": fate_name(rec),
         "loadgen.warmup": rec.warmup,
         "gen_ai.request.model": model,
         "gen_ai.request.max_tokens": rec.max_tokens,

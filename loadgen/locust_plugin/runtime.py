@@ -30,6 +30,7 @@ from loadgen.locust_plugin.request_stream import StreamAssigner
 from loadgen.measure.aggregate import Aggregate
 from loadgen.measure.collector import Collector
 from loadgen.measure.early_stop import StopCounts
+from loadgen.measure.fates import fate_of
 from loadgen.measure.goodput import goodput_misses
 from loadgen.measure.health import HealthStats
 from loadgen.measure.records import RequestRecord, TokenSource
@@ -254,6 +255,7 @@ class Runtime:
             apply_token_ends(rec, tok.token_ends(rec.output_text))
         if self._goodput:  # after the recount: TPOT and the ITL gaps depend on the per-chunk counts
             rec.goodput_misses = goodput_misses(rec, self._goodput)
+        rec.fate = fate_of(rec, self.aggregate.window_end).value  # what every export names
         to_wall = WALL_CLOCK.offset()  # what this process's monotonic times are on the wall
         wall = time.monotonic() + to_wall
         self.aggregate.add(rec, wall)

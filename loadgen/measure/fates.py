@@ -38,6 +38,7 @@ __all__ = [
     "Fate",
     "FateRow",
     "Use",
+    "fate_name",
     "fate_of",
     "latency",
     "sent_in_warmup",
@@ -278,6 +279,11 @@ def fate_of(rec: RequestRecord, window_end: float = math.inf) -> Fate:
     if rec.done is not None and rec.done > window_end:
         return Fate.DRAINED
     return Fate.SUCCEEDED
+
+
+def fate_name(rec: RequestRecord) -> str:
+    """The fate exports name: the one the recorder stamped (it knew the window), else the record's own."""
+    return rec.fate or fate_of(rec).value
 
 
 def latency(rec: RequestRecord, metric: str, row: FateRow) -> tuple[float | None, bool]:

@@ -176,6 +176,9 @@ class RequestRecord:
     # "tokens" (after a drawn count of tokens); "" when it was not. Neither a success nor an error: how it counts is
     # its fate's row (measure/fates.py).
     cancelled: str = ""
+    # How it ended (measure/fates.py `Fate`), stamped by the recorder that knows the window (a request that ended in
+    # the drain is `drained`); "" until then. Exports name it; the figures ask the fate table themselves.
+    fate: str = ""
 
     # ---- derived metrics (seconds) -------------------------------------------------------------------------
     @property
@@ -305,6 +308,7 @@ class RequestRecord:
             traceparent=row.get("traceparent"),
             streamed=row.get("streamed", True) is not False,
             cancelled=_cancelled(row.get("cancelled")),
+            fate=str(row.get("fate") or ""),
         )
         return rec
 
@@ -353,6 +357,7 @@ class RequestRecord:
             "trace_id": None if self.traceparent is None else self.traceparent[3:35],
             "streamed": self.streamed,
             "cancelled": self.cancelled,
+            "fate": self.fate or None,
             # The first bytes of a failed response (redacted of the API key by the lane), for the post-mortem.
             "first_bytes": self.partial_bytes[:2048].decode("utf-8", "replace") if self.error else "",
         }

@@ -21,6 +21,7 @@ import heapq
 from typing import Any
 
 from loadgen.config.scenario import Scenario
+from loadgen.measure.fates import fate_name
 from loadgen.measure.pairs import pair_hash, pair_key
 from loadgen.measure.records import RequestRecord
 
@@ -69,6 +70,7 @@ def _row(rec: RequestRecord, to_wall: float, bound_ms: float | None) -> dict[str
         "first_token": None if not t else round(t[0] + to_wall, 6),
         "done": None if rec.done is None else round(rec.done + to_wall, 6),
         "outcome": "cut_by_stop" if rec.cut_by_stop else "cancelled" if rec.cancelled else (rec.error or "ok"),
+        "fate": fate_name(rec),
         "tokens": int(sum(n)),
         "chunks": len(t),
         "max_gap_ms": round(max((g for _, _, g in gaps), default=0.0), 3) if gaps else None,

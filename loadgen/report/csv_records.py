@@ -11,6 +11,9 @@ from typing import Any
 
 import orjson
 
+from loadgen.measure.fates import fate_name
+from loadgen.measure.records import RequestRecord
+
 __all__ = ["COLUMNS", "read_shards", "render_csv"]
 
 # (column, raw-row key, scale): seconds become milliseconds.
@@ -26,7 +29,8 @@ _FIELDS: tuple[tuple[str, str, float | None], ...] = (
     ("finish_reason", "finish_reason", None),
     ("warmup", "warmup", None),
     ("cut_by_stop", "cut_by_stop", None),
-    ("cancelled", "cancelled", None),  # (`traffic.cancel`) given up by the client mid-reply
+    ("cancelled", "cancelled", None),  # (`traffic.cancel`) given up by the client mid-reply: time / tokens
+    ("fate", "fate", None),  # how it ended (docs/reference/fates.md)
     ("scheduled_s", "scheduled", None),
     ("sent_s", "sent", None),
     ("done_s", "done", None),
@@ -82,5 +86,7 @@ def render_csv(rows: Iterable[dict[str, Any]]) -> str:
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(COLUMNS)
     for row in sorted(rows, key=lambda r: (r.get("sent") or 0.0, str(r["id"]))):
+        if not row.get("fate"):  # a row of an older shard: its fate from its own fields
+            row = row | {"fate": fate_name(RequestRecord.from_json(row))}
         writer.writerow([_cell(row, key, scale) for _, key, scale in _FIELDS])
     return out.getvalue()

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,11 @@ _SLOW = {"slow": {"decode_base_ms": "30"}}  # ~3x the baseline's step: replies o
 
 
 def _run(tmp: Path, name: str, variants: dict[str, Any], **over: Any) -> dict[str, Any]:
-    scenario = write_scenario(tmp / f"{name}.yaml", variants, report_dir=str(tmp / f"report-{name}"), **over)
+    # Loose trust limits: these runs judge counts, censoring and window membership, which hold on a slow sitting.
+    trust = {"loop_lag_p99_ms": 500, "cpu_percent_p90": 100, "schedule_slip_p99_ms": 500}
+    scenario = write_scenario(
+        tmp / f"{name}.yaml", variants, report_dir=str(tmp / f"report-{name}"), run_trust=trust, **over
+    )
     proc = run_loadgen(scenario, "--workers", "0", "--raw-records", str(tmp / f"raw-{name}"))
     assert proc.returncode in (0, 1), proc.stdout + proc.stderr
     return {"report": read_report(tmp / f"report-{name}"), "records": read_records(tmp / f"raw-{name}")}
@@ -77,6 +82,7 @@ def test_cancelled_requests_are_the_ones_the_simulator_saw_aborted(cancel_runs: 
     rows = [r for r in cancel_runs["cancelled"]["records"] if r["variant"] == "slow"]
     by_fate = _variant(cancel_runs["cancelled"]["report"], "slow")["overall"]["fates"]
     assert sum(by_fate.values()) == len(rows)  # every request the shards hold, counted once by fate
+    assert Counter(r["fate"] for r in rows) == by_fate  # the same fate in the raw rows as in the report
     given_up = {r["id"] for r in rows if r["cancelled"] == "time"}
     assert len(given_up) == by_fate["cancelled_by_time"]
     truth = cancel_runs["truth"]

@@ -71,6 +71,7 @@ def test_sampled_records_become_spans_with_the_ids_they_carried() -> None:
         "loadgen.mix": "chat",
         "loadgen.bucket": "short",
         "loadgen.outcome": "ok",
+        "loadgen.fate": "succeeded",
         "loadgen.warmup": False,
         "gen_ai.request.model": "tiny-model",
         "gen_ai.request.max_tokens": 4,
@@ -87,6 +88,7 @@ def test_sampled_records_become_spans_with_the_ids_they_carried() -> None:
     bad = spans[_FAILED[3:35]]
     assert bad["status_code"] == Status.STATUS_CODE_ERROR
     assert bad["attributes"]["error.type"] == "http_5xx" and bad["attributes"]["loadgen.outcome"] == "http_5xx"
+    assert bad["attributes"]["loadgen.fate"] == "failed"
     assert bad["attributes"]["http.response.status_code"] == 503
 
 

@@ -116,6 +116,9 @@ def test_csv_has_one_row_per_record_with_timings_in_ms(tmp_path: Path) -> None:
     assert first["cancelled"] == "" and first["error"] == ""
     given_up = next(dict(zip(COLUMNS, line.split(","), strict=True)) for line in lines if line.startswith("b-98"))
     assert given_up["cancelled"] == "tokens" and given_up["error"] == "" and given_up["chunks"] == "3"
+    # How each ended, from the shard's own fields where an older shard did not name it.
+    fates = {line.split(",")[0]: dict(zip(COLUMNS, line.split(","), strict=True))["fate"] for line in lines[1:]}
+    assert fates["a-0"] == "succeeded" and fates["b-98"] == "cancelled_by_tokens" and fates["b-99"] == "timed_out"
     failed = next(dict(zip(COLUMNS, line.split(","), strict=True)) for line in lines if line.startswith("b-99"))
     assert failed["error"] == "timeout" and failed["ttft_ms"] == ""
 
