@@ -42,7 +42,7 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _HISTOGRAMS: tuple[tuple[str, str], ...] = (
     ("ttft", "Time to first token: from the request write to the first chunk carrying a generated token."),
     ("itl", "Inter-token latency, one sample per token (a chunk of k tokens after a gap g gives k samples of g/k)."),
-    ("tpot", "Time per output token after the first, one sample per successful request."),
+    ("tpot", "Time per output token after the first, one sample per reply that ended (censored for one that did not)."),
     ("e2e", "End-to-end request time, from the request write to the last byte."),
 )
 _QUANTILES = tuple((round(p / 100.0, 6), repr(round(p / 100.0, 6))) for _, p in PERCENTILES)
@@ -54,6 +54,12 @@ FAMILIES: tuple[tuple[str, str, str], ...] = (
         "loadgen_requests_excluded",
         "counter",
         "Requests outside the measured window or its outcomes: warm-up, cut by the stop, or cancelled by the client.",
+    ),
+    (
+        "loadgen_requests_by_fate",
+        "counter",
+        "Every request by how it ended (docs/reference/fates.md: succeeded, drained, failed, timed_out, cut_at_stop, "
+        "cancelled_by_time, cancelled_by_tokens, not_sent, in_warmup), each counted once.",
     ),
     ("loadgen_errors", "counter", "Failed requests by error class."),
     ("loadgen_output_tokens", "counter", "Output tokens streamed in the measured window."),
@@ -73,7 +79,7 @@ FAMILIES: tuple[tuple[str, str, str], ...] = (
     ("loadgen_run_untrustworthy_reasons", "gauge", "Run-trust thresholds the workers' measurements exceed (0: ok)."),
     ("loadgen_run_info", "gauge", "The run being exported (always 1), its UTC start in `started`."),
 )
-_GROUP_FAMILIES = [name for name, _, _ in FAMILIES[: 7 + 2 * len(_HISTOGRAMS)]]
+_GROUP_FAMILIES = [name for name, _, _ in FAMILIES[: 8 + 2 * len(_HISTOGRAMS)]]
 
 
 @dataclass
@@ -189,6 +195,9 @@ class MetricsText:
             f'loadgen_requests_excluded_total{{{lab},reason="cut_by_stop"}} {g.cut_by_stop}\n',
             f'loadgen_requests_excluded_total{{{lab},reason="cancelled"}} {g.cancelled}\n',
         ]
+        out["loadgen_requests_by_fate"] += [
+            f'loadgen_requests_by_fate_total{{{lab},fate="{f}"}} {n}\n' for f, n in sorted(g.fates.items())
+        ]
         out["loadgen_errors"] += [
             f'loadgen_errors_total{{{lab},class="{_esc(c)}"}} {n}\n' for c, n in sorted(g.errors.items())
         ]
@@ -246,6 +255,7 @@ class MetricsText:
                     g.warmup_excluded,
                     g.cut_by_stop,
                     g.cancelled,
+                    *g.fates.values(),
                     g.output_tokens,
                     g.prompt_tokens,
                     *(h.count for h in g.hists.values()),
