@@ -141,16 +141,23 @@ def render_markdown(report: dict[str, Any]) -> str:
                 cancelled.append(f"{v['name']} {g['cancelled']}")
     lines += [
         "",
-        "Requests are counted when they complete after the warm-up: inside the measured window, or in the drain "
-        "after the stop (`load.drain`: what was in flight is given time to finish, measured whole); req/s counts "
-        "the successful ones that completed inside the window. Token throughput counts the tokens whose chunks "
-        "arrived inside the window, from any request. A failed request is an error of its class and a *censored* "
-        "sample: above every measured value in E2E, and in TTFT too when it failed before its first token — a "
-        "percentile that falls among them shows as `censored`, so a p99 cannot pass because the slow requests "
-        "died. A request still running when the drain ended (cut by the stop) is a censored E2E sample too (and "
-        "TTFT, without a first token), not in the success rate: a p99 cannot improve because the slowest requests "
-        "were still running.",
+        "Requests belong to the window they were sent in (open loop: scheduled in), whenever they end: inside "
+        "the window, or in the drain after the stop (`load.drain`: what was in flight is given time to finish, "
+        "measured whole); req/s counts the successful ones that completed inside the window. Token throughput "
+        "counts the tokens whose chunks arrived inside the window, from any request. A failed request is an error "
+        "of its class and a *censored* sample: above every measured value in E2E and TPOT, and in TTFT too when it "
+        "failed before its first token — a percentile that falls among them shows as `censored`, so a p99 cannot "
+        "pass because the slow requests died. A request still running when the drain ended (cut by the stop), or "
+        "given up by the client (`traffic.cancel`), is censored the same way, not in the success rate: a p99 "
+        "cannot improve because the slowest requests were still running or abandoned.",
     ]
+    by_fate = [
+        f"{v['name']} " + " · ".join(f"{f} {n:,}" for f, n in v["overall"]["fates"].items())
+        for v in report["variants"]
+        if v["overall"].get("fates")
+    ]
+    if by_fate:
+        lines.append(f"- every request by how it ended (docs/reference/fates.md): {'; '.join(by_fate)}")
     for src in sorted(sources):
         lines.append(f"- token counts `{src}`: {_TOKEN_SOURCE_NOTE.get(src, src)}")
     if no_tokens:
@@ -158,7 +165,8 @@ def render_markdown(report: dict[str, Any]) -> str:
     if cancelled:  # traffic.cancel
         lines.append(
             f"- cancelled by the client mid-reply (`traffic.cancel`): {', '.join(cancelled)} — neither successes "
-            "nor errors, not in E2E; their TTFT counts where their first token came"
+            "nor errors; censored in E2E and TPOT (their end is unknown), their TTFT counts where their first "
+            "token came"
         )
     lines += goodput_lines(report)
     lines += cold_lines(report)
