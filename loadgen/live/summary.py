@@ -47,6 +47,7 @@ def _group(g: GroupStats, window_s: float, stats: dict[str, set[str]]) -> dict[s
     metrics = {m: s for m in stats if (s := _metric(g, m, stats[m])) is not None}
     ok_window = window_s > 0
     return {
+        "fates": dict(sorted(g.fates.items())),  # as the report counts them (measure/fates.py)
         "requests": g.requests,
         "ok": g.ok,
         "errors": dict(sorted(g.errors.items())),

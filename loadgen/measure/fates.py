@@ -265,7 +265,10 @@ def sent_in_warmup(rec: RequestRecord, warmup_end: float) -> bool:
 
 
 def fate_of(rec: RequestRecord, window_end: float = math.inf) -> Fate:
-    """The one fate of a finished record (`rec.warmup` set by `sent_in_warmup`)."""
+    """The one fate of a finished record (`rec.warmup` set by `sent_in_warmup`): the one the recorder stamped when
+    it did (it knew the window's end; a rebuild from raw rows does not), else from the record's own fields."""
+    if rec.fate:
+        return Fate(rec.fate)
     if rec.warmup:
         return Fate.IN_WARMUP
     if rec.cut_by_stop:
@@ -282,8 +285,8 @@ def fate_of(rec: RequestRecord, window_end: float = math.inf) -> Fate:
 
 
 def fate_name(rec: RequestRecord) -> str:
-    """The fate exports name: the one the recorder stamped (it knew the window), else the record's own."""
-    return rec.fate or fate_of(rec).value
+    """The fate exports name (`fate_of`'s, by its value)."""
+    return fate_of(rec).value
 
 
 def latency(rec: RequestRecord, metric: str, row: FateRow) -> tuple[float | None, bool]:

@@ -34,7 +34,7 @@ def report_from_records(scenario: Scenario, rows: list[dict[str, Any]]) -> dict[
             rec.goodput_misses = goodput_misses(rec, bounds)
         # Monotonic seconds stand in for the wall clock of the timeline: the rows carry no other.
         agg.add(rec, rec.done or rec.sent)
-        if rec.scheduled is not None and not rec.cut_by_stop:
+        if rec.scheduled is not None:  # as the live recorder counts them: a row is an arrival that was sent
             counts = agg.group(rec.variant, rec.mix).arrivals
             key = "in_warmup" if rec.warmup else "sent"
             counts[key] = counts.get(key, 0) + 1
