@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from loadgen.measure.fates import FATES, Fate, fate_of
 from loadgen.measure.records import RequestRecord
 
 __all__ = ["DETAILED_KEYS", "LIST_KEYS", "RESULT_LIST_KEYS", "detailed_lists", "listed_records", "per_request_note"]
@@ -43,8 +44,10 @@ NO_RECORDS = (
 
 
 def _listed(rec: RequestRecord) -> bool:
-    """Sent in the window and ended by the target (completed or failed in vLLM's terms)."""
-    return not rec.warmup and not rec.cut_by_stop and not rec.cancelled
+    """Sent in the window and ended by the target (completed or failed in vLLM's terms): its fate's row
+    (measure/fates.py) puts it in the window and in the success rate."""
+    row = FATES[fate_of(rec)]
+    return row.in_window and row.outcome != "neither" and row.fate is not Fate.NOT_SENT
 
 
 def listed_records(rows: Iterable[dict[str, Any]], variant: str) -> list[RequestRecord]:
