@@ -2,7 +2,9 @@
 reported (measure/early_stop.py), and the first rule met ends the run for every worker through the master's usual
 end (`plugin.finish_run`: the users stop — with no drain: what is in flight is cut at once, counted `cut_by_stop` —,
 every worker's final delta is collected, the report is written). The report names the rule, the variant, when and
-why (`run.stopped_early`), and it exits 1 whatever the rule (report/verdict.py: never a pass).
+why (`run.stopped_early`), and it exits 1 whatever the rule (report/verdict.py: never a pass). Being asked twice a
+second for the whole run is why `slo_breached`'s closed-loop test is a sequential one, valid however often it is
+looked at (measure/confidence_sequence.py), and the report states its guarantee.
 
 Senders count every finished request in `Runtime.record` and ship the counts with each report (every ~3 s on a
 worker); a local process hands them to its judge on each tick. With the web UI the run is stopped (not quit): its

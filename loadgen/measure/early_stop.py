@@ -10,8 +10,12 @@ What each rule means, exactly:
   in ttft — those that failed before a first token — and in e2e, and every failure in the success rate) breach a
   whole-variant SLO. Open loop: the window's planned arrivals N are known, and the rule stops only when the failures
   exceed the share of N the SLO allows (the rest of the run cannot repair it). Closed loop: the total is not known in
-  advance, so "beyond doubt" is statistical: the one-sided Wilson lower bound of the failure share, at `confidence`,
-  over at least `min_requests` requests, is above the allowed share.
+  advance, so "beyond doubt" is statistical, and the test is asked twice a second for the whole run: a sequential
+  one, whose error rate holds however often it is looked at (measure/confidence_sequence.py: Robbins' beta-binomial
+  mixture confidence sequence). Over at least `min_requests` requests, the lower end of the sequence is above the
+  allowed share. 1 − `confidence` is split evenly over the (variant, SLO) pairs judged, so the chance that the rule
+  ever stops a run in which every variant's failure share is within every SLO's allowance is at most 1 − `confidence`
+  (a fixed-sample bound asked at every look, as this rule once used, stopped such runs dozens of times as often).
 - `error_rate`: failed ÷ ended over the requests that ended in the last `window` seconds (as reported so far: up to
   a report interval late), with at least `min_requests` of them.
 - `consecutive_failures`: one process counted N failures of the variant since its last success.
@@ -21,17 +25,16 @@ What each rule means, exactly:
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
-from statistics import NormalDist
 from typing import Any
 
 from loadgen.config.slo import SLO
 from loadgen.config.stop_when import StopWhen
+from loadgen.measure import confidence_sequence as cs
 from loadgen.measure.fates import FATES, fate_of
 from loadgen.measure.records import ErrorKind, RequestRecord
 
-__all__ = ["StopCounts", "StopJudge", "StopReason", "allowed_failure_share", "certainly_breached", "wilson_lower"]
+__all__ = ["StopCounts", "StopJudge", "StopReason", "allowed_failure_share", "certainly_breached", "sequential_test"]
 
 # Verdicts of a stop (`run.stopped_early.verdict`). Both exit 1 (report/verdict.py): the target breached, whether an
 # SLO or by being unreachable; the load generator is fine (3 is for its own health only: loadgen/exit_codes.py).
@@ -139,15 +142,18 @@ class StopReason:
     figures: dict[str, Any]
 
 
-def wilson_lower(failed: int, n: int, confidence: float) -> float:
-    """One-sided Wilson score lower bound of a proportion."""
-    if n <= 0:
-        return 0.0
-    z = NormalDist().inv_cdf(confidence)
-    p = failed / n
-    centre = p + z * z / (2 * n)
-    spread = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    return max(0.0, (centre - spread) / (1 + z * z / n))
+def sequential_test(confidence: float, judged: int) -> dict[str, Any]:
+    """What `slo_breached` tests in closed loop, as the report states it (`run.stopped_early.figures.test`): the
+    method, and the most it can stop a run that meets its SLOs, under continuous monitoring."""
+    alpha = 1.0 - confidence
+    return {
+        "method": cs.METHOD,
+        "reference": cs.REFERENCE,
+        "valid_under_continuous_monitoring": True,
+        "false_stop_at_most": round(alpha, 12),
+        "pairs_judged": judged,  # (variant, SLO): 1 − confidence split evenly over them (Bonferroni)
+        "alpha_each": round(alpha / judged, 15),
+    }
 
 
 def allowed_failure_share(slo: SLO) -> tuple[float, str] | None:
@@ -196,6 +202,11 @@ class StopJudge:
         self._contact: dict[tuple[str, str], float | None] = {}
         self._refused: dict[tuple[str, str], tuple[float | None, float | None]] = {}
         self.started_wall: float | None = None
+        # Closed loop: the (variant, SLO) pairs `slo_breached` judges, over which 1 − confidence is split.
+        self.judged = max(1, sum(self._judges(slo, name) for name in variants for slo in self.slos))
+
+    def _judges(self, slo: SLO, variant: str) -> bool:
+        return (slo.variant is None or slo.variant == variant) and allowed_failure_share(slo) is not None
 
     def merge(self, process: str, wire: dict[str, Any]) -> None:
         for name, w in wire.items():
@@ -287,9 +298,7 @@ class StopJudge:
         rule = self.rules.slo_breached
         assert rule is not None
         for slo in self.slos:
-            if slo.variant is not None and slo.variant != name:
-                continue
-            allowed = allowed_failure_share(slo)
+            allowed = allowed_failure_share(slo) if self._judges(slo, name) else None
             if allowed is None:
                 continue
             share, which = allowed
@@ -300,18 +309,23 @@ class StopJudge:
                 # Certain: even if every other planned arrival of the window succeeds, the failures are too many.
                 if not certainly_breached(slo, failed, self.planned):
                     continue
-                figures["planned"] = self.planned
+                figures |= {"planned": self.planned, "test": {"method": "certain", "false_stop_at_most": 0.0}}
                 how = f"{failed} failures already exceed the {share:.4g} share of the window's {self.planned} arrivals"
             else:
-                if n < rule.min_requests:
+                test = sequential_test(rule.confidence, self.judged)
+                if n < rule.min_requests or not cs.breached(failed, n, share, test["alpha_each"]):
                     continue
-                low = wilson_lower(failed, n, rule.confidence)
-                if low <= share:
-                    continue
-                figures |= {"failed_share_lower_bound": round(low, 6), "confidence": rule.confidence}
+                low = cs.lower_bound(failed, n, test["alpha_each"])
+                evidence = cs.log_evidence(failed, n, share)
+                figures |= {
+                    "failed_share_lower_bound": round(low, 6),
+                    "confidence": rule.confidence,
+                    "log_evidence": round(evidence, 3) if evidence < float("inf") else None,  # nats; None: certain
+                    "test": test,
+                }
                 how = (
-                    f"{failed} of {n} requests failed; the failed share is above {low:.4g} with "
-                    f"{100 * rule.confidence:g} % confidence, and the SLO allows {share:.4g}"
+                    f"{failed} of {n} requests failed; the failed share is above {low:.4g}, and the SLO allows "
+                    f"{share:.4g} ({100 * rule.confidence:g} % confidence however often it is judged)"
                 )
             return StopReason(
                 "slo_breached", name, SLO_BREACHED, f"variant {name!r}: {slo.describe()} breached: {how}", figures

@@ -10,12 +10,12 @@ from pydantic import ValidationError
 from loadgen.config.scenario import SLO, Scenario
 from loadgen.config.stop_when import StopWhen
 from loadgen.exit_codes import ExitCode
+from loadgen.measure import confidence_sequence as cs
 from loadgen.measure.early_stop import (
     StopCounts,
     StopJudge,
     allowed_failure_share,
     certainly_breached,
-    wilson_lower,
 )
 from loadgen.measure.histogram import LatencyHistogram
 from loadgen.measure.records import ErrorKind, RequestRecord
@@ -32,14 +32,6 @@ def _rec(variant: str = "v", error: str | None = None, tokens: int = 3, warmup: 
 
 def _judge(rules: dict, slos: list[SLO] | None = None, planned: int | None = None) -> StopJudge:
     return StopJudge(StopWhen.model_validate(rules), slos or [], ["v"], planned)
-
-
-def test_wilson_lower_bound_matches_the_closed_form() -> None:
-    # 40 of 50 at z = 1.64485 (95 % one-sided), by hand: (0.8 + z²/100 − z·sqrt(0.16/50 + z²/10⁴)) / (1 + z²/50)
-    # = (0.827055 − 0.096901) / 1.054111 = 0.69267.
-    assert wilson_lower(40, 50, 0.95) == pytest.approx(0.69267, abs=1e-5)
-    assert wilson_lower(0, 50, 0.999) == 0.0
-    assert wilson_lower(50, 50, 0.999) < 1.0
 
 
 def test_allowed_failure_share_per_slo_kind() -> None:
@@ -111,7 +103,10 @@ def test_unreachable_for_needs_every_process_without_a_response() -> None:
     assert judge.check(108.9) is None and judge.check(109.0) is not None
 
 
-def test_slo_breached_closed_loop_is_statistical_and_waits_for_min_requests() -> None:
+def test_slo_breached_closed_loop_is_sequential_and_waits_for_min_requests() -> None:
+    """The test is the confidence sequence's (measure/confidence_sequence.py; its error rate under repeated looks is
+    simulated in tests/unit/test_confidence_sequence.py): 10 of 30 failed where 10 % is allowed stopped the old
+    per-look Wilson rule (lower bound 0.138 at 99.9 %), not this one; 14 of 30 does."""
     slos = [SLO(metric="success_rate", min_percent=90)]
     judge, counts = _judge({"slo_breached": {"min_requests": 30}}, slos), StopCounts()
     for i in range(29):
@@ -121,9 +116,51 @@ def test_slo_breached_closed_loop_is_statistical_and_waits_for_min_requests() ->
     assert judge.check(101.0) is None  # 29 requests: too few
     counts.add(_rec(), 100.0)
     judge.merge("w0", counts.pop_wire())
-    found = judge.check(101.0)  # 14 of 30 failed: the lower bound (~0.23 at 99.9 %) is above the 0.10 allowed
+    found = judge.check(101.0)  # 14 of 30 failed: the sequence's lower end (~0.145 at 99.9 %) is above the 0.10
     assert found is not None and found.figures["failed"] == 14 and found.figures["requests"] == 30
-    assert found.figures["failed_share_lower_bound"] == pytest.approx(wilson_lower(14, 30, 0.999), abs=1e-6)
+    assert found.figures["failed_share_lower_bound"] == pytest.approx(cs.lower_bound(14, 30, 0.001), abs=1e-6)
+    assert found.figures["log_evidence"] == pytest.approx(cs.log_evidence(14, 30, 0.1), abs=1e-3)
+    assert found.figures["test"] == {
+        "method": cs.METHOD,
+        "reference": cs.REFERENCE,
+        "valid_under_continuous_monitoring": True,
+        "false_stop_at_most": 0.001,
+        "pairs_judged": 1,
+        "alpha_each": pytest.approx(0.001),
+    }
+    assert "99.9 % confidence however often it is judged" in found.reason
+    judge, counts = _judge({"slo_breached": {"min_requests": 30}}, slos), StopCounts()
+    for i in range(30):
+        counts.add(_rec(error=ErrorKind.HTTP_5XX if i % 3 == 0 else None), 100.0)
+    judge.merge("w0", counts.pop_wire())
+    assert judge.check(101.0) is None  # 10 of 30: not beyond doubt under continuous monitoring
+
+
+def test_slo_breached_splits_its_error_rate_over_the_variant_slo_pairs_it_judges() -> None:
+    """A run passes only when every variant meets every SLO: the chance of a false stop is bounded for the run, so
+    1 - confidence is split (Bonferroni) over the pairs a failure can decide (an ITL SLO is none of them)."""
+    slos = [
+        SLO(metric="success_rate", min_percent=90),
+        SLO(metric="e2e", stat="p99", max_ms=1000),
+        SLO(metric="itl", stat="p99", max_ms=50),
+        SLO(metric="ttft", stat="p90", max_ms=500, variant="a"),
+    ]
+    judge = StopJudge(StopWhen.model_validate({"slo_breached": {"confidence": 0.99}}), slos, ["a", "b"])
+    assert judge.judged == 5  # a: success, e2e, ttft; b: success, e2e
+    counts = StopCounts()
+    for i in range(100):
+        counts.add(_rec("b", error=ErrorKind.HTTP_5XX if i % 4 == 0 else None), 100.0)
+    judge.merge("w0", counts.pop_wire())
+    found = judge.check(101.0)  # 25 of 100 failed: the success rate (10 % allowed) is breached beyond doubt
+    assert found is not None and found.variant == "b" and found.figures["allowed_share"] == pytest.approx(0.1)
+    assert found.figures["test"]["alpha_each"] == pytest.approx(0.01 / 5)
+    assert found.figures["failed_share_lower_bound"] == pytest.approx(cs.lower_bound(25, 100, 0.002), abs=1e-6)
+    text = stopped_early_text({"stopped_early": {
+        "rule": "slo_breached", "variant": "b", "verdict": "slo_breached", "reason": found.reason,
+        "figures": found.figures, "at": "2026-01-01T00:00", "after_s": 3.0, "planned_s": 60.0,
+        "arrivals_not_reached": None}})  # fmt: skip
+    assert text is not None and cs.METHOD in text and "valid however often it is looked at" in text
+    assert "at most 1 % under continuous monitoring, split over the 5 variant-SLO pairs judged" in text
 
 
 def test_slo_breached_open_loop_is_certain_against_the_planned_arrivals() -> None:
@@ -141,6 +178,12 @@ def test_slo_breached_open_loop_is_certain_against_the_planned_arrivals() -> Non
     judge.merge("w0", counts.pop_wire())
     found = judge.check(101.0)
     assert found is not None and found.figures["failed"] == 11 and found.figures["planned"] == 100
+    assert found.figures["test"] == {"method": "certain", "false_stop_at_most": 0.0}
+    text = stopped_early_text({"stopped_early": {
+        "rule": "slo_breached", "variant": "v", "verdict": "slo_breached", "reason": found.reason,
+        "figures": found.figures, "at": "2026-01-01T00:00", "after_s": 3.0, "planned_s": 60.0,
+        "arrivals_not_reached": 40}})  # fmt: skip
+    assert text is not None and "The test was certain" in text and "a run that meets it is never stopped" in text
 
 
 def test_certainly_breached_agrees_with_the_reports_own_percentile_rule() -> None:
