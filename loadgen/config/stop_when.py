@@ -2,9 +2,9 @@
 its requests over a sliding window, N failures in a row, or a target that refuses every connection for T seconds.
 
 A nightly run against a broken deployment then ends in seconds instead of after its hour. A run stopped early is
-never a pass: its exit code is the verdict of the rule that stopped it (1 for a breach, 3 for a target that could
-not be reached), and the report says which rule, for which variant, and when (`run.stopped_early`).
-The rules are judged by measure/early_stop.py.
+never a pass: it exits 1 whatever the rule (a target that could not be reached is a breach too), and the report
+says which rule, for which variant, and when (`run.stopped_early`) and, for `slo_breached`, which test decided it and
+the most it can stop a run that meets its SLOs. The rules are judged by measure/early_stop.py.
 """
 
 from __future__ import annotations
@@ -29,15 +29,20 @@ class SloBreachStop(BaseModel):
     min_requests: StrictInt = Field(
         default=50,
         ge=1,
-        description="Requests of the variant that must have completed in the measured window before the rule "
-        "judges (closed loop); a handful of early failures is no proof.",
+        description="Closed loop: requests of the variant that must have completed in the measured window before the "
+        "rule judges. The test's error rate holds at any count without it; it keeps a run's first few requests (a "
+        "cold start's) from deciding alone.",
     )
     confidence: Annotated[float, Field(ge=0.9, lt=1, allow_inf_nan=False, strict=True)] = Field(
         default=0.999,
-        description="Closed loop: how sure the rule must be that the variant's failure share is above what the SLO "
-        "allows (one-sided Wilson bound over the requests so far). Open loop needs no confidence: the planned "
-        "arrivals of the window are known, and the rule stops only when the failures alone exceed the share of "
-        "all of them the SLO allows (certain, whatever the rest do).",
+        description="Closed loop: the rule stops a run in which every variant's failure share is within what each "
+        "SLO allows with a chance of at most 1 - confidence, however often it is judged (twice a second, for the "
+        "whole run). The "
+        "test is sequential, valid under continuous monitoring: Robbins' beta-binomial mixture confidence sequence "
+        "(Jeffreys prior) of the failure share, whose lower end must exceed the allowed share; 1 - confidence is "
+        "split evenly over the (variant, SLO) pairs judged. Open loop needs no confidence: the planned arrivals of "
+        "the window are known, and the rule stops only when the failures alone exceed the share of all of them the "
+        "SLO allows (certain, whatever the rest do).",
     )
 
 
