@@ -125,3 +125,38 @@ def test_an_open_loop_run_stopped_early_accounts_for_every_planned_arrival(tmp_p
     assert reached == ol["arrivals"] and reached > 0
     # The schedule's offsets start when every user is spawned, a moment after the run's clock: within a second.
     assert abs(reached + stop["arrivals_not_reached"] - rate * planned) <= rate, (reached, stop)
+
+
+def test_a_closed_loop_slo_breach_is_stopped_by_the_sequential_test_and_the_report_states_its_guarantee(
+    tmp_path: Path,
+) -> None:
+    """A variant failing 30 % of its requests (HTTP 500) where a success rate ≥ 95 % is asked, closed loop: the
+    confidence sequence (measure/confidence_sequence.py) stops the planned 120 s in seconds, and every format says
+    which test it was and that a run meeting its SLOs is stopped with a chance of at most 0.1 % however often the
+    rule is judged."""
+    with start_sim_process(["flaky=baseline"], faults={"flaky": {"error_rate": 0.3}}) as sim:
+        scenario = write_scenario(
+            tmp_path / "s.yaml",
+            {"flaky": sim.base_url("flaky")},
+            load={"users": 8, "duration": _PLANNED, "warmup": 0},
+            slos=[{"metric": "success_rate", "min_percent": 95}],
+            stop_when={"slo_breached": {}},
+        )
+        proc = subprocess.run(
+            [sys.executable, "-m", "loadgen.cli", "run", str(scenario), "--quiet"],
+            capture_output=True, text=True, timeout=90,
+        )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    report = read_report(tmp_path / "report")
+    stop = report["run"]["stopped_early"]
+    figures = stop["figures"]
+    print(f"\nclosed loop, 30 % failing: stopped after {stop['after_s']:.1f} s, {figures['failed']} of "
+          f"{figures['requests']} failed, lower bound {figures['failed_share_lower_bound']}")  # fmt: skip
+    assert (stop["rule"], stop["variant"], stop["verdict"]) == ("slo_breached", "flaky", "slo_breached")
+    assert stop["after_s"] < 30 and figures["requests"] >= 50 and figures["failed_share_lower_bound"] > 0.05
+    test = figures["test"]
+    assert test["valid_under_continuous_monitoring"] and test["false_stop_at_most"] == 0.001
+    assert test["method"].startswith("Robbins' beta-binomial mixture confidence sequence")
+    for name in ("report.md", "report.html"):
+        text = (tmp_path / "report" / name).read_text()
+        assert "valid however often it is looked at" in text and "at most 0.1 % under continuous monitoring" in text
