@@ -1,6 +1,6 @@
 """A loopback OTLP/HTTP receiver for the tests: takes what loadgen exports to `/v1/traces` and `/v1/metrics`,
 decodes each body with opentelemetry-proto's own messages (as a collector would), and keeps the spans, the metric
-points and the request headers it got."""
+points, the request headers it got and every body's bytes (decompressed) as they came."""
 
 from __future__ import annotations
 
@@ -42,6 +42,7 @@ class Received:
     points: list[dict[str, Any]] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
+    bodies: list[bytes] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -60,6 +61,7 @@ def _handler(received: Received) -> type[BaseHTTPRequestHandler]:
             with received.lock:
                 received.paths.append(self.path)
                 received.headers.append({k.lower(): v for k, v in self.headers.items()})
+                received.bodies.append(body)
                 if self.path == "/v1/traces":
                     self._traces(body)
                     reply = ExportTraceServiceResponse().SerializeToString()

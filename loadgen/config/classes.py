@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, field_validator
 
+from loadgen.config.credentials import is_credential_header
 from loadgen.config.errors import SubpathIssues
 from loadgen.config.output_length import STRICT_HOSTS
 from loadgen.config.slo import SLO
@@ -48,8 +49,6 @@ _OWN_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connec
 # A variant's headers replace these defaults of its request head; a class's would be a second copy of them.
 _HEAD_DEFAULTS = frozenset({"content-type", "accept", "user-agent"})
 _INT64 = 2**63
-# Parts of a header name that mark a credential (api-key, x-api-key, X-Auth-Token, Ocp-Apim-Subscription-Key, ...).
-_CREDENTIAL_PARTS = ("key", "token", "secret", "password", "credential", "authorization", "cookie")
 
 
 def header_issues(
@@ -80,13 +79,6 @@ def header_issues(
             # Not echoed (a header may hold something private); the head is written as ASCII bytes.
             issues.append(((key,), "header values must be ASCII text"))
     return issues
-
-
-def is_credential_header(name: str) -> bool:
-    """Whether a header of this name carries a credential (`api-key`, `X-Auth-Token`, `Cookie`, `Authorization`…):
-    its value may come from the environment only."""
-    low = name.lower()
-    return any(part in low for part in _CREDENTIAL_PARTS) or low in ("cookie", "set-cookie")
 
 
 def _env_hint(name: str) -> str:

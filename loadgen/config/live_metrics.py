@@ -15,12 +15,13 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from loadgen.config.credentials import ENV_NAME
 from loadgen.config.types import Duration
 
 __all__ = ["DEFAULT_BUCKETS_S", "BasicAuthEnv", "ClusterPrometheus", "LiveMetrics"]
 
 _QUERY_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ENV_NAME = re.compile(ENV_NAME)
 
 # Spans a fast ITL (1 ms) to a long E2E (1 min): one layout for all four latencies, so a dashboard reads them alike.
 DEFAULT_BUCKETS_S: tuple[float, ...] = (

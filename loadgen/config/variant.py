@@ -17,6 +17,7 @@ from pydantic import ConfigDict, Field, StrictBool, StrictInt, field_validator, 
 from loadgen.config.adapters import Adapters
 from loadgen.config.classes import header_issues
 from loadgen.config.cost import GpuMemoryQuery, PowerQuery, VariantCost
+from loadgen.config.credentials import ENV_NAME, credential_key
 from loadgen.config.errors import SubpathIssues
 from loadgen.config.k8s_target import K8sSelector, ResolvedFrom
 from loadgen.config.output_length import ExactOutput
@@ -24,42 +25,12 @@ from loadgen.config.types import NAME_PATTERN, Duration, PositiveFloat
 from loadgen.protocol.dialects import DIALECT_NAMES, MODEL_PER_REQUEST_DIALECTS, POOLING_DIALECTS, WHOLE_REPLY_DIALECTS
 from loadgen.registry import UnknownNameError
 
-__all__ = ["OPENAI_HOSTS", "Variant", "credential_values"]
+__all__ = ["OPENAI_HOSTS", "Variant"]
 
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_ENV_NAME = re.compile(ENV_NAME)
 # Where chat requests cap the output with `max_completion_tokens` by default: OpenAI's API, whose reasoning models
 # answer 400 ("Unsupported parameter: 'max_tokens' … Use 'max_completion_tokens' instead") to `max_tokens`.
 OPENAI_HOSTS = ("api.openai.com",)
-
-
-def credential_values(headers: Mapping[str, str]) -> list[str]:
-    """The secret values credential headers carry (a bearer key without its "Bearer "), longest first: redacting them
-    in turn never leaves part of a longer one, and a text quoting a header whole quotes its value too."""
-    return sorted({v.removeprefix("Bearer ").strip() for v in headers.values() if v.strip()}, key=len, reverse=True)
-
-
-# A body field holding a credential: api_key, apiKey, access_token, client_secret, password, credentials...
-_CREDENTIAL_FIELD = re.compile(
-    r"(?:^|[_-])(?:api[_-]?key|access[_-]?token|auth[_-]?token|secret|password|credentials?)$"
-)
-
-
-def _credential_key(value: Any, path: tuple[str | int, ...] = ()) -> tuple[str | int, ...] | None:
-    """The path of the first key in a JSON value that names a credential, or None."""
-    if isinstance(value, dict):
-        for key, inner in value.items():
-            snake = re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", str(key)).lower()
-            if _CREDENTIAL_FIELD.search(snake):
-                return (*path, key)
-            found = _credential_key(inner, (*path, key))
-            if found is not None:
-                return found
-    elif isinstance(value, list):
-        for i, inner in enumerate(value):
-            found = _credential_key(inner, (*path, i))
-            if found is not None:
-                return found
-    return None
 
 
 class Variant(ExactOutput):
@@ -99,7 +70,7 @@ class Variant(ExactOutput):
     )
     api_key_env: str | None = Field(
         default=None,
-        json_schema_extra={"pattern": f"^{_ENV_NAME.pattern}$"},
+        json_schema_extra={"pattern": ENV_NAME},
         description="NAME of the environment variable holding the API key (e.g. `OPENAI_API_KEY`, or one filled "
         "from a Kubernetes Secret). The key itself never goes in the scenario. Null: no auth.",
     )
@@ -333,7 +304,7 @@ class Variant(ExactOutput):
             raise ValueError(
                 f"expected JSON values (mappings, lists, strings, numbers, booleans, null): {exc}"
             ) from None
-        secret = _credential_key(value)
+        secret = credential_key(value)
         if secret is not None:
             raise SubpathIssues(
                 [

@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from loadgen.config.credentials import credential_values, quotes_secret
 from loadgen.k8s.api import Cluster, K8sError
 
 __all__ = [
@@ -102,18 +103,6 @@ def _has_token(payload: bytes) -> bool:
     return False
 
 
-def _withheld(text: str, secrets: list[str]) -> bool:
-    """Whether ``text`` quotes a credential, or 6 characters of one in a row (servers echo keys in part)."""
-    for s in secrets:
-        if len(s) < 6:
-            if s and s in text:
-                return True
-            continue
-        if any(s[i : i + 6] in text for i in range(len(s) - 5)):
-            return True
-    return False
-
-
 def _error_text(body: bytes, secrets: list[str]) -> str:
     """The server's own words from an error body (OpenAI's error.message, FastAPI's detail, a Status' message),
     short, and withheld when it quotes a credential."""
@@ -127,7 +116,7 @@ def _error_text(body: bytes, secrets: list[str]) -> str:
         found = (err.get("message") if isinstance(err, dict) else err) or doc.get("message") or doc.get("detail")
         text = found if isinstance(found, str) else json.dumps(found) if found else text
     text = " ".join(text.split())[:200]
-    if _withheld(text, secrets):
+    if quotes_secret(text, secrets):
         return "(the body quotes the credential: not shown)"
     return text
 
@@ -141,8 +130,6 @@ class _Probe:
     def __init__(self, model: str, headers: Mapping[str, str], timeout: float) -> None:
         self.body = {"model": model, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1, "stream": True}
         self.headers = dict(headers)
-        from loadgen.config.variant import credential_values
-
         self.secrets = credential_values(self.headers)
         self.timeout = timeout
         self.last = "no answer yet"

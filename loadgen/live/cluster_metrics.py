@@ -21,6 +21,7 @@ import urllib.request
 from collections.abc import Mapping
 from typing import Any
 
+from loadgen.config.credentials import credential_values, redact
 from loadgen.config.live_metrics import ClusterPrometheus
 from loadgen.report.cluster_metrics_report import series_summary
 
@@ -49,13 +50,10 @@ def _headers(cfg: ClusterPrometheus, environ: Mapping[str, str]) -> dict[str, st
 
 
 def _redacted(cfg: ClusterPrometheus, environ: Mapping[str, str], text: str) -> str:
-    """`text` (a Prometheus's error, which may echo what it was sent) without the credentials' values."""
-    for name in cfg.secret_env_names():
-        value = environ.get(name, "")
-        if len(value) >= 4:  # a shorter one would blank ordinary words; a real secret is longer
-            text = text.replace(value, "***")
-    auth = _headers(cfg, environ).get("Authorization", "").split(" ", 1)[-1]
-    return text.replace(auth, "***") if len(auth) >= 4 else text
+    """`text` (a Prometheus's error, which may echo what it was sent) without the credentials' values, in any form
+    (the Authorization header, its base64 pair, each variable's value)."""
+    values = [environ.get(name, "") for name in cfg.secret_env_names()]
+    return redact(text, credential_values([*values, _headers(cfg, environ).get("Authorization", "")]))
 
 
 def _api(cfg: ClusterPrometheus, path: str, params: dict[str, str], environ: Mapping[str, str]) -> Any:

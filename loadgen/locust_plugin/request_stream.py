@@ -21,9 +21,9 @@ from loadgen.client.reactor import Reactor
 from loadgen.config.adapters import AdapterPlan
 from loadgen.config.cancel import CancelPlan
 from loadgen.config.classes import sends_priority
+from loadgen.config.credentials import credential_values, redact, redact_bytes
 from loadgen.config.scenario import Scenario, Variant
 from loadgen.config.tools import ToolsPlan, tools_by_mix
-from loadgen.config.variant import credential_values
 from loadgen.measure.fates import sent_in_warmup
 from loadgen.measure.outputs import OutputSamples
 from loadgen.measure.pairs import pair_hash
@@ -319,9 +319,8 @@ class RequestStream:
             rec.sent = rec.done or time.monotonic()
         if self._secrets and rec.error is not None:
             # Servers echo bad keys in error bodies ("Incorrect API key provided: sk-…"); reports must not.
-            for secret in self._secrets:
-                rec.error_detail = rec.error_detail.replace(secret, "***")
-                rec.partial_bytes = rec.partial_bytes.replace(secret.encode(), b"***")
+            rec.error_detail = redact(rec.error_detail, self._secrets)
+            rec.partial_bytes = redact_bytes(rec.partial_bytes, self._secrets)
         if len(rec.error_detail) > 500:
             rec.error_detail = rec.error_detail[:499] + "…"
         rec.warmup = sent_in_warmup(rec, warmup_end)
