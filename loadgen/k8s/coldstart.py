@@ -115,10 +115,12 @@ def _error_text(body: bytes, secrets: list[str]) -> str:
         err = doc.get("error")
         found = (err.get("message") if isinstance(err, dict) else err) or doc.get("message") or doc.get("detail")
         text = found if isinstance(found, str) else json.dumps(found) if found else text
-    text = " ".join(text.split())[:200]
-    if quotes_secret(text, secrets):
-        return "(the body quotes the credential: not shown)"
-    return text
+    return _shown(" ".join(text.split())[:200], secrets, "the body")
+
+
+def _shown(text: str, secrets: list[str], what: str) -> str:
+    """``text`` as the server said it, or withheld whole when it quotes a credential (even in part)."""
+    return f"({what} quotes the credential: not shown)" if quotes_secret(text, secrets) else text
 
 
 class _Probe:
@@ -163,7 +165,7 @@ class _Probe:
             said = self._refused_by_cluster(status, body)
             if said is not None:
                 raise ProbeRefused(said)
-            reason = getattr(resp, "reason", "") or ""
+            reason = _shown(getattr(resp, "reason", "") or "", self.secrets, "the status line")
             answer = f"HTTP {status} {reason}".strip() + f" from {self.where}"
             text = _error_text(body, self.secrets)
             if status in RETRYABLE_STATUS:
@@ -233,7 +235,7 @@ class ProxyProbe(_Probe):
             return None
         if not (isinstance(doc, dict) and doc.get("kind") == "Status" and doc.get("apiVersion") == "v1"):
             return None
-        msg = " ".join(str(doc.get("message") or doc.get("reason") or "").split())[:200]
+        msg = _shown(" ".join(str(doc.get("message") or doc.get("reason") or "").split())[:200], self.secrets, "it")
         return f"HTTP {status} from the Kubernetes API server: {msg} (needs `create services/proxy`)"
 
 

@@ -1,11 +1,17 @@
 """The canary for Kubernetes: a scenario with an API key, a header from the environment and Prometheus basic auth,
 rendered by the chart (real Helm) and built and created by `loadgen k8s run` (fake API server) while canary values sit
 in the environment of the process that renders them. Every byte of the manifests holds the variables' names and
-Secret references, never a value: no value is ever given to Helm (the chart has no value for a secret at all)."""
+Secret references, never a value: no value is ever given to Helm (the chart has no value for a secret at all).
+And `loadgen k8s coldstart` with every credential it can send (a bearer key, key headers), to a server and through
+the API server's service proxy, each answering with the credentials quoted (a body, a status line, a Status)."""
 
 from __future__ import annotations
 
 import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +20,9 @@ import yaml
 
 from loadgen.cli import main
 from loadgen.k8s.run_objects import RunSpec, build_objects, rendered
-from tests.k8s.fake_api import fake_api
+from tests.integration.canaries import APIM, ENV, KEY, SSE_REPLY, XKEY, leaks, quoted, send_reply
+from tests.k8s.fake_api import FakeCluster, fake_api
+from tests.k8s.test_coldstart import Deployment, _argv, _patches, _replicas
 from tests.k8s.test_run import Run
 
 pytest.importorskip("helm_sdkpy", reason="pip install --ignore-requires-python helm-sdkpy (.ci/run does)")
@@ -128,3 +136,83 @@ def test_k8s_run_wants_a_secret_for_every_credential_variable(
     assert "APIM_KEY (variants[1].headers_from_env.api-key)" in err
     assert "PROM_PASSWORD (metrics.prometheus.basic_auth_env.password)" in err
     assert "PROM_USER" in err and "VLLM_KEY" not in err
+
+
+# --- `loadgen k8s coldstart` ------------------------------------------------------------------------------------------
+
+KEY_HEADERS = ["--header-env", "api-key=LG_CANARY_APIM", "--header-env", "x-api-key=LG_CANARY_XKEY"]
+
+
+@contextmanager
+def _quoting_server(dep: Deployment, after: int) -> Iterator[str]:
+    """The variant's server: a token before the scale-down; after it, ``after`` (503: retried, a refusal otherwise)
+    with the credentials it got quoted in the body and the status line."""
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:  # noqa: N802 - http.server API
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            if not dep.scaled_down:
+                return send_reply(self, 200, "text/event-stream", SSE_REPLY)
+            echo = quoted(self.headers)
+            body = json.dumps({"error": {"message": f"key rejected: {echo}"}}).encode()
+            send_reply(self, after, "application/json", body, echo)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+@pytest.mark.parametrize("after", [503, 401])
+def test_coldstart_to_a_url_never_repeats_what_the_server_quotes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], after: int
+) -> None:
+    for name, value in ENV.items():
+        monkeypatch.setenv(name, value)
+    with fake_api(tmp_path) as (c, kubeconfig):
+        dep = Deployment(c, lag=0)
+        with _quoting_server(dep, after) as url:
+            argv = _argv(kubeconfig, "--url", url, "--api-key-env", "LG_CANARY_KEY", *KEY_HEADERS, timeout="1s")
+            code = main(argv)
+        patches, replicas = _patches(c), _replicas(c)
+    out = capsys.readouterr()
+    assert code != 0 and patches == [0, 2] and replicas == 2
+    assert (f"HTTP {after}" in out.err) and ("no first token" in out.err) == (after == 503), out.err
+    assert "quotes the credential" in out.err
+    assert leaks(out.out + out.err) == []
+
+
+def test_coldstart_through_the_proxy_never_repeats_what_the_api_server_quotes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The key headers go through the service proxy; the API server refuses the proxied request with a Status whose
+    # message quotes them.
+    for name, value in ENV.items():
+        monkeypatch.setenv(name, value)
+    with fake_api(tmp_path) as (c, kubeconfig):
+        Deployment(c)
+
+        def refuse(
+            method: str, ns: str, svc: str, path: str, body: Any, c: FakeCluster = c
+        ) -> tuple[int, str, list[bytes]]:
+            sent = c.proxy_headers[-1]
+            message = f"forbidden: api-key {sent.get('api-key')} x-api-key {sent.get('x-api-key')}"
+            status = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message, "code": 403}
+            return 403, "application/json", [json.dumps(status).encode()]
+
+        c.proxy = refuse
+        code = main(_argv(kubeconfig, *KEY_HEADERS))
+        sent = c.proxy_headers
+    out = capsys.readouterr()
+    assert code == 2 and "HTTP 403 from the Kubernetes API server" in out.err and "nothing was scaled" in out.err
+    assert [(h.get("api-key"), h.get("x-api-key")) for h in sent] == [(APIM, XKEY)]
+    assert KEY not in json.dumps(sent)  # no bearer key through the proxy
+    assert leaks(out.out + out.err) == []
