@@ -23,6 +23,7 @@ import yaml
 
 from loadgen.cli.schema import SCHEMA_FILES
 from loadgen.config.builtin_mixes import BUILTIN_TABLE
+from loadgen.config.credentials import credential_values, redact
 from loadgen.config.durations import parse_duration
 from loadgen.config.errors import ConfigError
 from loadgen.config.scenario import parse_scenario
@@ -126,6 +127,9 @@ def normalize_url(text: str) -> str:
             url = url[: -len(tail)]
             break
     parts = urlsplit(url)
+    if "@" in parts.netloc:
+        # Not echoed: it holds a password. (The scenario's base_url refuses it too.)
+        raise ValueError("credentials don't belong in the URL: --api-key-env NAME, the variable holding the key")
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"{text!r} is not an http:// or https:// URL")
     return url
@@ -346,14 +350,17 @@ def cmd_init(args: argparse.Namespace) -> int:
         if not key:
             print(f"loadgen init: --api-key-env: environment variable {args.api_key_env} is not set", file=sys.stderr)
             return ExitCode.USAGE
+    # A server may quote the key it got anywhere (its version, a model's name): never in what init says or writes.
+    secrets = credential_values([key] if key else [])
     try:
         info = probe_server(url, key, args.timeout)
         model = _pick_model(info, args.model)
         dialect = args.dialect or info.family.dialect
         text = starter_scenario(info, model, dialect, args.api_key_env, args.name, args.users, args.duration, out.name)
+        text = redact(text, secrets)
         parse_scenario(text, str(out))  # what is written must validate: a failure here is loadgen's own bug
     except (ProbeError, ValueError, ConfigError) as e:
-        print(f"loadgen init: {e}", file=sys.stderr)
+        print(redact(f"loadgen init: {e}", secrets), file=sys.stderr)
         return ExitCode.USAGE
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -363,7 +370,8 @@ def cmd_init(args: argparse.Namespace) -> int:
         print(f"loadgen init: {out}: {e.strerror or e}", file=sys.stderr)
         return ExitCode.USAGE
     ctx = f", context {info.context_tokens} tokens" if info.context_tokens else ""
-    print(f"found {info.family.title}{' ' + info.version if info.version else ''} at {url}: model {model}{ctx}")
+    found = f"found {info.family.title}{' ' + info.version if info.version else ''} at {url}: model {model}{ctx}"
+    print(redact(found, secrets))
     print(f"  asked: {'; '.join(info.tried)}")
     print(f"wrote {out} (dialect {dialect}); {schema_note}")
     print(f"next: loadgen validate {out} && loadgen run {out}")

@@ -217,6 +217,9 @@ def test_normalize_url() -> None:
     assert normalize_url("http://gw.example.com/team-a/v1/models") == "http://gw.example.com/team-a"
     with pytest.raises(ValueError, match="not an http"):
         normalize_url("ftp://host")
+    with pytest.raises(ValueError, match="--api-key-env") as refused:
+        normalize_url("https://user:sk-secret-0123@api.example.com")
+    assert "sk-secret" not in str(refused.value)
 
 
 def test_a_dialect_given_is_written_and_said_to_be_given(fake_vllm: _Fake, tmp_path: Path) -> None:
