@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
-"""Generate charts/loadgen/values.schema.json and charts/loadgen/README.md from charts/loadgen/values.yaml.
+"""Generate charts/loadgen/values.schema.json and charts/loadgen/README.md from charts/loadgen/values.yaml, and
+charts/loadgen/templates/_credentials.tpl from loadgen/config/credentials.py.
 
 values.yaml is the source: every key carries a `# key -- description` comment (helm-docs style, continued on the
 following comment lines). The schema's `scenario` part is loadgen's own config model
-(`Scenario.model_json_schema()`, its `$defs` lifted to the root), so the chart refuses exactly what `loadgen
-validate` refuses; every other part is built from the defaults' types, tightened by `_OVERRIDES`, with
-`additionalProperties: false` on every mapping of chart values.
+(`Scenario.model_json_schema()`, its `$defs` lifted to the root), so the chart refuses the shapes and values `loadgen
+validate` refuses, but for one pattern: an environment variable's NAME (`api_key_env`), which Helm's schema check
+would quote when it fails, and a key pasted there is exactly what fails it; the templates check those names without
+quoting them (`loadgen.checkScenario`). Every other part is built from the defaults' types, tightened by
+`_OVERRIDES`, with `additionalProperties: false` on every mapping of chart values. `_credentials.tpl` holds loadgen's
+lists of what looks like a credential (a header name, a body field), which the templates refuse as loadgen does.
 
     python scripts/gen-chart-docs.py           # rewrite both files
     python scripts/gen-chart-docs.py --check   # exit 1 when either differs from what would be written
@@ -109,10 +113,22 @@ def _leaf_schema(value: Any) -> dict[str, Any]:
 def _scenario_schema() -> tuple[dict[str, Any], dict[str, Any]]:
     from loadgen.config.scenario import Scenario
 
-    schema = Scenario.model_json_schema()
+    schema = chart_scenario_schema(Scenario.model_json_schema())
     defs = schema.pop("$defs", {})
     schema.pop("title", None)
     return schema, defs
+
+
+def chart_scenario_schema(node: Any) -> Any:
+    """The model's schema as the chart's: without the pattern of an environment variable's NAME (Helm's error would
+    quote the value, maybe a key pasted in its place; the templates check it without quoting it)."""
+    from loadgen.config.credentials import ENV_NAME
+
+    if isinstance(node, dict):
+        return {k: chart_scenario_schema(v) for k, v in node.items() if not (k == "pattern" and v == ENV_NAME)}
+    if isinstance(node, list):
+        return [chart_scenario_schema(v) for v in node]
+    return node
 
 
 def schema_of(values: dict[str, Any], docs: dict[str, str], prefix: str = "") -> dict[str, Any]:
@@ -181,9 +197,12 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         print(f"values without a `# key -- description` comment: {', '.join(missing)}", file=sys.stderr)
         return 1
+    from loadgen.config.credentials import chart_template
+
     outputs = {
         CHART / "values.schema.json": json.dumps(build_schema(values_text), indent=2) + "\n",
         CHART / "README.md": build_readme(values_text),
+        CHART / "templates" / "_credentials.tpl": chart_template(),
     }
     stale = [path for path, text in outputs.items() if not path.exists() or path.read_text(encoding="utf-8") != text]
     if args.check:

@@ -252,10 +252,15 @@ def test_committed_schema_and_readme_match_the_model_and_values() -> None:
     )
     assert r.returncode == 0, r.stderr
     schema = json.loads((CHART / "values.schema.json").read_text(encoding="utf-8"))
+    # The model's, but for the pattern of an environment variable's NAME, which Helm's error would quote (maybe a
+    # key pasted in its place): the templates check it without quoting it (test_chart_refusals.py).
     model = Scenario.model_json_schema()
+    api_key_env = model["$defs"]["Variant"]["properties"]["api_key_env"]
+    assert api_key_env.pop("pattern") == "^[A-Za-z_][A-Za-z0-9_]*$"
     assert schema["$defs"] == model["$defs"]
     assert schema["properties"]["scenario"]["properties"] == model["properties"]
     assert schema["additionalProperties"] is False
+    assert "^[A-Za-z_][A-Za-z0-9_]*$" not in json.dumps(schema["$defs"])
 
 
 def test_every_value_is_described() -> None:

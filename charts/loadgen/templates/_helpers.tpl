@@ -110,6 +110,7 @@ queries the cluster's Prometheus) and, with `tokenizer: server`, the first varia
 apiKeySecrets), the master's own (the web login in ui mode, the report window's token in headless), then extraEnv. */}}
 {{- define "loadgen.env" -}}
 {{- $root := .root -}}
+{{- include "loadgen.checkScenario" $root -}}
 {{- $seen := dict -}}
 {{- range (include "loadgen.secretNames" . | fromJsonArray) }}
 {{- $field := index . 0 }}
@@ -146,30 +147,6 @@ apiKeySecrets), the master's own (the web login in ui mode, the report window's 
 {{- with $root.Values.extraEnv }}
 {{ toYaml . }}
 {{- end }}
-{{- end -}}
-
-{{/* A literal credential in the scenario's headers would be in the ConfigMap: refused (the rule of loadgen's
-config, classes.is_credential_header), naming the header and where its value belongs. */}}
-{{- define "loadgen.checkHeaders" -}}
-{{- $parts := list "key" "token" "secret" "password" "credential" "authorization" "cookie" -}}
-{{- $where := list -}}
-{{- range $i, $v := (.Values.scenario.variants | default list) -}}
-{{- $where = append $where (list (printf "variants[%d]" $i) ($v.headers | default dict)) -}}
-{{- end -}}
-{{- range $i, $c := (dig "traffic" "classes" list .Values.scenario | default list) -}}
-{{- $where = append $where (list (printf "traffic.classes[%d]" $i) ($c.headers | default dict)) -}}
-{{- end -}}
-{{- range $where -}}
-{{- $at := index . 0 -}}
-{{- range $h, $_ := index . 1 -}}
-{{- $low := lower $h -}}
-{{- range $parts -}}
-{{- if contains . $low -}}
-{{- fail (printf "scenario %s.headers.%s looks like a credential, and the scenario ConfigMap would hold its value: name an environment variable in headers_from_env instead, filled from a Secret by apiKeySecrets" $at $h) -}}
-{{- end -}}
-{{- end -}}
-{{- end -}}
-{{- end -}}
 {{- end -}}
 
 {{- define "loadgen.volumes" -}}
