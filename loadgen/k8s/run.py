@@ -108,16 +108,27 @@ def _proxy(cluster: Cluster, ns: str, service: str, path: str, token: str | None
     return data
 
 
-def _master_exit(cluster: Cluster, ns: str, release: str) -> int | None:
-    """The master container's exit code once its pod ended, else None."""
+def _master_exit(cluster: Cluster, ns: str, release: str) -> tuple[int, str] | None:
+    """(exit code, what to say) once the master pod ended, else None: its `validate` init container's code and
+    message when it refused the scenario (the master never started), else the master container's code."""
     pods = cluster.core.list_namespaced_pod(
         ns, label_selector=f"app.kubernetes.io/instance={release},app.kubernetes.io/component=master"
     ).items
     for pod in pods:
+        for cs in (pod.status.init_container_statuses or []) if pod.status else []:
+            term = cs.state.terminated if cs.state else None
+            if term is not None and term.exit_code:
+                said = (
+                    " ".join((term.message or "").split())
+                    or f"see kubectl -n {ns} logs {pod.metadata.name} -c {cs.name}"
+                )
+                code = int(term.exit_code)
+                what = "refused the scenario" if code == ExitCode.USAGE else f"failed (exit {code})"
+                return code, f"the master pod's {cs.name} container {what} before any load: {said}"
         for cs in (pod.status.container_statuses or []) if pod.status else []:
             term = cs.state.terminated if cs.state else None
             if term is not None:
-                return int(term.exit_code)
+                return int(term.exit_code), "the master ended without serving its reports (see its log)"
     return None
 
 
@@ -172,12 +183,13 @@ def follow(
             break
         except (exc, ProxyError, ValueError):
             pass  # the master is still running the load (nothing listens on 8089 until then)
-        code = _master_exit(cluster, ns, release)
-        if code is not None:
+        ended = _master_exit(cluster, ns, release)
+        if ended is not None:
             # No report served: the run failed (4), unless the master refused its configuration (2) or was killed
             # by signal N (128 + N); never a verdict.
+            code, said = ended
             failed = code if code == ExitCode.USAGE or code > 128 else ExitCode.RUN_FAILED
-            return RunResult(failed, status="the master ended without serving its reports (see its log)")
+            return RunResult(failed, status=said)
         if timeout is not None and time.monotonic() - started > timeout:
             return RunResult(ExitCode.RUN_FAILED, status=f"no reports after {timeout:g}s")
         time.sleep(interval)

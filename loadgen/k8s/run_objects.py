@@ -165,7 +165,8 @@ def build_objects(spec: RunSpec, namespace: str) -> list[dict[str, Any]]:
         if "checksum/config" in notes:
             notes["checksum/config"] = checksum
         pod = "master" if template["metadata"]["labels"]["app.kubernetes.io/component"] == "master" else "workers"
-        for c in template["spec"]["containers"]:
+        # The master's init container (`loadgen validate`) reads the master's credentials.
+        for c in [*template["spec"].get("initContainers", []), *template["spec"]["containers"]]:
             env = _credential_env(spec, pod) + list(c.get("env") or [])
             if env:
                 c["env"] = env

@@ -11,6 +11,7 @@ import json
 import os
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.parse
@@ -28,9 +29,19 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _container(objs: list[dict[str, Any]], name: str) -> dict[str, Any]:
-    (job,) = [o for o in objs if o["kind"] == "Job" and o["metadata"]["name"] == name]
-    return dict(job["spec"]["template"]["spec"]["containers"][0])
+def _container(objs: list[dict[str, Any]], name: str, part: str = "containers") -> dict[str, Any]:
+    (job,) = [o for o in objs if o["kind"] in ("Job", "Deployment") and o["metadata"]["name"] == name]
+    return dict(job["spec"]["template"]["spec"][part][0])
+
+
+def _validate(objs: list[dict[str, Any]], scenario: Path) -> subprocess.CompletedProcess[str]:
+    """The master's init container, run: `loadgen validate` (the image's console script, here this Python's) on
+    the mounted scenario, with the container's env."""
+    init = _container(objs, "rel-loadgen-master", "initContainers")
+    assert init["name"] == "validate" and init["command"][0] == "loadgen"
+    argv = [str(scenario) if a == "/etc/loadgen/scenario.yaml" else a for a in init["command"][1:]]
+    env = _env(objs, init)
+    return subprocess.run([sys.executable, "-m", "loadgen.cli", *argv], env=env, capture_output=True, text=True)
 
 
 def _env(objs: list[dict[str, Any]], c: dict[str, Any]) -> dict[str, str]:
@@ -88,6 +99,8 @@ def test_headless_master_and_worker_run_serve_and_exit_with_the_verdict(tmp_path
         def argv(c: dict[str, Any]) -> list[str]:
             return [swap.get(a, a) for a in c["command"] + c["args"]]
 
+        checked = _validate(objs, scenario)  # before any load: the init container
+        assert checked.returncode == 0 and ": OK" in checked.stdout, checked.stderr
         master_c, worker_c = _container(objs, "rel-loadgen-master"), _container(objs, "rel-loadgen-worker")
         logs = tmp_path / "master.log"
         with logs.open("wb") as log:
@@ -182,3 +195,18 @@ def test_ui_master_serves_the_web_ui_and_a_worker_joins(tmp_path: Path) -> None:
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+
+
+def test_the_masters_init_container_refuses_a_scenario_before_any_load(tmp_path: Path) -> None:
+    """What only the pod can check (a `tokenizer: server` nobody answers, here): `loadgen validate` exits 2 naming
+    the field, so the master pod fails before Locust starts (its message is the pod's termination message)."""
+    variants = [{"name": "a", "base_url": "http://127.0.0.1:9", "model": "m"}]
+    code, doc, err = helm_render({"scenario": {"variants": variants, "tokenizer": "server"}}, tmp_path)
+    assert code == 0, err
+    (cm,) = [o for o in doc["created"] if o["kind"] == "ConfigMap"]
+    scenario = tmp_path / "scenario.yaml"
+    scenario.write_text(cm["data"]["scenario.yaml"], encoding="utf-8")
+    refused = _validate(doc["created"], scenario)
+    assert refused.returncode == 2 and "tokenizer" in refused.stderr and "127.0.0.1:9" in refused.stderr, refused
+    init = _container(doc["created"], "rel-loadgen-master", "initContainers")
+    assert init["terminationMessagePolicy"] == "FallbackToLogsOnError"

@@ -3,7 +3,8 @@ API server): a scenario that would put a credential in the ConfigMap fails at re
 quoting the value (a credential-looking `extra_body` key at any depth, a URL with user info or a query, a value where
 an environment variable's NAME belongs, a credential-looking header: test_chart_security.py); by loadgen's own rules
 (charts/loadgen/templates/_credentials.tpl is generated from loadgen/config/credentials.py), compared here key by key.
-"""
+Everything else loadgen validate checks, the master's `validate` init container checks before any load
+(test_chart_commands.py runs it)."""
 
 from __future__ import annotations
 
@@ -172,7 +173,9 @@ def test_the_chart_and_loadgen_agree_on_every_name(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("mode", ["ui", "headless"])
-def test_a_clean_scenario_renders(tmp_path: Path, mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_clean_scenario_renders_and_the_master_validates_it_first(
+    tmp_path: Path, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     body = {"max_tokens": 5, "skip_special_tokens": True, "options": {"num_ctx": 8192}}
     scenario = {
         "variants": [{**V, "extra_body": body, "api_key_env": "VLLM_KEY"}],
@@ -187,3 +190,9 @@ def test_a_clean_scenario_renders(tmp_path: Path, mode: str, monkeypatch: pytest
     assert CANARY not in json.dumps(doc)
     (cm,) = [o for o in doc["created"] if o["kind"] == "ConfigMap"]
     assert "num_ctx: 8192" in cm["data"]["scenario.yaml"]
+    (master,) = [o for o in doc["created"] if o["metadata"]["name"] == "rel-loadgen-master" and "template" in o["spec"]]
+    pod = master["spec"]["template"]["spec"]
+    (init,) = pod["initContainers"]
+    assert init["command"] == ["loadgen", "validate", "/etc/loadgen/scenario.yaml"]
+    assert init["securityContext"] == pod["containers"][0]["securityContext"]
+    assert [e["name"] for e in init["env"]] == ["PROM_TOKEN"]  # the master's credentials, not its own tokens

@@ -106,8 +106,9 @@ queries the cluster's Prometheus) and, with `tokenizer: server`, the first varia
 {{- toJson $out -}}
 {{- end -}}
 
-{{/* Env of a pod (`pod`: master or workers): one secretKeyRef per credential variable it reads (each required in
-apiKeySecrets), the master's own (the web login in ui mode, the report window's token in headless), then extraEnv. */}}
+{{/* Env of a pod (`pod`: master, workers, or validate, the master's init container): one secretKeyRef per
+credential variable it reads (each required in apiKeySecrets; validate reads the master's), the master's own (the web
+login in ui mode, the report window's token in headless), then extraEnv. */}}
 {{- define "loadgen.env" -}}
 {{- $root := .root -}}
 {{- include "loadgen.checkScenario" $root -}}
@@ -256,6 +257,29 @@ containers:
       {{- toYaml .Values.workers.resources | nindent 6 }}
     volumeMounts:
       {{- include "loadgen.volumeMounts" . | nindent 6 }}
+{{- end -}}
+
+{{/* The master pod's init container: `loadgen validate` on the mounted scenario, before Locust starts and any
+load is sent, with the master's credentials (a `tokenizer: server` check asks the first variant). A scenario loadgen
+refuses (a dataset or tokenizer the pod cannot load, any rule of the model) stops the pod here with exit 2, and
+`loadgen validate`'s message, naming the field, is the container's termination message (`kubectl describe pod`, the
+headless Job's failure; `kubectl logs <pod> -c validate`). */}}
+{{- define "loadgen.validateContainer" -}}
+- name: validate
+  image: {{ include "loadgen.image" . }}
+  imagePullPolicy: {{ .Values.image.pullPolicy }}
+  command: ["loadgen", "validate", "/etc/loadgen/scenario.yaml"]
+  terminationMessagePolicy: FallbackToLogsOnError
+  {{- with (include "loadgen.env" (dict "root" . "pod" "validate")) }}
+  env:
+    {{- . | nindent 4 }}
+  {{- end }}
+  securityContext:
+    {{- toYaml .Values.securityContext | nindent 4 }}
+  resources:
+    {{- toYaml .Values.master.resources | nindent 4 }}
+  volumeMounts:
+    {{- include "loadgen.volumeMounts" . | nindent 4 }}
 {{- end -}}
 
 {{/* The master container; headless wraps locust in the report server. */}}
