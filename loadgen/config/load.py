@@ -142,8 +142,8 @@ class Load(BaseModel):
         description="At the stop, how long the requests in flight (and open-loop arrivals already due, sent by the "
         "senders as they come free) are given to finish: measured whole, in the latencies and the success rate, "
         "while throughput stays over the window. The stop ends sooner when nothing is left. A request still "
-        "running after it is cut by the stop: a censored sample of E2E (and of TTFT without a first token), a TTFT "
-        "it measured kept; an arrival still waiting is not sent (a failed request). 0: cut at once.",
+        "running after it is cut by the stop: a censored sample of E2E and TPOT (and of TTFT without a first token), "
+        "a TTFT it measured kept; an arrival still waiting is not sent (a failed request). 0: cut at once.",
     )
     latency_from: Literal["schedule", "send"] | None = Field(
         default=None,

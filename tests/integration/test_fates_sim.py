@@ -145,3 +145,51 @@ def test_the_window_is_the_requests_sent_in_it(warmup_run: dict[str, Any]) -> No
         if r["ttft"] is None or not t.chunk_times:
             continue
         assert r["sent"] - 0.005 <= t.chunk_times[0] <= r["sent"] + r["ttft"] + 0.001, r["id"]
+
+
+@pytest.fixture(scope="module")
+def every_fate_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """A run where requests end every way a closed-loop run can: succeeded, failed (HTTP 500), timed out (a 4 s
+    stall past a 1.5 s request timeout), cut at the stop (no drain), sent in the warm-up."""
+    tmp = tmp_path_factory.mktemp("fates-every")
+    truth_path = tmp / "truth.jsonl"
+    faults = {"base": {"error_rate": 0.15, "stall_rate": 0.15, "stall_s": 4.0}}
+    with start_sim_process(["base=baseline"], truth_log=truth_path, faults=faults) as sim:
+        run = _run(
+            tmp,
+            "every",
+            {"base": {"base_url": sim.base_url("base"), "request_timeout": "1.5s"}},
+            load={"users": 8, "duration": "6s", "warmup": "1s", "drain": 0},
+        )
+        time.sleep(1.5)
+    run["truth"] = load_truth(truth_path, variant="base")
+    return run
+
+
+def test_every_fate_is_the_one_the_simulator_s_log_implies(every_fate_run: dict[str, Any]) -> None:
+    rows, truth = every_fate_run["records"], every_fate_run["truth"]
+    overall = every_fate_run["report"]["variants"][0]["overall"]
+    assert Counter(r["fate"] for r in rows) == overall["fates"]  # the raw rows and the report agree, fate by fate
+    for r in rows:
+        faults = set(truth[r["id"]].faults)
+        if r["warmup"]:
+            want = "in_warmup"
+        elif r["cut_by_stop"]:
+            want = "cut_at_stop"
+        elif "http_500" in faults:
+            want = "failed"
+        elif "stall" in faults:
+            want = "timed_out"
+        else:
+            want = "succeeded"
+        assert r["fate"] == want, (r["id"], faults, r["fate"])
+        if want == "cut_at_stop":  # the server saw the client go: it had not ended it
+            assert truth[r["id"]].aborted or truth[r["id"]].finish is None
+    for fate in ("succeeded", "failed", "timed_out", "cut_at_stop", "in_warmup"):
+        assert overall["fates"].get(fate, 0) >= 1, (fate, overall["fates"])
+    assert overall["errors"] == {"http_5xx": overall["fates"]["failed"], "timeout": overall["fates"]["timed_out"]}
+    # Each ended request of the window is a sample of E2E, measured or censored; the cut ones are censored too.
+    e2e = overall["metrics_ms"]["e2e"]
+    window = sum(n for f, n in overall["fates"].items() if f != "in_warmup")
+    assert e2e["count"] + e2e["censored"] == window
+    assert e2e["censored"] == window - overall["fates"]["succeeded"]
