@@ -324,7 +324,8 @@ class Traffic(BaseModel):
         default=None,
         description="A share of requests the client gives up mid-reply, as users closing the tab, e.g. {share: 0.1, "
         "after_tokens: [5, 50]} or {share: 0.1, after: [0.2s, 2s]}: the same requests, at the same point, for every "
-        "variant; counted `cancelled`, apart from errors and successes. Null: every request runs to its end.",
+        "variant; counted `cancelled`, apart from errors and successes, and censored in E2E and TPOT (their end is "
+        "unknown). Null: every request runs to its end.",
     )
 
     @model_validator(mode="after")
