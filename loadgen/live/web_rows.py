@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from loadgen.report.numbers import CPU_PERCENT, LOOP_LAG_MS, PERCENT, REQ_PER_S, TOK_PER_S, figure, ms
+from loadgen.report.numbers import CPU_PERCENT, LOOP_LAG_MS, REQ_PER_S, TOK_PER_S, figure, in_percent, ms, stat_ms
 
 __all__ = ["LLM_TAB", "TABLES", "TABS", "WORKERS_TAB", "extended_stats", "llm_rows", "worker_rows"]
 
@@ -69,7 +69,7 @@ def _slo_status(slos: list[dict[str, Any]]) -> str:
         if s.get("observed_ms") is not None:
             parts.append(f"{s['slo']} (now {ms(s['observed_ms'])} ms)")
         elif s.get("observed_percent") is not None:
-            parts.append(f"{s['slo']} (now {figure(s['observed_percent'], PERCENT)} %)")
+            parts.append(f"{s['slo']} (now {in_percent(s['observed_percent'])})")
         else:
             parts.append(f"{s['slo']} (no data yet)" if not s.get("censored") else f"{s['slo']} (censored)")
     return f"FAIL {len(failed)}/{len(slos)}: " + "; ".join(parts)
@@ -99,9 +99,7 @@ def _row(variant: str, mix: str, g: dict[str, Any], slos: list[dict[str, Any]], 
     }
     metrics = g["metrics_ms"]
     for key, _, m, s in _LATENCY:
-        summary = metrics.get(m) or {}
-        v = summary.get(s)
-        row[key] = ("censored" if summary.get("censored") else _NONE) if v is None else ms(v)
+        row[key] = stat_ms(metrics.get(m), s, _NONE)
     row["slo"] = _slo_status(slos)
     row["trust"] = trust
     return row

@@ -10,7 +10,7 @@ from typing import Any
 
 from loadgen.config.variant import Variant
 from loadgen.measure.aggregate import GroupStats
-from loadgen.report.numbers import figure
+from loadgen.report.numbers import SHARE, TOK_PER_S, figure, percent, stat_ms
 from loadgen.report.table_section import html_table_section, markdown_table_section
 
 __all__ = ["adapter_html", "adapter_lines", "adapters_json"]
@@ -63,32 +63,22 @@ def adapters_json(
     return out
 
 
-def _cell(s: dict[str, Any] | None, k: str) -> str:
-    if not s:
-        return "–"
-    if s.get(k) is None and s.get("censored"):
-        return "censored"
-    return figure(s.get(k), 2)
-
-
 def _rows(report: dict[str, Any]) -> list[list[str]]:
     rows = []
     for v in report["variants"]:
         for name, a in (v.get("adapters") or {}).items():
             m = a["metrics_ms"]
             t, p, e = m.get("ttft"), m.get("tpot"), m.get("e2e")
-            share = "–" if a["share"] is None else f"{100 * a['share']:.1f} %"
-            rate = "–" if a["success_rate"] is None else f"{100 * a['success_rate']:.2f} %"
             rows.append(
                 [
                     v["name"],
                     name + (" (base)" if a["base"] else ""),
                     f"{a['requests']:,}",
-                    f"{share} ({100 * a['configured_share']:.0f} %)",
+                    f"{percent(a['share'], SHARE)} ({percent(a['configured_share'], SHARE)})",
                     f"{a['ok']:,}",
-                    rate,
-                    *(_cell(s, k) for s in (t, p, e) for k in ("p50", "p99")),
-                    figure(a["output_tokens_per_s"], 1),
+                    percent(a["success_rate"]),
+                    *(stat_ms(s, k) for s in (t, p, e) for k in ("p50", "p99")),
+                    figure(a["output_tokens_per_s"], TOK_PER_S),
                 ]
             )
     return rows

@@ -43,6 +43,17 @@ from loadgen.report.compare import (
 )
 from loadgen.report.compare_cost import cost_row
 from loadgen.report.compare_rows import blank_row
+from loadgen.report.numbers import (
+    AS_SET,
+    CENSORED,
+    CHANGE,
+    LATENCY_MS,
+    REQ_PER_S,
+    TOK_PER_S,
+    USD_PER_1M_TOKENS,
+    figure,
+    percent,
+)
 from loadgen.report.report_file import ReportFileError, incomplete, read_report_file
 
 __all__ = ["CompareInputError", "compare_reports", "load_compare_input", "render_compare"]
@@ -238,12 +249,20 @@ def compare_reports(
     }
 
 
-def _pct(x: float | None) -> str:
-    return "–" if x is None else f"{100 * x:+.1f} %"
+# Decimals of a row's BASE and NEW by what they are (report/numbers.py's kinds): by kind, throughput by metric.
+_DECIMALS = {
+    "latency": LATENCY_MS,
+    "cost": USD_PER_1M_TOKENS,
+    "requests_per_s": REQ_PER_S,
+    "output_tokens_per_s": TOK_PER_S,
+}
 
 
-def _num(x: float | None, censored: bool = False) -> str:
-    return "censored" if censored else "–" if x is None else f"{x:,.2f}"
+def _num(r: dict[str, Any], side: str) -> str:
+    if r.get(f"{side}_censored"):
+        return CENSORED
+    x = r.get(side)  # a measured figure, though the JSON may hold a whole one
+    return figure(float(x) if isinstance(x, int) else x, _DECIMALS.get(r["kind"], _DECIMALS.get(r["metric"], 2)))
 
 
 def _ci(r: dict[str, Any]) -> str:
@@ -261,8 +280,9 @@ def render_compare(result: dict[str, Any], base_path: str, new_path: str) -> str
     lines = [
         f"# loadgen compare — {new_path} vs {base_path}",
         "",
-        f"Regression: worse by more than {100 * result['max_regression']:g} % and outside noise. Intervals: "
-        f"{100 * m['confidence']:g} % percentile, {m['resamples']:,} unpaired bootstrap resamples, seed {m['seed']}.",
+        f"Regression: worse by more than {percent(result['max_regression'], AS_SET)} and outside noise. Intervals: "
+        f"{percent(m['confidence'], AS_SET)} percentile, {m['resamples']:,} unpaired bootstrap resamples, "
+        f"seed {m['seed']}.",
         "",
         "| variant | metric | BASE | NEW | change | CI of NEW ÷ BASE | verdict |",
         "|---|---|---:|---:|---:|---|---|",
@@ -277,8 +297,10 @@ def render_compare(result: dict[str, Any], base_path: str, new_path: str) -> str
         elif r["kind"] == "cost":
             metric = "$ / 1M output tok"
         verdict = f"**{r['verdict']}**" if r["regression"] else r["verdict"]
-        base, new = _num(r.get("base"), r.get("base_censored", False)), _num(r.get("new"), r.get("new_censored", False))
-        lines.append(f"| {r['variant']} | {metric} | {base} | {new} | {_pct(r.get('change'))} | {_ci(r)} | {verdict} |")
+        change = percent(r.get("change"), CHANGE, signed=True)
+        lines.append(
+            f"| {r['variant']} | {metric} | {_num(r, 'base')} | {_num(r, 'new')} | {change} | {_ci(r)} | {verdict} |"
+        )
     lines.append("")
     if any(r.get(k) for r in result["rows"] for k in ("ci_low_censored", "ci_high_censored", "new_censored")):
         lines += [

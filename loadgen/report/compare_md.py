@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from loadgen.report.numbers import AS_SET, CENSORED, ms, percent, stat_ms
+
 __all__ = ["comparison_lines", "describe", "speedup_lines"]
 
 _LABEL = {"ttft": "TTFT", "tpot": "TPOT", "e2e": "E2E", "itl": "ITL"}
@@ -14,14 +16,9 @@ def _x(v: float | None) -> str:
     return "–" if v is None else f"{v:.2f}"
 
 
-def _ms(e: dict[str, Any], key: str) -> str:
-    """A statistic; in a censored entry a missing one is the censored one."""
-    return "censored" if e.get(key) is None and e.get("censored") else _x(e.get(key))
-
-
 def _diff(v: float | None) -> str:
     """A bound of the median paired difference; None beside a numeric one: it fell among failed requests."""
-    return "censored" if v is None else f"{v:+.2f}"
+    return ms(v, CENSORED, signed=True)
 
 
 def _bound(e: dict[str, Any], side: str) -> str:
@@ -48,7 +45,7 @@ def _basis(e: dict[str, Any]) -> str:
 def describe(e: dict[str, Any], confidence: float) -> str:
     """One entry in words: "TPOT p50 1.62× faster (95 % CI 1.58–1.66, 812 pairs)"."""
     what = f"{_LABEL.get(e['metric'], e['metric'])} {e['stat']}"
-    pct = f"{100 * confidence:g} % CI"
+    pct = f"{percent(confidence, AS_SET)} CI"
     if e.get("speedup") is None:
         return f"{what}: no speedup ({'censored: failed requests' if e.get('censored') else 'no data'})"
     if e.get("within_noise") is None:
@@ -92,7 +89,7 @@ def comparison_lines(report: dict[str, Any]) -> list[str]:
         return []
     method = report.get("comparison_method") or {}
     confidence = float(method.get("confidence", 0.95))
-    pct = f"{100 * confidence:g} %"
+    pct = percent(confidence, AS_SET)
     lines = [
         "",
         "## Comparison with confidence intervals (speedup = baseline ÷ variant; > 1 is faster)",
@@ -113,7 +110,7 @@ def comparison_lines(report: dict[str, Any]) -> list[str]:
         if e.get("censored"):
             verdict = "censored"
         tail = f" ({e['tail_n']} above)" if e.get("within_noise") is None and e.get("speedup") is not None else ""
-        base_ms, var_ms = (_ms(e, k) for k in ("baseline_ms", "variant_ms"))
+        base_ms, var_ms = (stat_ms(e, k) for k in ("baseline_ms", "variant_ms"))
         lines.append(
             f"| {e['variant']} | {e['baseline']} | {_LABEL.get(e['metric'], e['metric'])} {e['stat']} "
             f"| {base_ms} | {var_ms} | {_x(e.get('speedup'))} | {_ci(e)} | {_basis(e)}{tail} | {verdict} |"
@@ -138,9 +135,9 @@ def comparison_lines(report: dict[str, Any]) -> list[str]:
         lines += ["", "Median per-request difference (variant − baseline, ms, paired):"]
         for e in diffs:
             lines.append(
-                f"- {e['variant']} {_LABEL.get(e['metric'], e['metric'])}: {e['diff_ms']:+.2f} ms "
+                f"- {e['variant']} {_LABEL.get(e['metric'], e['metric'])}: {ms(e['diff_ms'], signed=True)} ms "
                 f"({pct} CI {_diff(e.get('diff_ci_low_ms'))} … {_diff(e.get('diff_ci_high_ms'))})"
                 if e.get("diff_ci_low_ms") is not None or e.get("diff_ci_high_ms") is not None
-                else f"- {e['variant']} {_LABEL.get(e['metric'], e['metric'])}: {e['diff_ms']:+.2f} ms"
+                else f"- {e['variant']} {_LABEL.get(e['metric'], e['metric'])}: {ms(e['diff_ms'], signed=True)} ms"
             )
     return lines

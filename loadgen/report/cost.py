@@ -22,6 +22,7 @@ from typing import Any
 
 from loadgen.config.cost import VariantCost
 from loadgen.config.variant import Variant
+from loadgen.report.numbers import SHARE, USD_PER_HOUR, percent, usd
 
 # Until the master reads the cluster Prometheus (live/variant_power.py): a report rebuilt from records has no power.
 NOT_READ = "not read: the master reads it from metrics.prometheus over the run's window"
@@ -153,11 +154,11 @@ def render_cost_markdown(report: dict[str, Any]) -> list[str]:
     for name, ce in rows:
         cost, energy, mem, kv = ce.get("cost") or {}, ce.get("energy") or {}, ce.get("gpu_memory") or {}, ce.get("kv")
         memory = "–" if not mem.get("samples") else f"{mem['max_gib']:.2f} / {mem['mean_gib']:.2f}"
-        kv_cell = "–" if not kv else f"{100 * kv['max']:.1f} % / {100 * kv['mean']:.1f} %"
+        kv_cell = "–" if not kv else f"{percent(kv['max'], SHARE)} / {percent(kv['mean'], SHARE)}"
         cells = [
-            _cell(cost.get("usd_per_hour"), ",.2f"),
-            _cell(cost.get("usd_per_1m_output_tokens"), ",.4f"),
-            _cell(cost.get("usd_per_1m_good_tokens"), ",.4f"),
+            usd(cost.get("usd_per_hour"), USD_PER_HOUR),
+            usd(cost.get("usd_per_1m_output_tokens")),
+            usd(cost.get("usd_per_1m_good_tokens")),
             _cell(energy.get("joules_per_output_token"), ",.4f"),
             _cell(energy.get("output_tokens_per_joule"), ",.3f"),
             _cell(energy.get("mean_watts"), ",.1f"),

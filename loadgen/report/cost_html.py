@@ -7,6 +7,8 @@ from __future__ import annotations
 import html
 from typing import Any
 
+from loadgen.report.numbers import SHARE, USD_PER_HOUR, percent, usd
+
 __all__ = ["cost_charts", "render_cost_html"]
 
 _HEAD = (
@@ -37,15 +39,15 @@ def render_cost_html(report: dict[str, Any]) -> str:
             continue
         cost, energy, mem, kv = ce.get("cost") or {}, ce.get("energy") or {}, ce.get("gpu_memory") or {}, ce.get("kv")
         cells = [
-            _num(cost.get("usd_per_hour"), ",.2f"),
-            _num(cost.get("usd_per_1m_output_tokens"), ",.4f"),
-            _num(cost.get("usd_per_1m_good_tokens"), ",.4f"),
+            usd(cost.get("usd_per_hour"), USD_PER_HOUR),
+            usd(cost.get("usd_per_1m_output_tokens")),
+            usd(cost.get("usd_per_1m_good_tokens")),
             _num(energy.get("joules_per_output_token"), ",.4f"),
             _num(energy.get("output_tokens_per_joule"), ",.3f"),
             _num(energy.get("mean_watts"), ",.1f"),
             _num(mem.get("max_gib"), ",.2f"),
             _num(mem.get("mean_gib"), ",.2f"),
-            "–" if not kv else f"{100 * kv['max']:.1f} %",
+            "–" if not kv else percent(kv["max"], SHARE),
         ]
         name = html.escape(v["name"])
         rows.append(f"<tr><td class=text>{name}</td>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")

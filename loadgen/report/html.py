@@ -29,7 +29,18 @@ from loadgen.report.cost_html import render_cost_html
 from loadgen.report.html_charts import Chart, report_charts, sweep_charts
 from loadgen.report.latency_render import latency_html
 from loadgen.report.lost_workers import worker_notes
-from loadgen.report.numbers import figure
+from loadgen.report.numbers import (
+    AS_SET,
+    CPU_PERCENT,
+    LOOP_LAG_MS,
+    REQ_PER_S,
+    TOK_PER_S,
+    figure,
+    in_percent,
+    ms,
+    percent,
+    stat_ms,
+)
 from loadgen.report.quality_render import quality_html
 from loadgen.report.reasoning import reasoning_html
 from loadgen.report.request_timeline import timeline_html
@@ -98,10 +109,7 @@ def _fmt(v: Any, nd: int = 1) -> str:
 
 
 def _stat(group: dict[str, Any], metric: str, stat: str) -> str:
-    s = group.get("metrics_ms", {}).get(metric) or {}
-    if s.get(stat) is None and s.get("censored"):
-        return "censored"
-    return _fmt(s.get(stat))
+    return stat_ms(group.get("metrics_ms", {}).get(metric), stat)
 
 
 def _variant_verdicts(report: dict[str, Any]) -> dict[str, tuple[str, str]]:
@@ -133,7 +141,6 @@ def _summary(report: dict[str, Any]) -> str:
     for v in report["variants"]:
         g = v["overall"]
         cls, words = verdicts[v["name"]]
-        rate = g.get("success_rate")
         speed = (v.get("speedup_vs_baseline") or {}).get("ttft_p99")
         speed_cell = "–" if speed is None else f"{speed:.2f}×"
         if (v["name"], "ttft", "p99") in censored:
@@ -143,8 +150,8 @@ def _summary(report: dict[str, Any]) -> str:
         rows.append(
             f'<tr class="{"fail" if cls != "pass" else ""}"><td class=text>{name}</td>'
             f'<td class="text verdict {cls}">{_e(words)}</td><td>{_fmt(g.get("requests"))}</td>'
-            f"<td>{'–' if rate is None else f'{100 * rate:.2f} %'}</td><td>{_fmt(g.get('requests_per_s'), 2)}</td>"
-            f"<td>{_fmt(g.get('output_tokens_per_s'))}</td><td>{cell(g, 'ttft', 'p50')}</td>"
+            f"<td>{percent(g.get('success_rate'))}</td><td>{_fmt(g.get('requests_per_s'), REQ_PER_S)}</td>"
+            f"<td>{_fmt(g.get('output_tokens_per_s'), TOK_PER_S)}</td><td>{cell(g, 'ttft', 'p50')}</td>"
             f"<td>{cell(g, 'ttft', 'p99')}</td><td>{cell(g, 'itl', 'p50')}</td><td>{cell(g, 'tpot', 'p50')}</td>"
             f"<td>{_stat(g, 'e2e', 'p99')}</td><td>{speed_cell}</td></tr>"
         )
@@ -163,9 +170,8 @@ def _slo_table(report: dict[str, Any]) -> str:
         scope = s.get("mix") or (f"class {s['class']}" if s.get("class") else "all")
         scope = f"adapter {s['adapter']}" if s.get("adapter") else scope
         if s.get("min_percent") is not None:  # a share: success rate, open-loop arrivals sent
-            threshold = f"≥ {s.get('min_percent'):,g} %" if s.get("min_percent") is not None else "–"
-            obs = s.get("observed_percent")
-            measured = "no data" if obs is None else f"{obs:.2f} %"
+            threshold = f"≥ {in_percent(s['min_percent'], AS_SET)}"
+            measured = in_percent(s.get("observed_percent"), missing="no data")
             if not s.get("passed") and s.get("errors"):
                 measured += " (" + ", ".join(f"{_e(k)} {n}" for k, n in s["errors"].items()) + ")"
             if s.get("note"):
@@ -174,7 +180,7 @@ def _slo_table(report: dict[str, Any]) -> str:
             threshold = f"{_e(s.get('stat'))} ≤ {s['max_ms']:,g} ms" if s.get("max_ms") is not None else "–"
             obs = s.get("observed_ms")
             measured = (
-                "censored (failed requests)" if s.get("censored") else ("no data" if obs is None else f"{obs:,.1f} ms")
+                "censored (failed requests)" if s.get("censored") else "no data" if obs is None else f"{ms(obs)} ms"
             )
         ok = s.get("passed")
         rows.append(
@@ -228,11 +234,11 @@ def _trust(report: dict[str, Any]) -> str:
         for wid, h in sorted(workers.items()):
             lag, cpu, rd = h.get("loop_lag_ms", {}), h.get("cpu_percent", {}), h.get("read_delay", {})
             named = any(f"worker {wid}:" in r or f"{wid}:" in r for r in reasons)
-            late = f"{100 * rd['late_share']:.2f} %" if rd.get("late_share") is not None else "–"
+            lag_cells = "".join(f"<td>{_fmt(lag.get(k), LOOP_LAG_MS)}</td>" for k in ("p50", "p99", "max"))
+            cpu_cells = "".join(f"<td>{_fmt(cpu.get(k), CPU_PERCENT)}</td>" for k in ("mean", "p90"))
             rows.append(
-                f'<tr class="{"fail" if named else ""}"><td class=text>{_e(wid)}</td><td>{_fmt(lag.get("p50"), 2)}</td>'
-                f"<td>{_fmt(lag.get('p99'), 2)}</td><td>{_fmt(lag.get('max'), 2)}</td><td>{_fmt(cpu.get('mean'))}</td>"
-                f"<td>{_fmt(cpu.get('p90'))}</td><td>{late}</td></tr>"
+                f'<tr class="{"fail" if named else ""}"><td class=text>{_e(wid)}</td>{lag_cells}{cpu_cells}'
+                f"<td>{percent(rd.get('late_share'))}</td></tr>"
             )
         parts.append(
             "<table><tr><th class=text>worker</th><th>loop lag p50 ms</th><th>p99 ms</th><th>max ms</th>"
@@ -296,7 +302,7 @@ def _comparison_table(report: dict[str, Any]) -> str:
     note = ""
     if isinstance(method.get("resamples"), int) and isinstance(method.get("confidence"), int | float):
         note = (
-            f"<p class=note>Speedup = baseline ÷ variant (&gt; 1 is faster); {100 * method['confidence']:g} % "
+            f"<p class=note>Speedup = baseline ÷ variant (&gt; 1 is faster); {percent(method['confidence'], AS_SET)} "
             f"{_e(method.get('interval', ''))} intervals from {method['resamples']:,} bootstrap resamples"
             + (f", seeded by {_e(method['seed_rule'])}" if method.get("seed_rule") else "")
             + ".</p>"
@@ -344,7 +350,7 @@ def render_html(report: dict[str, Any], sweep: dict[str, Any] | None = None, ref
         f"<p class=meta>Generated {_e(report.get('generated_at', '?'))} · measured window "
         f"{_fmt(run.get('window_s'))} s "
         f"(warm-up excluded) · seed {_e(report.get('seed'))} · baseline {_e(report.get('baseline'))} · percentiles "
-        f"from HDR histograms, ±{100 * report['histogram']['relative_error']:g} %</p>"
+        f"from HDR histograms, ±{percent(report['histogram']['relative_error'], AS_SET)}</p>"
         f'<div class="banner {banner}"><span class=verdict>Exit code {_e(code)}: {_e(_label(code))}</span>'
         f"{'' if trusted else ' — the load generator is not trustworthy (below).'}"
         f"{''.join(f' — the target: {_e(r)}.' for r in run.get('target_breaches') or [])}{_failed(run)}</div>"

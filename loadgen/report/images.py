@@ -9,7 +9,7 @@ from typing import Any
 
 from loadgen.measure.aggregate import Aggregate
 from loadgen.measure.slices import BucketStats
-from loadgen.report.numbers import figure
+from loadgen.report.numbers import figure, stat_ms
 
 __all__ = ["image_lines", "images_json"]
 
@@ -23,12 +23,6 @@ def images_json(
     return {"images": rows} if rows else {}
 
 
-def _cell(s: dict[str, Any], k: str) -> str:
-    if s.get(k) is None and s.get("censored"):
-        return "censored"
-    return figure(s.get(k), 2)
-
-
 def image_lines(report: dict[str, Any]) -> list[str]:
     """The Markdown table of TTFT (and E2E) by image count, where a mix carried images."""
     rows = []
@@ -38,8 +32,8 @@ def image_lines(report: dict[str, Any]) -> list[str]:
                 t, e = s.get("ttft_ms", {}), s.get("e2e_ms", {})
                 rows.append(
                     f"| {v['name']} | {mix} | {n} | {s['requests']:,} | {s['ok']:,} "
-                    f"| {figure(s['mean_prompt_tokens'], 1)} | {_cell(t, 'p50')} | {_cell(t, 'p99')} "
-                    f"| {_cell(e, 'p50')} | {_cell(e, 'p99')} |"
+                    f"| {figure(s['mean_prompt_tokens'], 1)} | {stat_ms(t, 'p50')} | {stat_ms(t, 'p99')} "
+                    f"| {stat_ms(e, 'p50')} | {stat_ms(e, 'p99')} |"
                 )
     if not rows:
         return []

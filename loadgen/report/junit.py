@@ -11,6 +11,8 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from typing import Any
 
+from loadgen.report.numbers import AS_SET, in_percent, ms
+
 __all__ = ["render_junit"]
 
 
@@ -22,17 +24,17 @@ def _case_name(slo: dict[str, Any]) -> str:
 def _measured(slo: dict[str, Any]) -> str:
     if slo.get("min_percent") is not None:  # a share: success rate, open-loop arrivals sent
         observed = slo.get("observed_percent")
-        value = "no requests" if observed is None else f"{observed:g} %"
+        value = in_percent(observed, missing="no requests")
         name = slo["metric"].replace("_", " ")
         note = f" ({slo['note']})" if slo.get("note") else ""
-        return f"{name} {value}, threshold ≥ {slo['min_percent']:g} %{note}"
+        return f"{name} {value}, threshold ≥ {in_percent(slo['min_percent'], AS_SET)}{note}"
     observed = slo.get("observed_ms")
     if slo.get("censored"):
         value = "above every measured value (censored: requests failed before reaching it)"
     elif observed is None:
         value = "no data"
     else:
-        value = f"{observed:g} ms"
+        value = f"{ms(observed)} ms"
     return f"{slo['metric']} {slo['stat']} {value}, threshold ≤ {slo['max_ms']:g} ms"
 
 

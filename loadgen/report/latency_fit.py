@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from loadgen.measure.latency_samples import LatencySamples
+from loadgen.report.numbers import AS_SET, SHARE, percent
 
 __all__ = ["FIT_CONFIDENCE", "FIT_RESAMPLES", "QUEUEING_SHARE", "fit_latency", "fit_table"]
 
@@ -196,7 +197,7 @@ def _queueing(
         "load_share": round(share, 4),
         "dominated": dominated,
         "why": (
-            f"requests in flight at the send explain {share:.0%} of the mean TTFT"
+            f"requests in flight at the send explain {percent(share, SHARE)} of the mean TTFT"
             + (" (at least half): TTFT is dominated by queueing" if dominated else "")
         ),
     }
@@ -208,6 +209,7 @@ def fit_latency(samples: LatencySamples, variant: str, seed: int = 0) -> dict[st
     if fit is not None:
         fit["method"] = (
             f"robust least squares (Huber) on a hash sample of the window's successful requests, TPOT through the "
-            f"origin; {FIT_RESAMPLES} bootstrap resamples over requests, {FIT_CONFIDENCE:.0%} percentile intervals"
+            f"origin; {FIT_RESAMPLES} bootstrap resamples over requests, {percent(FIT_CONFIDENCE, AS_SET)} percentile "
+            "intervals"
         )
     return fit

@@ -8,6 +8,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
+from loadgen.report.numbers import SHARE, ms, percent
 from loadgen.report.speculative import SPEC_HEAD, speculative_rows
 
 __all__ = ["latency_html", "latency_lines"]
@@ -82,18 +83,9 @@ def _rows(report: dict[str, Any]) -> tuple[list[list[str]], list[list[str]], lis
                 notes.append(f"{v['name']}: {fit['queueing']['why']}.")
         s = v.get("latency_split")
         if s:
-            share = "–" if s["queue_share"] is None else f"{s['queue_share']:.0%}"
-            splits.append(
-                [
-                    v["name"],
-                    _f(s["client_ttft_ms"], 2),
-                    _f(s["network_client_ms"], 2),
-                    _f(s["queue_ms"], 2),
-                    _f(s["prefill_ms"], 2),
-                    _f(s["decode_ms"], 1),
-                    share,
-                ]
-            )
+            share = percent(s["queue_share"], SHARE)
+            means = ("client_ttft_ms", "network_client_ms", "queue_ms", "prefill_ms", "decode_ms")
+            splits.append([v["name"], *(ms(s[k]) for k in means), share])
             if s.get("queue_dominated"):
                 notes.append(
                     f"{v['name']}: the server's queue time is {share} of the mean TTFT: TTFT is dominated by queueing."

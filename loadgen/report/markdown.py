@@ -12,7 +12,19 @@ from loadgen.report.images import image_lines
 from loadgen.report.latency_render import latency_lines
 from loadgen.report.lost_workers import worker_notes
 from loadgen.report.markdown_summary import cold_lines, goodput_lines, summary_lines
-from loadgen.report.numbers import figure
+from loadgen.report.numbers import (
+    AS_SET,
+    CPU_PERCENT,
+    LOOP_LAG_MS,
+    REQ_PER_S,
+    SHARE,
+    TOK_PER_S,
+    figure,
+    in_percent,
+    ms,
+    percent,
+    stat_ms,
+)
 from loadgen.report.pooling import pooling_lines
 from loadgen.report.quality_render import quality_markdown_lines
 from loadgen.report.reasoning import reasoning_lines
@@ -50,14 +62,9 @@ _TOKEN_SOURCE_NOTE = {
 }
 
 
-def _fmt(v: Any, nd: int = 1) -> str:
-    return figure(v, nd)  # the reports' and the web UI's one rule (report/numbers.py)
-
-
-def _cell(s: dict[str, Any], k: str) -> str:
-    if s.get(k) is None and s.get("censored"):
-        return "censored"
-    return _fmt(s.get(k), 2)
+def _p50_p99(*summaries: dict[str, Any]) -> str:
+    """The p50 and p99 cells of each latency summary, in order."""
+    return " | ".join(stat_ms(s, k) for s in summaries for k in ("p50", "p99"))
 
 
 def _groups(v: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
@@ -71,7 +78,7 @@ def render_markdown(report: dict[str, Any]) -> str:
     verdict = "**FAILED** (no verdict)" if run.get("failed") else verdict
     lines.append(
         f"Measured window {run['window_s']:.1f} s (warm-up excluded) · seed {report['seed']} · "
-        f"percentiles from HDR histograms, ±{report['histogram']['relative_error'] * 100:g} % · run {verdict}"
+        f"percentiles from HDR histograms, ±{percent(report['histogram']['relative_error'], AS_SET)} · run {verdict}"
     )
     split = run.get("users_per_variant")
     if split:
@@ -127,12 +134,11 @@ def render_markdown(report: dict[str, Any]) -> str:
     for v in report["variants"]:
         for mix, g in _groups(v):
             errs = ", ".join(f"{k} {n}" for k, n in g["errors"].items()) or "0"
-            rate = "–" if g["success_rate"] is None else f"{100 * g['success_rate']:.2f} %"
-            at_max = g.get("stopped_at_max_tokens")
             lines.append(
-                f"| {v['name']} | {mix} | {g['requests']} | {g['ok']} | {rate} | {errs} | {g.get('cut_by_stop', 0)} "
-                f"| {_fmt(g['requests_per_s'], 2)} | {_fmt(g['output_tokens_per_s'])} "
-                f"| {_fmt(g['input_tokens_per_s'])} | {'–' if at_max is None else f'{100 * at_max:.0f} %'} |"
+                f"| {v['name']} | {mix} | {g['requests']} | {g['ok']} | {percent(g['success_rate'])} | {errs} "
+                f"| {g.get('cut_by_stop', 0)} | {figure(g['requests_per_s'], REQ_PER_S)} "
+                f"| {figure(g['output_tokens_per_s'], TOK_PER_S)} | {figure(g['input_tokens_per_s'], TOK_PER_S)} "
+                f"| {percent(g.get('stopped_at_max_tokens'), SHARE)} |"
             )
             sources.update(g["token_count_source"])
             if mix == "**all**" and g.get("ok_without_tokens"):
@@ -184,7 +190,7 @@ def render_markdown(report: dict[str, Any]) -> str:
             for mix, g in _groups(v):
                 s = g["metrics_ms"].get(metric)
                 if s and (s.get("count") or s.get("censored")):
-                    cells = " | ".join(_cell(s, k) for k in _STATS)
+                    cells = " | ".join(stat_ms(s, k) for k in _STATS)
                     rows.append(f"| {v['name']} | {mix} | {s['count']:,} | {s.get('censored', 0):,} | {cells} |")
         if not rows:
             continue
@@ -208,13 +214,13 @@ def render_markdown(report: dict[str, Any]) -> str:
         for s in report["slos"]:
             res = "pass" if s["passed"] else "**FAIL**"
             if s.get("min_percent") is not None:  # a share: success rate, open-loop arrivals sent
-                obs = "no data" if s.get("observed_percent") is None else f"{s['observed_percent']:.2f} %"
+                obs = in_percent(s.get("observed_percent"), missing="no data")
                 if not s["passed"] and s.get("errors"):
                     obs += " (" + ", ".join(f"{k} {n}" for k, n in s["errors"].items()) + ")"
             elif s.get("censored"):
                 obs = "censored (failed requests)"
             else:
-                obs = "no data" if s.get("observed_ms") is None else _fmt(s["observed_ms"], 1)
+                obs = ms(s.get("observed_ms"), "no data")
             cls = f"{s.get('class') or 'all'} | " if by_class else ""
             mix = s["mix"] or (f"adapter {s['adapter']}" if s.get("adapter") else "all")
             lines.append(f"| {s['variant']} | {mix} | {cls}{s.get('slo', s['metric'])} | {obs} | {res} |")
@@ -230,12 +236,11 @@ def render_markdown(report: dict[str, Any]) -> str:
             lag = h.get("loop_lag_ms", {})
             cpu = h.get("cpu_percent", {})
             rd = h.get("read_delay", {})
-            late = f"{100 * rd['late_share']:.2f} %" if rd else "—"
-            in_c = f"{100 * rd['in_c_share']:.0f} %" if "in_c_share" in rd else "—"
             lines.append(
-                f"| {wid} | {_fmt(lag.get('p50'), 2)} | {_fmt(lag.get('p99'), 2)} | {_fmt(lag.get('max'), 2)} "
-                f"| {_fmt(cpu.get('mean'))} | {_fmt(cpu.get('p90'))} | {late} | {_fmt(rd.get('max_ms'), 1)} "
-                f"| {in_c} |"
+                f"| {wid} | {figure(lag.get('p50'), LOOP_LAG_MS)} | {figure(lag.get('p99'), LOOP_LAG_MS)} "
+                f"| {figure(lag.get('max'), LOOP_LAG_MS)} | {figure(cpu.get('mean'), CPU_PERCENT)} "
+                f"| {figure(cpu.get('p90'), CPU_PERCENT)} | {percent(rd.get('late_share'))} | {ms(rd.get('max_ms'))} "
+                f"| {percent(rd.get('in_c_share'), SHARE)} |"
             )
         lines += [
             "",
@@ -258,8 +263,7 @@ def _cache_lines(report: dict[str, Any]) -> list[str]:
             if not c or not c.get("reported_by"):
                 continue
             reported = True
-            share = g.get("cached_prompt_tokens_share")
-            share_cell = "–" if share is None else f"{100 * share:.1f} %"
+            share_cell = percent(g.get("cached_prompt_tokens_share"), SHARE)
             rows.append(
                 f"| {v['name']} | {mix} | {c['reported_by']:,} | {c['prompt_tokens']:,} | {c['cached_tokens']:,} "
                 f"| {share_cell} |"
@@ -267,7 +271,7 @@ def _cache_lines(report: dict[str, Any]) -> list[str]:
         if not reported and "cached_prompt_tokens" in v["overall"]:
             silent.append(v["name"])
     shared = [
-        f"{v['name']} {100 * v['overall']['shared_prefix_share']:.1f} %"
+        f"{v['name']} {percent(v['overall']['shared_prefix_share'], SHARE)}"
         for v in report["variants"]
         if v["overall"].get("shared_prefix_share")
     ]
@@ -293,10 +297,7 @@ def _bucket_lines(report: dict[str, Any]) -> list[str]:
         for mix, g in v["mixes"].items():
             for b, bs in (g.get("buckets") or {}).items():
                 t, e = bs.get("ttft_ms", {}), bs.get("e2e_ms", {})
-                rows.append(
-                    f"| {v['name']} | {mix} | {b} | {bs['requests']:,} | {bs['ok']:,} | {_cell(t, 'p50')} "
-                    f"| {_cell(t, 'p99')} | {_cell(e, 'p50')} | {_cell(e, 'p99')} |"
-                )
+                rows.append(f"| {v['name']} | {mix} | {b} | {bs['requests']:,} | {bs['ok']:,} | {_p50_p99(t, e)} |")
     if not rows:
         return []
     lines = ["", "## TTFT and E2E by bucket (ms)", ""]
@@ -315,8 +316,7 @@ def _turn_lines(report: dict[str, Any]) -> list[str]:
                 t, e = ts.get("ttft_ms", {}), ts.get("e2e_ms", {})
                 rows.append(
                     f"| {v['name']} | {mix} | {turn} | {ts['requests']:,} | {ts['ok']:,} | {ts['ended_by_failure']:,} "
-                    f"| {_fmt(ts['mean_prompt_tokens'])} | {_cell(t, 'p50')} | {_cell(t, 'p99')} | {_cell(e, 'p50')} "
-                    f"| {_cell(e, 'p99')} |"
+                    f"| {figure(ts['mean_prompt_tokens'])} | {_p50_p99(t, e)} |"
                 )
     if not rows:
         return []
@@ -348,13 +348,11 @@ def _class_lines(report: dict[str, Any]) -> list[str]:
         for name, c in classes.items():
             m = c["metrics_ms"]
             t, p, e = m.get("ttft") or {}, m.get("tpot") or {}, m.get("e2e") or {}
-            share = "–" if c["share"] is None else f"{100 * c['share']:.1f} %"
-            rate = "–" if c["success_rate"] is None else f"{100 * c['success_rate']:.2f} %"
+            share, asked = percent(c["share"], SHARE), percent(c["configured_share"], SHARE)
             prio = "–" if c["priority"] is None else str(c["priority"]) + ("" if c["priority_sent"] else " (not sent)")
             rows.append(
-                f"| {v['name']} | {name} | {prio} | {c['requests']:,} | {share} ({100 * c['configured_share']:.0f} %) "
-                f"| {c['ok']:,} | {rate} | {_cell(t, 'p50')} | {_cell(t, 'p99')} | {_cell(p, 'p50')} "
-                f"| {_cell(p, 'p99')} | {_cell(e, 'p50')} | {_cell(e, 'p99')} |"
+                f"| {v['name']} | {name} | {prio} | {c['requests']:,} | {share} ({asked}) "
+                f"| {c['ok']:,} | {percent(c['success_rate'])} | {_p50_p99(t, p, e)} |"
             )
     if not rows:
         return []
@@ -408,11 +406,11 @@ def _open_loop_lines(report: dict[str, Any]) -> list[str]:
     ]
     for name, o, g in rows:
         qd = g["metrics_ms"].get("queue_delay") or {}
-        share = "–" if o["achieved_share"] is None else f"{100 * o['achieved_share']:.1f} %"
         lines.append(
-            f"| {name} | {_fmt(float(o['requested_rate_per_s']), 2)} | {_fmt(o['achieved_rate_per_s'], 2)} | {share} "
+            f"| {name} | {figure(float(o['requested_rate_per_s']), REQ_PER_S)} "
+            f"| {figure(o['achieved_rate_per_s'], REQ_PER_S)} | {percent(o['achieved_share'], SHARE)} "
             f"| {o['sent']:,} | {o['dropped']:,} | {o['unsent_at_stop']:,} | {o['in_warmup']:,} "
-            f"| {_cell(qd, 'p50') if qd else '–'} | {_cell(qd, 'p99') if qd else '–'} |"
+            f"| {stat_ms(qd, 'p50')} | {stat_ms(qd, 'p99')} |"
         )
     lines += [
         "",

@@ -6,19 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from loadgen.report.numbers import REQ_PER_S, figure, ms
+from loadgen.report.numbers import REQ_PER_S, SHARE, figure, in_percent, ms, percent, stat_ms
 from loadgen.report.whole_replies import NOT_MEASURED
 
 __all__ = ["cold_lines", "goodput_lines", "summary_lines"]
-
-
-def _ms(summary: dict[str, Any] | None, stat: str) -> str:
-    if not summary:
-        return "–"
-    value = summary.get(stat)
-    if value is None:
-        return "censored" if summary.get("censored") else "–"
-    return ms(value)
 
 
 def _num(v: float | None, nd: int = REQ_PER_S) -> str:
@@ -29,7 +20,7 @@ def _breach(s: dict[str, Any]) -> str:
     where = s["variant"] + (f"/{s['mix']}" if s.get("mix") else "") + (f" [{s['class']}]" if s.get("class") else "")
     if s.get("min_percent") is not None:  # a share: success rate, open-loop arrivals sent
         seen = s.get("observed_percent")
-        measured = "no requests" if seen is None else f"{seen:.2f} %"
+        measured = in_percent(seen, missing="no requests")
         errors = ", ".join(f"{k} {n}" for k, n in (s.get("errors") or {}).items())
         note = f" — {s['note']}" if s.get("note") else ""
         return f"{where}: {s['slo']} — measured {measured}" + (f" ({errors})" if errors else "") + note
@@ -38,7 +29,7 @@ def _breach(s: dict[str, Any]) -> str:
     elif s.get("observed_ms") is None:
         measured = "no data"
     else:
-        measured = f"{s['observed_ms']:,.1f} ms"
+        measured = f"{ms(s['observed_ms'])} ms"
     over = s.get("breaching_requests")
     tail = f"; {over:,} request(s) over {s['max_ms']:g} ms" if over is not None else ""
     return f"{where}: {s['slo']} — measured {measured}{tail}"
@@ -57,17 +48,16 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
         mine = [s for s in slos if s["variant"] == v["name"]]
         failed = sum(not s["passed"] for s in mine)
         verdict = "no SLOs" if not mine else ("SLOs met" if not failed else f"**{failed} SLO(s) breached**")
-        rate = g.get("success_rate")
-        success = "–" if rate is None else f"{100 * rate:.2f} %"
+        success = percent(g.get("success_rate"))
         gp = f"{_num(g['goodput']['per_s'])} | " if goodput else ""
         base = " (baseline)" if v.get("baseline") and v["name"] != "baseline" else ""
-        ttft = f"{_ms(m.get('ttft'), 'p50')} / {_ms(m.get('ttft'), 'p99')}"
-        tpot = _ms(m.get("tpot"), "p50")
+        ttft = f"{stat_ms(m.get('ttft'), 'p50')} / {stat_ms(m.get('ttft'), 'p99')}"
+        tpot = stat_ms(m.get("tpot"), "p50")
         if v.get("streamed") is False:  # whole replies (stream: false): nothing to time before the end
             ttft = tpot = NOT_MEASURED
         lines.append(
             f"| {v['name']}{base} | {verdict} | {g['requests']:,} | {success} | {_num(g.get('requests_per_s'))} | "
-            f"{gp}{ttft} | {tpot} | {_ms(m.get('e2e'), 'p99')} |"
+            f"{gp}{ttft} | {tpot} | {stat_ms(m.get('e2e'), 'p99')} |"
         )
     breached = [s for s in slos if not s["passed"]]
     target = report["run"].get("target_breaches") or []  # a dead target: a breach whatever the SLOs say
@@ -107,7 +97,7 @@ def goodput_lines(report: dict[str, Any]) -> list[str]:
     lines.append("|---|---|---:|---:|---:|" + "---:|" * len(metrics))
     for name, mix, g in rows:
         gp = g["goodput"]
-        share = "–" if gp["share"] is None else f"{100 * gp['share']:.1f} %"
+        share = percent(gp["share"], SHARE)
         missed = "".join(f"{gp['missed'].get(m, 0):,} | " for m in metrics)
         lines.append(f"| {name} | {mix} | {_num(gp['per_s'])} | {_num(g.get('requests_per_s'))} | {share} | {missed}")
     lines += [
@@ -142,8 +132,8 @@ def cold_lines(report: dict[str, Any]) -> list[str]:
                 continue
             t, e = b.get("ttft_ms", {}), b.get("e2e_ms", {})
             lines.append(
-                f"| {name} — {label} | {b['requests']:,} | {b['ok']:,} | {_ms(t, 'p50')} | {_ms(t, 'p99')} | "
-                f"{_ms(e, 'p50')} | {_ms(e, 'p99')} |"
+                f"| {name} — {label} | {b['requests']:,} | {b['ok']:,} | {stat_ms(t, 'p50')} | {stat_ms(t, 'p99')} | "
+                f"{stat_ms(e, 'p50')} | {stat_ms(e, 'p99')} |"
             )
     lines += [
         "",

@@ -36,6 +36,7 @@ from loadgen.measure.aggregate import Aggregate
 from loadgen.measure.outputs import MAX_CHARS, OUTPUT_CAP
 from loadgen.report.bootstrap import FloatArray, percentile_interval
 from loadgen.report.compare import CONFIDENCE, RESAMPLES
+from loadgen.report.numbers import percent_ci
 from loadgen.traffic.tokenizer import SERVER_TOKENIZER, TokenizerError, load_tokenizer
 
 if TYPE_CHECKING:
@@ -204,10 +205,6 @@ def accuracy_entries(agg: Aggregate, variants: list[str], confidence: float = CO
     return out
 
 
-def _pct(x: float | None) -> str:
-    return "–" if x is None else f"{100 * x:.1f}"
-
-
 def quality_headline(entry: dict[str, Any], speedup: float | None, first_k: int) -> str:
     """ "int8: 1.60× faster (E2E p50), 97.2 % (96.1–98.1) agreement with baseline on the first 64 tokens"."""
     if speedup is None:
@@ -218,7 +215,7 @@ def quality_headline(entry: dict[str, Any], speedup: float | None, first_k: int)
         speed = f"{1.0 / speedup:.2f}× slower (E2E p50)"
     a = entry["agreement"]
     return (
-        f"{entry['variant']}: {speed}, {_pct(a['value'])} % ({_pct(a['ci_low'])}–{_pct(a['ci_high'])}) agreement "
+        f"{entry['variant']}: {speed}, {percent_ci(a['value'], a['ci_low'], a['ci_high'])} agreement "
         f"with {entry['baseline']} on the first {first_k} tokens ({entry['pairs']:,} pairs)"
     )
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import html
 from typing import Any
 
+from loadgen.report.numbers import AS_SET, percent, percent_ci
+
 __all__ = ["quality_html", "quality_markdown_lines"]
 
 _FIGURES = (
@@ -15,14 +17,9 @@ _FIGURES = (
 )
 
 
-def _pct(f: dict[str, Any]) -> str:
+def _with_ci(f: dict[str, Any]) -> str:
     """ "97.2 % (96.1–98.1)"."""
-    if f.get("value") is None:
-        return "–"
-    text = f"{100 * f['value']:.1f} %"
-    if f.get("ci_low") is not None and f.get("ci_high") is not None:
-        text += f" ({100 * f['ci_low']:.1f}–{100 * f['ci_high']:.1f})"
-    return text
+    return percent_ci(f.get("value"), f.get("ci_low"), f.get("ci_high"))
 
 
 def _method_note(q: dict[str, Any]) -> str:
@@ -33,8 +30,8 @@ def _method_note(q: dict[str, Any]) -> str:
         f"0 and a seed in every variant). Agreement: of the first {m['first_k']} tokens ({tokens}), the share the "
         f"variant's token is the baseline's; exact match: identical replies; edit similarity: 1 − Levenshtein ÷ the "
         f"longer reply, in tokens. A sample of at most {m['sample_cap']:,} requests per variant, replies cut at "
-        f"{m['max_chars']:,} characters; {100 * m['confidence']:g} % intervals from {m['resamples']:,} bootstrap "
-        "resamples of the pairs."
+        f"{m['max_chars']:,} characters; {percent(m['confidence'], AS_SET)} intervals from {m['resamples']:,} "
+        "bootstrap resamples of the pairs."
     )
     if m.get("tokens_note"):
         note += f" Tokens: {m['tokens_note']}."
@@ -54,7 +51,7 @@ def _accuracy_markdown(q: dict[str, Any]) -> list[str]:
     lines = ["", _ACCURACY_NOTE, "", "| variant | mix | judged | right | accuracy |", "|---|---|---:|---:|---:|"]
     for e in rows:
         mix = "all" if e["mix"] == "*" else e["mix"]
-        lines.append(f"| {e['variant']} | {mix} | {e['judged']:,} | {e['right']:,} | {_pct(e['accuracy'])} |")
+        lines.append(f"| {e['variant']} | {mix} | {e['judged']:,} | {e['right']:,} | {_with_ci(e['accuracy'])} |")
     return lines
 
 
@@ -65,7 +62,7 @@ def _accuracy_html(q: dict[str, Any]) -> str:
     e_ = html.escape
     body = "".join(
         f"<tr><td class=text>{e_(e['variant'])}</td><td class=text>{e_('all' if e['mix'] == '*' else e['mix'])}</td>"
-        f"<td>{e['judged']:,}</td><td>{e['right']:,}</td><td>{e_(_pct(e['accuracy']))}</td></tr>"
+        f"<td>{e['judged']:,}</td><td>{e['right']:,}</td><td>{e_(_with_ci(e['accuracy']))}</td></tr>"
         for e in rows
     )
     head = "<tr><th class=text>variant</th><th class=text>mix</th><th>judged</th><th>right</th><th>accuracy</th></tr>"
@@ -85,7 +82,7 @@ def quality_markdown_lines(report: dict[str, Any]) -> list[str]:
     lines[-1] += "---:|" * len(_FIGURES)
     for e in q["entries"]:
         mix = "all" if e["mix"] == "*" else e["mix"]
-        cells = " | ".join(_pct(e[key]) for key, _ in _FIGURES)
+        cells = " | ".join(_with_ci(e[key]) for key, _ in _FIGURES)
         lines.append(f"| {e['variant']} | {mix} | {e['pairs']:,} | {cells} |")
     return lines + _accuracy_markdown(q)
 
@@ -99,7 +96,7 @@ def quality_html(report: dict[str, Any]) -> str:
     rows = []
     for e in q["entries"]:
         mix = "all" if e["mix"] == "*" else e["mix"]
-        cells = "".join(f"<td>{e_(_pct(e[key]))}</td>" for key, _ in _FIGURES)
+        cells = "".join(f"<td>{e_(_with_ci(e[key]))}</td>" for key, _ in _FIGURES)
         rows.append(
             f"<tr><td class=text>{e_(e['variant'])}</td><td class=text>{e_(mix)}</td>"
             f"<td>{e['pairs']:,}</td>{cells}</tr>"

@@ -9,6 +9,7 @@ from typing import Any
 
 from loadgen.measure.aggregate import GroupStats
 from loadgen.measure.reasoning import REASONING_METRICS
+from loadgen.report.numbers import SHARE, percent, stat_ms
 from loadgen.report.table_section import html_table_section, markdown_table_section
 
 __all__ = ["reasoning_html", "reasoning_json", "reasoning_lines"]
@@ -66,27 +67,21 @@ def reasoning_json(merged: GroupStats, mixes: dict[str, GroupStats]) -> dict[str
     return out
 
 
-def _ms(summary: dict[str, Any] | None) -> str:
-    v = None if summary is None else summary.get("p50")
-    return "–" if v is None else f"{v:.1f}"
-
-
 def _rows(report: dict[str, Any]) -> list[list[str]]:
     rows = []
     for v in report["variants"]:
         x = v.get("reasoning")
         if x is None:
             continue
-        share = x["reasoning_share"]
         rows.append(
             [
                 v["name"],
                 f"{x['requests']} of {x['ok']}",
                 f"{x['reasoning_tokens_mean']:.1f}",
                 f"{x['answer_tokens_mean']:.1f}",
-                "–" if share is None else f"{share:.1%}",
-                _ms(v["overall"]["metrics_ms"].get("ttft")),
-                *(_ms(x[f"{m}_ms"]) for m in REASONING_METRICS),
+                percent(x["reasoning_share"], SHARE),
+                stat_ms(v["overall"]["metrics_ms"].get("ttft"), "p50"),
+                *(stat_ms(x[f"{m}_ms"], "p50") for m in REASONING_METRICS),
             ]
         )
     return rows

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from loadgen.report.numbers import SHARE, percent
+
 __all__ = ["server_metrics_lines", "server_metrics_series", "timeline_origin"]
 
 # (series key, chart title, y axis, note)
@@ -26,8 +28,12 @@ _CHARTS = (
 )  # fmt: skip
 
 
-def _f(v: Any, nd: int = 2) -> str:
+def _f(v: Any, nd: int) -> str:
     return "–" if v is None else f"{v:,.{nd}f}"
+
+
+def _share(v: float | None) -> str:
+    return percent(v, SHARE)
 
 
 def server_metrics_lines(report: dict[str, Any]) -> list[str]:
@@ -48,8 +54,8 @@ def server_metrics_lines(report: dict[str, Any]) -> list[str]:
             ps = pod.get("summary", {})
             pod_rows.append(
                 f"| {v['name']} | {pod['url']} | {pod['samples']} | {pod['failures']} | {pod.get('restarts', 0)} | "
-                f"{_f(ps.get('waiting_mean'), 1)} | {_f(ps.get('running_mean'), 1)} | {_f(ps.get('kv_usage_mean'))} "
-                f"| {_f(ps.get('kv_usage_max'))} |"
+                f"{_f(ps.get('waiting_mean'), 1)} | {_f(ps.get('running_mean'), 1)} "
+                f"| {_share(ps.get('kv_usage_mean'))} | {_share(ps.get('kv_usage_max'))} |"
             )
         s = sm.get("summary", {})
         pre = s.get("preemptions")
@@ -57,8 +63,8 @@ def server_metrics_lines(report: dict[str, Any]) -> list[str]:
             f"| {v['name']} | {sm.get('source') or '?'} | {sm['samples']} | {len(pods) or 'URL'} | "
             f"{_f(s.get('waiting_mean'), 1)} | "
             f"{_f(s.get('waiting_max'), 0)} | {_f(s.get('running_mean'), 1)} | {_f(s.get('running_max'), 0)} | "
-            f"{_f(s.get('kv_usage_mean'))} | {_f(s.get('kv_usage_max'))} | {'–' if pre is None else f'{pre:,.0f}'} | "
-            f"{_f(s.get('prefix_cache_hit_rate'))} | {_f(s.get('spec_acceptance'))} |"
+            f"{_share(s.get('kv_usage_mean'))} | {_share(s.get('kv_usage_max'))} | {_f(pre, 0)} | "
+            f"{_share(s.get('prefix_cache_hit_rate'))} | {_share(s.get('spec_acceptance'))} |"
         )
     if not rows and not notes:
         return []

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from loadgen.measure.latency_samples import LatencySamples
+from loadgen.report.numbers import SHARE, percent
 
 __all__ = ["SPEC_HEAD", "speculative_rows", "tokens_per_chunk"]
 
@@ -64,7 +65,8 @@ def speculative_rows(report: dict[str, Any]) -> list[list[str]]:
         if not ((tpc and tpc["mean"] > _SEVERAL) or acceptance is not None):
             continue
         shares = " · ".join(
-            f"{'≥' if k == str(_SHOWN) else ''}{k}: {s:.0%}" for k, s in ((tpc or {}).get("shares") or {}).items()
+            f"{'≥' if k == str(_SHOWN) else ''}{k}: {percent(s, SHARE)}"
+            for k, s in ((tpc or {}).get("shares") or {}).items()
         )
         speedup = (v.get("speedup_vs_baseline") or {}).get("tpot_p50")
         rows.append(
@@ -73,7 +75,7 @@ def speculative_rows(report: dict[str, Any]) -> list[list[str]]:
                 "–" if not tpc else f"{tpc['chunks']:,}",
                 "–" if not tpc else f"{tpc['mean']:.2f}",
                 "–" if per_step is None else f"{per_step:.2f}",
-                "–" if acceptance is None else f"{acceptance:.1%}",
+                percent(acceptance, SHARE),
                 shares or "–",
                 "–" if speedup is None else f"{speedup:.2f}×",
             ]

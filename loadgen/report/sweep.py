@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from loadgen.exit_codes import ExitCode
+from loadgen.report.numbers import REQ_PER_S, TOK_PER_S, figure, ms, percent
 from loadgen.report.sweep_cost import at_knee, cheapest_variant, step_cost, sweep_cost_lines
 from loadgen.traffic.sweeps import StepOutcome, knee, saturated, throughput_stalled
 
@@ -180,12 +181,9 @@ def sweep_exit_code(doc: dict[str, Any]) -> ExitCode:
     return ExitCode.OK
 
 
-def _fmt(v: Any) -> str:
-    if v is None:
-        return "–"
-    if isinstance(v, float):
-        return f"{v:,.1f}" if abs(v) >= 10 else f"{v:,.2f}"
-    return f"{v:,}" if isinstance(v, int) else str(v)
+def _rate(v: Any) -> str:
+    """A step's level or a knee: users whole, a rate in req/s."""
+    return figure(v, REQ_PER_S)
 
 
 def _verdict(step: dict[str, Any]) -> str:
@@ -224,7 +222,7 @@ def render_sweep_markdown(doc: dict[str, Any]) -> str:
     by_users = doc["plan"].get("by") == "concurrency"
     key = _knee_key(doc["plan"])
     lines = [f"# Sweep: {doc['scenario']}", "", *_intro(doc)]
-    lines += [f"| {v['name']} | {_fmt(v[key])} |" for v in doc["variants"]]
+    lines += [f"| {v['name']} | {_rate(v[key])} |" for v in doc["variants"]]
     lead = "| users | achieved req/s" if by_users else "| requested req/s | achieved req/s"
     head = lead + (
         " | output tok/s | TTFT p50 | TTFT p99 | ITL p50 | ITL p99 | E2E p50 | E2E p99 | success | verdict |"
@@ -232,20 +230,20 @@ def render_sweep_markdown(doc: dict[str, Any]) -> str:
     for v in doc["variants"]:
         lines += ["", f"## {v['name']}", "", "Latencies in ms.", "", head, "|" + "---:|" * 10 + "---|"]
         for s in v["steps"]:
-            success = s.get("success_rate")
             level = s["concurrency"] if by_users else s["requested_rate_per_s"]
             cells = [
-                level,
-                s.get("requests_per_s") if by_users else s.get("achieved_rate_per_s"),
-                s.get("output_tokens_per_s"),
-                *(s.get(f"{m}_{p}_ms") for m in ("ttft", "itl", "e2e") for p in ("p50", "p99")),
-                None if success is None else f"{100 * success:.1f} %",
+                _rate(level),
+                figure(s.get("requests_per_s") if by_users else s.get("achieved_rate_per_s"), REQ_PER_S),
+                figure(s.get("output_tokens_per_s"), TOK_PER_S),
+                *(ms(s.get(f"{m}_{p}_ms")) for m in ("ttft", "itl", "e2e") for p in ("p50", "p99")),
+                percent(s.get("success_rate")),
                 _verdict(s),
             ]
-            lines.append("| " + " | ".join(_fmt(c) for c in cells) + " |")
+            lines.append("| " + " | ".join(cells) + " |")
         unit = "users" if by_users else "req/s"
         failed = [
-            f"{_fmt(s['concurrency'] if by_users else s['requested_rate_per_s'])} {unit}: {', '.join(s['failed_slos'])}"
+            f"{_rate(s['concurrency'] if by_users else s['requested_rate_per_s'])} {unit}: "
+            + ", ".join(s["failed_slos"])
             for s in v["steps"]
             if s.get("failed_slos")
         ]

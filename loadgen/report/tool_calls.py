@@ -9,6 +9,7 @@ from typing import Any
 
 from loadgen.measure.aggregate import GroupStats
 from loadgen.measure.tool_calls import TOOL_METRICS
+from loadgen.report.numbers import SHARE, figure, percent, stat_ms
 from loadgen.report.table_section import html_table_section, markdown_table_section
 
 __all__ = ["tool_calls_entry", "tool_calls_html", "tool_calls_json", "tool_calls_lines"]
@@ -69,30 +70,24 @@ def tool_calls_entry(merged: GroupStats, mixes: dict[str, GroupStats]) -> dict[s
     return {} if out is None else {"tool_calls": out}
 
 
-def _ms(summary: dict[str, Any] | None, q: str) -> str:
-    v = None if summary is None else summary.get(q)
-    return "–" if v is None else f"{v:.1f}"
-
-
 def _rows(report: dict[str, Any]) -> list[list[str]]:
     rows = []
     for v in report["variants"]:
         x = v.get("tool_calls")
         if x is None:
             continue
-        mean = x["tool_call_tokens_mean"]
         first_call, first_content = x["ttft_tool_call_ms"], x["ttft_content_ms"]
         rows.append(
             [
                 v["name"],
                 str(x["requests"]),
                 str(x["tool_calls"]),
-                f"{x['tool_call_share']:.1%}",
-                "–" if mean is None else f"{mean:.1f}",
-                _ms(first_call, "p50"),
-                _ms(first_call, "p99"),
-                _ms(first_content, "p50"),
-                _ms(first_content, "p99"),
+                percent(x["tool_call_share"], SHARE),
+                figure(x["tool_call_tokens_mean"]),
+                stat_ms(first_call, "p50"),
+                stat_ms(first_call, "p99"),
+                stat_ms(first_content, "p50"),
+                stat_ms(first_content, "p99"),
             ]
         )
     return rows

@@ -115,7 +115,7 @@ def test_report_gives_each_variant_its_classes() -> None:
     assert b["classes"]["interactive"]["priority_sent"] is False and b["classes"]["batch"]["requests"] == 0
     md = render_markdown(report)
     assert "## Priority classes (ms)" in md
-    assert "| a | interactive | 0 | 60 | 74.1 % (75 %) | 60 | 100.00 % |" in md
+    assert "| a | interactive | 0 | 60 | 74.1 % (75.0 %) | 60 | 100.00 % |" in md
     assert "| b | interactive | 0 (not sent) | 10 |" in md
     assert "no priority field for `b` (tgi)" in md
 

@@ -78,7 +78,7 @@ def test_less_throughput_at_the_same_price_is_a_regression_with_the_inverted_int
     for p, doc in zip(paths, (base, slow), strict=True):
         p.write_bytes(orjson.dumps(doc))
     assert main(["compare", *map(str, paths), "--max-regression", "5%"]) == 1
-    assert "| b | $ / 1M output tok | 2.78 | 3.47 | +25.0 % |" in capsys.readouterr().out
+    assert "| b | $ / 1M output tok | 2.7778 | 3.4722 | +25.0 % |" in capsys.readouterr().out
 
 
 def test_a_doubled_price_is_a_regression_and_a_dropped_cost_too(base: dict) -> None:

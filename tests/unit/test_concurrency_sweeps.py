@@ -171,7 +171,7 @@ def test_concurrency_rows_and_the_sweep_document() -> None:
     assert doc["exit_code"] == ExitCode.OK
     md = render_sweep_markdown(doc)
     assert "| a | 64 |" in md and "| b | 16 |" in md and "knee (users)" in md and "closed loop" in md
-    assert "| 128 | 75.8 |" in md and "saturated" in md and "Breached: 32 users: e2e p99 ≤ 1000 ms" in md
+    assert "| 128 | 75.80 |" in md and "saturated" in md and "Breached: 32 users: e2e p99 ≤ 1000 ms" in md
     never = _curve([(16, 20.0, 700.0, False), (32, 30.0, 900.0, False)])
     assert sweep_json("s", {"by": "concurrency", "kind": "c", "spec": "16"}, 4.0, {"a": never})["exit_code"] == 1
 

@@ -155,4 +155,4 @@ def test_tokens_per_chunk_counts_every_chunk_after_the_first_and_merge() -> None
     variant = {"name": "a", "tokens_per_chunk": tpc, "speedup_vs_baseline": {"tpot_p50": 1.9}, "server_metrics": server}
     report = {"variants": [variant]}
     (row,) = speculative_rows(report)
-    assert row[:5] == ["a", "6", "3.83", "2.50", "50.0%"] and row[-1] == "1.90×" and "≥8: 17%" in row[5]
+    assert row[:5] == ["a", "6", "3.83", "2.50", "50.0 %"] and row[-1] == "1.90×" and "≥8: 16.7 %" in row[5]

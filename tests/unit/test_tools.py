@@ -174,7 +174,7 @@ def test_the_aggregate_and_the_report_give_share_and_first_times() -> None:
     assert x["ttft_tool_call_ms"]["count"] == 2 and x["ttft_tool_call_ms"]["p50"] == pytest.approx(500, rel=0.01)
     assert x["ttft_content_ms"]["count"] == 1 and list(x["mixes"]) == ["chat"]
     md = render_markdown(report)
-    assert "## Tool calls and content" in md and "| v | 3 | 2 | 66.7% | 2.0 | 500" in md
+    assert "## Tool calls and content" in md and "| v | 3 | 2 | 66.7 % | 2.0 | 500" in md
     plain = Aggregate()
     rec = _read(_sse(_delta(content="x")))
     rec.carried_tools = False
