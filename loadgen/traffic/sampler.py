@@ -41,7 +41,8 @@ keep the class of the request that opened it. A mix's images (``images``, traffi
 from a hash of their own: references to a pool of data URLs encoded once per sampler.
 
 Generation runs on the load generator's event loop before every request, so it is a few slices of one
-precomputed string, not a loop over words.
+precomputed string, not a loop over words. The draws from a hash (traffic/draws.py), a mix's flattened table with
+its shared text (traffic/mix_table.py) and the request drawn (traffic/request_spec.py) live in modules of their own.
 """
 
 from __future__ import annotations
@@ -51,8 +52,6 @@ import hashlib
 import math
 import random
 import struct
-from bisect import bisect_right
-from dataclasses import dataclass
 from itertools import accumulate
 from typing import TYPE_CHECKING
 
@@ -60,16 +59,18 @@ from loadgen.config.scenario import MixDef
 from loadgen.config.traffic import MIN_QUESTION_TOKENS, Sessions
 from loadgen.traffic.code_text import CodeBlock, code_block
 from loadgen.traffic.dataset_table import LENGTH_CLASSES, DatasetTable, length_class
+from loadgen.traffic.draws import DRAWS, below, draw_distinct, pick, stable_int
 from loadgen.traffic.images import image_plans
+from loadgen.traffic.mix_table import MixTable, mix_table
 from loadgen.traffic.mixes import resolve_mixes
 from loadgen.traffic.replay import replay_rows
+from loadgen.traffic.request_spec import RequestSpec
 from loadgen.traffic.trace_file import trace_of
 from loadgen.traffic.trace_table import TraceTable
 from loadgen.traffic.words import WORDS
 
 if TYPE_CHECKING:
     from loadgen.config.scenario import Scenario
-    from loadgen.traffic.references import Reference
     from loadgen.traffic.tokenizer import PromptTokenizer
 
 __all__ = ["LENGTH_CLASSES", "WORDS", "DatasetTable", "RequestSampler", "RequestSpec", "length_class", "sampler_for"]
@@ -81,124 +82,8 @@ __all__ = ["LENGTH_CLASSES", "WORDS", "DatasetTable", "RequestSampler", "Request
 _BLOCK_WORDS = 2048
 # Fixed so the block, hence every prompt, is the same on every worker and in every run.
 _POOL_SEED = 0x10AD6E4
-
-
-@dataclass(slots=True)
-class RequestSpec:
-    """One request to send: built on the hot path, hence a plain slotted dataclass."""
-
-    index: int
-    mix: str
-    bucket: str
-    system_prompt: str  # "" when the mix has none
-    prompt: str
-    # Target length: words in system_prompt + words in prompt; with a tokenizer, exactly their text tokens.
-    prompt_tokens: int
-    max_tokens: int
-    # A dataset's chat row: every message as sent ({role, content}); system_prompt and prompt then hold the same
-    # text for servers that take a raw prompt. None: the chat is system_prompt + prompt.
-    messages: tuple[dict[str, str], ...] | None = None
-    # The leading part of the prompt a prefix cache could reuse across requests: the system prompt plus the
-    # documents, in the same unit as prompt_tokens (the first this-many words / tokens of system_prompt, then
-    # prompt). 0 for dataset rows (their sharing is unknown).
-    shared_prefix_tokens: int = 0
-    # Multi-turn sessions (traffic/sessions.py): this request's turn, 1 the opening one (0: not in a session), and
-    # the turns its session has (0: not in a session).
-    turn: int = 0
-    turns: int = 0
-    # Its priority class (`traffic.classes`; a session's turns all keep their opening request's); "": the
-    # scenario has none, so every request is of the one implicit class.
-    priority_class: str = ""
-    # A dataset row's reference answer (`expected`), judged against the reply where replies are kept (`quality:`).
-    reference: Reference | None = None
-    # Its images as data URLs (the pool's shared strings; `images` of its mix); None: its mix carries none.
-    images: tuple[str, ...] | None = None
-
-
 # With a tokenizer, the request's tag is this many pool words (fewer when the prompt has fewer tokens).
 _TAG_WORDS = 3
-
-
-# Six independent 64-bit draws per request, read from one digest.
-_DRAWS = struct.Struct(">6Q")
-_TWO_53 = float(1 << 53)
-
-
-def _stable_int(*parts: object) -> int:
-    # Python's hash() is salted per process; workers and replays must agree, so hash the text instead.
-    digest = hashlib.blake2b("\x1f".join(map(str, parts)).encode(), digest_size=16).digest()
-    return int.from_bytes(digest, "big")
-
-
-def _pick(draw: int, cum_weights: list[float]) -> int:
-    """Index drawn with probability proportional to weight, given cumulative weights."""
-    # 53 bits keep the fraction exactly below 1; the min() guards the rounding of the product.
-    return min(bisect_right(cum_weights, (draw >> 11) / _TWO_53 * cum_weights[-1]), len(cum_weights) - 1)
-
-
-def _below(draw: int, n: int) -> int:
-    """Map a uniform 64-bit draw to [0, n) by multiply-shift (bias below n / 2**64)."""
-    return (draw * n) >> 64
-
-
-class _MixTable:
-    """A mix flattened for fast drawing: cumulative bucket weights and plain tuples."""
-
-    __slots__ = (
-        "name",
-        "cum_weights",
-        "buckets",
-        "output",
-        "system_prompt",
-        "system_prompts",
-        "system_words",
-        "overhead",
-        "documents",
-        "doc_words",
-        "doc_cum",
-        "doc_weights",
-        "per_request",
-        "structured",
-    )
-
-    def __init__(self, name: str, mix: MixDef, system_prompts: list[str], documents: list[str]) -> None:
-        self.name = name
-        self.cum_weights = list(accumulate(b.weight for b in mix.buckets))
-        self.buckets = [(b.name, b.prompt_tokens[0], b.prompt_tokens[1]) for b in mix.buckets]
-        self.output = mix.output_tokens
-        self.system_prompt = system_prompts[0]
-        self.system_prompts = system_prompts
-        self.system_words = mix.system_prompt_tokens
-        self.overhead: int | None = None
-        self.documents = documents
-        docs = mix.documents
-        self.doc_words = docs.tokens if docs is not None else 0
-        self.per_request = docs.per_request if docs is not None else 0
-        # Rank r (document r - 1) weighs 1 / r**s.
-        self.doc_weights = [1.0 / (r**docs.zipf) for r in range(1, docs.pool + 1)] if docs is not None else []
-        self.doc_cum = list(accumulate(self.doc_weights))
-        self.structured = len(system_prompts) > 1 or bool(documents)
-
-
-def _draw_distinct(draws: list[int], n: int, k: int, weights: list[float], cum: list[float]) -> list[int]:
-    """``k`` distinct indices below ``n``, drawn one after another without replacement by weight.
-
-    Each draw is a point in the weights still left (the total minus those drawn), mapped back onto the full
-    cumulative line by stepping over the intervals already drawn: exact, with no rejection loop.
-    """
-    chosen: list[int] = []
-    left = cum[-1]
-    for draw in draws[:k]:
-        u = (draw >> 11) / _TWO_53 * left
-        for c in sorted(chosen):
-            if cum[c] - weights[c] <= u:
-                u += weights[c]
-        j = min(bisect_right(cum, u), n - 1)
-        while j in chosen:  # only on a rounding edge: take the next free one
-            j = (j + 1) % n
-        chosen.append(j)
-        left -= weights[j]
-    return chosen
 
 
 class RequestSampler:
@@ -246,7 +131,7 @@ class RequestSampler:
         # Sorted, so the stream does not depend on the order mixes were listed in.
         names = sorted(weights)
         self._mix_cum = list(accumulate(weights[name] for name in names))
-        self._tables: list[_MixTable | DatasetTable | TraceTable] = []
+        self._tables: list[MixTable | DatasetTable | TraceTable] = []
         for name in names:
             if name in datasets:
                 replayed = datasets[name]
@@ -254,21 +139,7 @@ class RequestSampler:
                     replayed.overhead = tokenizer.chat_template_overhead(system=False)
                 self._tables.append(replayed)
                 continue
-            mix = mixes[name]
-            # Depends on the seed and mix only, not the stream: every worker and user shares the prefix.
-            # Prompt 0 keeps the seed a single-prompt mix always had.
-            system_prompts = []
-            for j in range(mix.system_prompts):
-                system_rng = random.Random(
-                    _stable_int("system", seed, name) if j == 0 else _stable_int("system", seed, name, j)
-                )
-                system_prompts.append(" ".join(system_rng.choices(pool, k=mix.system_prompt_tokens)))
-            documents = []
-            if mix.documents is not None:
-                for j in range(mix.documents.pool):
-                    doc_rng = random.Random(_stable_int("document", seed, name, j))
-                    documents.append(" ".join(doc_rng.choices(pool, k=mix.documents.tokens)))
-            table = _MixTable(name, mix, system_prompts, documents)
+            table = mix_table(name, mixes[name], seed, pool)  # its system prompts and documents, for every stream
             if tokenizer is not None:
                 table.overhead = tokenizer.chat_template_overhead(system=bool(table.system_prompt))
             self._tables.append(table)
@@ -298,7 +169,7 @@ class RequestSampler:
 
     def _offset(self, stream: int) -> int:
         """Where stream ``stream`` starts in the dataset rows (one offset for all of them: a 64-bit draw)."""
-        return _stable_int("dataset", self.seed, stream) >> 64
+        return stable_int("dataset", self.seed, stream) >> 64
 
     def template_overhead(self, mix: str) -> int | None:
         """Prompt tokens a chat server adds to each request of ``mix`` beyond ``prompt_tokens`` (its chat
@@ -334,7 +205,7 @@ class RequestSampler:
             # A draw of its own (from (seed, stream, index) like the others, hashed apart): the request's prompt,
             # lengths and mix are the same with classes or without, whatever the classes and their shares.
             d_class = hashlib.blake2b(f"{self._prefix}{index}\x1fc".encode(), digest_size=8).digest()
-            spec.priority_class = self._class_names[_pick(int.from_bytes(d_class, "big"), self._class_cum)]
+            spec.priority_class = self._class_names[pick(int.from_bytes(d_class, "big"), self._class_cum)]
         elif self._only_class:
             spec.priority_class = self._only_class
         if self._image_plans and spec.mix in self._image_plans:  # a draw of its own too
@@ -342,9 +213,9 @@ class RequestSampler:
         return spec
 
     def _spec_at(self, index: int) -> RequestSpec:
-        digest = hashlib.blake2b(f"{self._prefix}{index}".encode(), digest_size=_DRAWS.size).digest()
-        d_mix, d_bucket, d_len, d_out, d_start, d_tag = _DRAWS.unpack(digest)
-        table = self._tables[_pick(d_mix, self._mix_cum)]
+        digest = hashlib.blake2b(f"{self._prefix}{index}".encode(), digest_size=DRAWS.size).digest()
+        d_mix, d_bucket, d_len, d_out, d_start, d_tag = DRAWS.unpack(digest)
+        table = self._tables[pick(d_mix, self._mix_cum)]
         if isinstance(table, TraceTable):
             # The open-loop stream (0) walks the trace in order, row k at arrival k; other streams start apart.
             row = index % len(table) if self.stream == 0 else (self._row_offset + index) % len(table)
@@ -355,10 +226,10 @@ class RequestSampler:
             rows = table.rows
             bucket, system, prompt, messages, tokens, out, reference = rows[(self._row_offset + index) % len(rows)]
             return RequestSpec(index, table.name, bucket, system, prompt, tokens, out, messages, reference=reference)
-        bucket, lo, hi = table.buckets[_pick(d_bucket, table.cum_weights)]
-        prompt_tokens = lo + _below(d_len, hi - lo + 1)
+        bucket, lo, hi = table.buckets[pick(d_bucket, table.cum_weights)]
+        prompt_tokens = lo + below(d_len, hi - lo + 1)
         out_lo, out_hi = table.output
-        max_tokens = out_lo + _below(d_out, out_hi - out_lo + 1)
+        max_tokens = out_lo + below(d_out, out_hi - out_lo + 1)
         # The tag opens the question; the rest come from the pool at a random offset.
         user_words = prompt_tokens - table.system_words
         system_prompt = table.system_prompt
@@ -367,7 +238,7 @@ class RequestSampler:
         if table.structured:
             extra = hashlib.blake2b(f"{self._prefix}{index}\x1fs".encode(), digest_size=64).digest()
             draws = list(struct.unpack(">8Q", extra))
-            system_prompt = table.system_prompts[_below(draws[0], len(table.system_prompts))]
+            system_prompt = table.system_prompts[below(draws[0], len(table.system_prompts))]
             n_docs = (
                 min(table.per_request, max(0, (user_words - MIN_QUESTION_TOKENS) // table.doc_words))
                 if table.documents
@@ -378,7 +249,7 @@ class RequestSampler:
                 while len(draws) < n_docs:  # more than 7 documents: more draws, from further hashes
                     more = hashlib.blake2b(f"{self._prefix}{index}\x1fs{len(draws)}".encode(), digest_size=64)
                     draws += struct.unpack(">8Q", more.digest())
-                picked = _draw_distinct(draws, len(table.documents), n_docs, table.doc_weights, table.doc_cum)
+                picked = draw_distinct(draws, len(table.documents), n_docs, table.doc_weights, table.doc_cum)
                 docs_text = " ".join([table.documents[j] for j in picked]) + " "
                 user_words -= n_docs * table.doc_words
                 shared += n_docs * table.doc_words
@@ -396,9 +267,9 @@ class RequestSampler:
         if body_words <= 0:
             rest, sep = "", ""
         elif code is not None:  # each code unit opens with its own space or line break
-            rest, sep = code.window(_below(d_start, _BLOCK_WORDS), body_words), ""
+            rest, sep = code.window(below(d_start, _BLOCK_WORDS), body_words), ""
         else:
-            rest, sep = self._window(_below(d_start, _BLOCK_WORDS), body_words), " "
+            rest, sep = self._window(below(d_start, _BLOCK_WORDS), body_words), " "
         if table.name in self._unique_prefixes and (system_prompt or docs_text):
             # The tag first, so no two requests share a cacheable prefix; the same text and lengths otherwise.
             if system_prompt:
@@ -422,33 +293,33 @@ class RequestSampler:
         sessions = self.sessions.get(table.name)
         if sessions is not None:  # the request opens a session: how many turns it has, from a hash of its own
             low, high = sessions.turns
-            spec.turn, spec.turns = 1, low + _below(self._turn_draws(index, 1)[0], high - low + 1)
+            spec.turn, spec.turns = 1, low + below(self._turn_draws(index, 1)[0], high - low + 1)
         return spec
 
     def _turn_draws(self, index: int, turn: int) -> tuple[int, ...]:
         # Apart from the request's own draws, so a mix's requests are the same with sessions on or off.
-        return _DRAWS.unpack(hashlib.blake2b(f"{self._prefix}{index}\x1ft{turn}".encode(), digest_size=48).digest())
+        return DRAWS.unpack(hashlib.blake2b(f"{self._prefix}{index}\x1ft{turn}".encode(), digest_size=48).digest())
 
     def follow_up(self, spec: RequestSpec, turn: int) -> tuple[str, int, int]:
         """Turn ``turn`` (>= 2) of the session ``spec`` opens: the new user message, its length (words; with a
         tokenizer, exactly its tokens) and the turn's ``max_tokens``, from (seed, stream, index, turn) alone."""
         d_len, d_out, d_start, _, _, _ = self._turn_draws(spec.index, turn)
         low, high = self.sessions[spec.mix].follow_up_tokens
-        n_words = low + _below(d_len, high - low + 1)
+        n_words = low + below(d_len, high - low + 1)
         table = next(t for t in self._tables if t.name == spec.mix)
-        assert isinstance(table, _MixTable)  # datasets have no sessions (the config refuses them)
+        assert isinstance(table, MixTable)  # datasets have no sessions (the config refuses them)
         out_lo, out_hi = table.output
         return (
-            self._window(_below(d_start, _BLOCK_WORDS), n_words),
+            self._window(below(d_start, _BLOCK_WORDS), n_words),
             n_words,
-            out_lo + _below(d_out, out_hi - out_lo + 1),
+            out_lo + below(d_out, out_hi - out_lo + 1),
         )
 
     def document_indices(self, spec: RequestSpec) -> list[int]:
         """The pool indices of the documents ``spec`` carries, in prompt order (for tests and analysis; not the
         hot path)."""
         table = next(t for t in self._tables if t.name == spec.mix)
-        if not isinstance(table, _MixTable) or not table.documents:
+        if not isinstance(table, MixTable) or not table.documents:
             return []
         n_docs = (spec.shared_prefix_tokens - table.system_words) // table.doc_words
         words = spec.prompt.split(" ")
