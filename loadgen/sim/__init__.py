@@ -8,8 +8,9 @@ from loadgen.sim.engine import Engine, SimSequence, StepPlan
 from loadgen.sim.faults import FaultSpec, UnknownFaultKnobError, fault_knobs, parse_fault_arg
 from loadgen.sim.launch import SimProcess, SimServerThread, SimStartError, start_sim_process
 from loadgen.sim.profiles import SimProfile, get_profile, profile_registry
-from loadgen.sim.server import SimCluster, VariantServer, VariantSpec, parse_variant
+from loadgen.sim.server import SimCluster, VariantServer
 from loadgen.sim.truth import TruthLog, TruthRequest, load_truth
+from loadgen.sim.variant_spec import VariantSpec, parse_variant
 
 __all__ = [
     "Engine",

@@ -17,7 +17,8 @@ from pathlib import Path
 from loadgen.registry import UnknownNameError
 from loadgen.sim.faults import fault_knobs, parse_fault_arg
 from loadgen.sim.profiles import parse_set_arg, profile_registry
-from loadgen.sim.server import SimCluster, VariantSpec, parse_variant, with_faults, with_profile_changes
+from loadgen.sim.server import SimCluster
+from loadgen.sim.variant_spec import VariantSpec, parse_variant, with_faults, with_profile_changes
 
 
 def build_parser() -> argparse.ArgumentParser:

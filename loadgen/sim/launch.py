@@ -19,8 +19,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Self, TypeVar
 
-from loadgen.sim.server import SimCluster, parse_variant, with_faults, with_profile_changes
+from loadgen.sim.server import SimCluster
 from loadgen.sim.truth import TruthLog
+from loadgen.sim.variant_spec import parse_variant, with_faults, with_profile_changes
 
 T = TypeVar("T")
 

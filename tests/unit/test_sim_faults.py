@@ -25,8 +25,8 @@ from loadgen.sim.faults import (
     parse_fault_arg,
 )
 from loadgen.sim.launch import SimServerThread, start_sim_process
-from loadgen.sim.server import parse_variant, with_faults
 from loadgen.sim.truth import TruthLog, load_truth
+from loadgen.sim.variant_spec import parse_variant, with_faults
 
 KNOBS = {
     "error_rate", "rate_429", "rate_503", "reset_rate", "cut_rate", "malformed_rate", "error_event_rate",

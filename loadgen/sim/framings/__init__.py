@@ -11,9 +11,10 @@
 A framing parses its route's request body and builds every byte of the response: the stream head, the events of an
 engine step, the end of the stream, the non-streamed body, error bodies and the fault-injected variants of each
 (a mid-stream error event, a truncated event). Timing, ground-truth records and fault decisions stay in
-``loadgen.sim.server`` and are the same for every framing: everything an engine step produced for a request leaves
-in one write, so a step of k tokens is one OpenAI event carrying k tokens, or k consecutive TGI events / Ollama lines
-in that write (TGI and Ollama send one event per token); the truth log records each event with its token count.
+``loadgen.sim.stream`` and ``loadgen.sim.server`` and are the same for every framing: everything an engine step
+produced for a request leaves in one write, so a step of k tokens is one OpenAI event carrying k tokens, or k
+consecutive TGI events / Ollama lines in that write (TGI and Ollama send one event per token); the truth log records
+each event with its token count.
 
 Every request generates exactly its token budget (benchmark mode), so ``finish_reason`` / ``done_reason`` is always
 ``length``.

@@ -99,7 +99,7 @@ class SimRequest:
 
 
 class StreamState(Protocol):
-    """The per-request state a framing reads (``loadgen.sim.server``'s stream object)."""
+    """The per-request state a framing reads (``loadgen.sim.stream.RequestStream``)."""
 
     rid: str
     req: SimRequest
