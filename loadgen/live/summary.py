@@ -16,7 +16,7 @@ from typing import Any
 from loadgen.config.scenario import Scenario
 from loadgen.measure.aggregate import CENSORED_METRICS, Aggregate, GroupStats
 from loadgen.metric_names import PERCENTILES
-from loadgen.report.build import _evaluate_slos
+from loadgen.report.slos import evaluate_slos
 
 __all__ = ["SHOWN_METRICS", "SHOWN_STATS", "live_summary"]
 
@@ -68,7 +68,7 @@ def live_summary(scenario: Scenario, agg: Aggregate, window_s: float, run: dict[
         if slo.stat is not None and slo.metric != "success_rate":
             stats.setdefault(slo.metric, set(SHOWN_STATS)).add(slo.stat)
             if slo.metric in ("ttft", "e2e") and scenario.load.latency_clock == "schedule":
-                # What the SLO is judged on in open loop (report/build.py's _evaluate_slos).
+                # What the SLO is judged on in open loop (report/slos.py).
                 stats.setdefault(f"{slo.metric}_from_schedule", set()).add(slo.stat)
     by_variant: dict[str, dict[str, GroupStats]] = {}
     for (vn, m), g in agg.groups.items():
@@ -87,7 +87,7 @@ def live_summary(scenario: Scenario, agg: Aggregate, window_s: float, run: dict[
                 "timeline": agg.variant_timeline.report(v.name),
             }
         )
-    slos = _evaluate_slos(scenario, variants)
+    slos = evaluate_slos(scenario, variants)
     return {
         "scenario": scenario.name,
         "run": {"window_s": round(window_s, 3), **run},

@@ -1,7 +1,9 @@
 """The canonical JSON report (versioned) built from a merged `Aggregate`, and its Markdown rendering.
 
 Everything a reader needs to trust a number travels with it: the histogram's relative error, where token counts came
-from, the measured window, and whether the load generator itself was healthy.
+from, the measured window, and whether the load generator itself was healthy. This module assembles it: each group
+of requests is rendered by report/group_json.py, the SLOs are judged by report/slos.py, the comparison with the
+baseline comes from report/compare.py.
 """
 
 from __future__ import annotations
@@ -13,19 +15,9 @@ from typing import Any
 
 import orjson
 
-from loadgen.config.classes import sends_priority
-from loadgen.config.scenario import Scenario, Variant
-from loadgen.measure.aggregate import (
-    BUCKET_METRICS,
-    CENSORED_METRICS,
-    CONNECTION_METRICS,
-    METRICS,
-    Aggregate,
-    BucketStats,
-    GroupStats,
-)
-from loadgen.measure.histogram import RELATIVE_ERROR, LatencyHistogram
-from loadgen.metric_names import STREAM_METRICS
+from loadgen.config.scenario import Scenario
+from loadgen.measure.aggregate import Aggregate, GroupStats
+from loadgen.measure.histogram import RELATIVE_ERROR
 from loadgen.protocol.dialects import output_length
 from loadgen.report.adapters import adapters_json
 from loadgen.report.compare import (
@@ -37,6 +29,15 @@ from loadgen.report.compare import (
     speedups_by_stat,
 )
 from loadgen.report.cost import cost_energy_json
+from loadgen.report.group_json import (
+    bucket_json,
+    buckets_json,
+    cdf_json,
+    classes_json,
+    group_json,
+    group_stat,
+    turns_json,
+)
 from loadgen.report.html import render_html
 from loadgen.report.images import images_json
 from loadgen.report.latency_fit import fit_latency
@@ -45,8 +46,8 @@ from loadgen.report.pooling import pooling_json
 from loadgen.report.provenance import environment, safe_url, scenario_record
 from loadgen.report.quality import quality_section
 from loadgen.report.reasoning import reasoning_json
+from loadgen.report.slos import evaluate_slos
 from loadgen.report.speculative import tokens_per_chunk
-from loadgen.report.sustained_rate import sustained_rate_slos
 from loadgen.report.tool_calls import tool_calls_entry
 from loadgen.report.verdict import exit_code, target_breaches
 from loadgen.traffic.scenario_schedule import requested_in_window, schedule_of, trace_summary
@@ -55,143 +56,6 @@ from loadgen.traffic.senders import scenario_senders
 __all__ = ["SCHEMA", "build_report", "exit_code", "open_loop_json", "render_markdown", "write_reports"]
 
 SCHEMA = "loadgen.report/v1"
-CDF_METRICS = ("ttft", "itl", "tpot", "e2e")
-
-
-def _goodput_json(g: GroupStats, window_s: float) -> dict[str, Any]:
-    """Requests that met every per-request SLO (`goodput:`), per second of the window beside throughput, their share
-    of all requests (failures are never good), and per bound the successful requests that missed it."""
-    return {
-        "requests": g.goodput_ok,
-        "output_tokens": g.good_output_tokens,  # theirs inside the window, as output_tokens counts them
-        # Over the window, as requests/s: the good requests that completed in the drain after it are not in it.
-        "per_s": round((g.goodput_ok - g.drained_good) / window_s, 4) if window_s > 0 else None,
-        "share": round(g.goodput_ok / g.window_requests, 4) if g.window_requests else None,
-        "judged": g.goodput_judged,
-        "missed": dict(sorted(g.goodput_misses.items())),
-    }
-
-
-def _age_json(h: LatencyHistogram | None) -> dict[str, Any] | None:
-    """How long the requests the stop cut had run (from their send, or their schedule in open loop)."""
-    if h is None or not h.count:
-        return None
-    summary = h.summary_ms()
-    return {k: summary.get(k) for k in ("count", "p50", "max")}
-
-
-def _group_json(g: GroupStats, window_s: float, goodput: bool = False) -> dict[str, Any]:
-    """`goodput`: the scenario sets per-request SLOs (then every group says how many met them, 0 included)."""
-    w = window_s if window_s > 0 else float("nan")
-    metrics: dict[str, Any] = {}
-    for m in (*METRICS, *CONNECTION_METRICS):
-        h = g.hists.get(m)
-        censored = g.censored.get(m, 0) if m in CENSORED_METRICS else 0
-        if (h is not None and h.count) or censored:
-            metrics[m] = h.summary_ms(censored) if h is not None else LatencyHistogram().summary_ms(censored)
-    completed = sum(g.finish_reasons.values())
-    out: dict[str, Any] = {
-        # Every request of the group by how it ended, each once (measure/fates.py: what each counts for).
-        "fates": dict(sorted(g.fates.items())),
-        "requests": g.requests,
-        "ok": g.ok,
-        "errors": dict(sorted(g.errors.items())),
-        "success_rate": round(g.ok / g.requests, 6) if g.requests else None,
-        # Still in flight when the drain ended (load.drain): censored in E2E (and TTFT without a first token), not
-        # in the success rate; their tokens inside the window are in output_tokens. Their age at the cut.
-        "cut_by_stop": g.cut_by_stop,
-        "cut_by_stop_age_ms": _age_json(g.hists.get("cut_age")),
-        # Given up by the client (traffic.cancel): not in the success rate; censored in E2E (and TTFT without a first
-        # token), a TTFT they had is in TTFT.
-        "cancelled": g.cancelled,
-        # Completed during the drain, after the window: in the latencies and the success rate, not in requests/s.
-        "drained": g.drained,
-        # Failed requests in the latency percentiles: above every measured value (see report text).
-        "censored": dict(sorted(g.censored.items())),
-        "ok_without_tokens": g.ok_without_tokens,
-        "output_tokens": g.output_tokens,
-        "prompt_tokens": g.prompt_tokens,
-        "requests_per_s": round((g.ok - g.drained_ok) / w, 4) if window_s > 0 else None,
-        "output_tokens_per_s": round(g.output_tokens / w, 2) if window_s > 0 else None,
-        "input_tokens_per_s": round(g.prompt_tokens / w, 2) if window_s > 0 else None,
-        # Cached ÷ prompt tokens over the successful requests whose server said how many it served from its prefix
-        # cache; None when none did (the server does not report it: TGI, Ollama, vLLM without prompt-token details).
-        # Of the prompt tokens asked for, the share that was a shared prefix (system prompt, shared documents): what a
-        # prefix cache could serve; beside what the server says it did serve.
-        "shared_prefix_share": (
-            round(g.shared_prefix_tokens / g.target_prompt_tokens, 4) if g.target_prompt_tokens else None
-        ),
-        "cached_prompt_tokens_share": (
-            round(g.cached_prompt_tokens / g.cache_prompt_tokens, 4) if g.cache_prompt_tokens else None
-        ),
-        "cached_prompt_tokens": {
-            "reported_by": g.cache_reported,
-            "prompt_tokens": g.cache_prompt_tokens,
-            "cached_tokens": g.cached_prompt_tokens,
-        },
-        "warmup_excluded": g.warmup_excluded,
-        "token_count_source": dict(sorted(g.token_sources.items())),
-        "finish_reasons": dict(sorted(g.finish_reasons.items())),
-        # A variant that stops early (end of sequence before max_tokens) looks faster per request and is not.
-        "stopped_at_max_tokens": round(g.finish_reasons.get("length", 0) / completed, 4) if completed else None,
-        "metrics_ms": metrics,
-    }
-    if goodput:
-        out["goodput"] = _goodput_json(g, window_s)
-    if g.arrivals:
-        out["arrivals"] = dict(sorted(g.arrivals.items()))
-    return out
-
-
-def _bucket_json(b: BucketStats) -> dict[str, Any]:
-    out: dict[str, Any] = {"requests": b.requests, "ok": b.ok}
-    # The mean of what the server reported, over the successful requests that reported it (None: none did).
-    out["mean_prompt_tokens"] = round(b.prompt_tokens / b.prompt_reported, 1) if b.prompt_reported else None
-    for m in BUCKET_METRICS:
-        h = b.hists.get(m) or LatencyHistogram()
-        summary = h.summary_ms(b.censored.get(m, 0))
-        out[f"{m}_ms"] = {k: summary.get(k) for k in ("p50", "p99", "count", "censored") if k in summary}
-    return out
-
-
-def _buckets_json(agg: Aggregate, variant: str, mix: str) -> dict[str, Any]:
-    return {b: _bucket_json(bs) for (v, m, b), bs in sorted(agg.buckets.items()) if v == variant and m == mix}
-
-
-def _turns_json(agg: Aggregate, variant: str, mix: str) -> dict[str, Any]:
-    """Turn number (as a string: JSON keys) -> that turn's requests of the mix's sessions; `ended` counts the
-    failed ones, each of which ended its session there. Empty for a mix of single requests."""
-    out: dict[str, Any] = {}
-    for (v, m, t), ts in sorted(agg.turns.items()):
-        if v == variant and m == mix:
-            out[str(t)] = {**_bucket_json(ts), "ended_by_failure": ts.requests - ts.ok}
-    return out
-
-
-def _classes_json(
-    scenario: Scenario, agg: Aggregate, v: Variant, merged: GroupStats, window_s: float
-) -> dict[str, Any] | None:
-    """Each priority class of the scenario, in its order, as a group of its own (every metric, censored alike)
-    plus its share of the variant's requests in the window beside the share asked for, the priority it carried and
-    its headers' names (values may be private). None without `traffic.classes`: one class, the variant itself."""
-    classes = scenario.traffic.classes
-    if not classes:
-        return None
-    asked = sum(c.share for c in classes)
-    in_body = sends_priority(v.dialect, v.base_url)
-    out: dict[str, Any] = {}
-    for c in classes:
-        g = agg.classes.get((v.name, c.name)) or GroupStats()
-        out[c.name] = {
-            **_group_json(g, window_s, scenario.goodput is not None),
-            "share": round(g.requests / merged.requests, 4) if merged.requests else None,
-            "configured_share": round(c.share / asked, 4),
-            "priority": c.priority,
-            # False where the dialect has no priority field or the host rejects unknown fields: headers only.
-            "priority_sent": in_body and c.priority is not None,
-            "headers": sorted(c.headers),
-        }
-    return out
 
 
 def open_loop_json(scenario: Scenario, g: GroupStats, window_s: float, senders: int) -> dict[str, Any] | None:
@@ -236,24 +100,6 @@ def open_loop_json(scenario: Scenario, g: GroupStats, window_s: float, senders: 
     }
 
 
-def _stat(group: dict[str, Any], metric: str, stat: str) -> float | None:
-    s = group["metrics_ms"].get(metric)
-    if not s or not (s.get("count") or s.get("censored")):
-        return None
-    v = s.get(stat)
-    return float(v) if v is not None else None
-
-
-def _cdf_json(g: GroupStats) -> dict[str, list[list[float]]]:
-    """[ms, cumulative fraction] per metric; failed requests rank above everything (`LatencyHistogram.cdf_ms`)."""
-    out = {}
-    for m in CDF_METRICS:
-        h = g.hists.get(m)
-        if h is not None and h.count:
-            out[m] = h.cdf_ms(100, g.censored.get(m, 0) if m in CENSORED_METRICS else 0)
-    return out
-
-
 def build_report(
     scenario: Scenario,
     agg: Aggregate,
@@ -273,10 +119,10 @@ def build_report(
         window_s = windows.get(v.name, whole_window) if windows else whole_window
         mixes = {
             m: {
-                **_group_json(g, window_s, scenario.goodput is not None),
-                "buckets": _buckets_json(agg, v.name, m),
-                "turns": _turns_json(agg, v.name, m),
-                **images_json(agg, v.name, m, _bucket_json),
+                **group_json(g, window_s, scenario.goodput is not None),
+                "buckets": buckets_json(agg, v.name, m),
+                "turns": turns_json(agg, v.name, m),
+                **images_json(agg, v.name, m, bucket_json),
             }
             for (vn, m), g in sorted(agg.groups.items())
             if vn == v.name
@@ -292,15 +138,15 @@ def build_report(
             # enforced: the server was asked for exactly max_tokens (ignore EOS); max_only: a request may stop early.
             "output_length": output_length(v.dialect, v.extra_body),
             "base_url": safe_url(v.base_url),
-            "overall": _group_json(merged, window_s, scenario.goodput is not None),
+            "overall": group_json(merged, window_s, scenario.goodput is not None),
             # A variant named by a Kubernetes selector: which Service it was at run start.
             **({"resolved_from": v.resolved_from.model_dump()} if v.resolved_from is not None else {}),
             # Cold requests (the variant's first on a worker, after it idled, on a new connection) apart from the warm.
-            "starts": {st: _bucket_json(bs) for (vn, st), bs in sorted(agg.starts.items()) if vn == v.name},
+            "starts": {st: bucket_json(bs) for (vn, st), bs in sorted(agg.starts.items()) if vn == v.name},
             "mixes": mixes,
         }
         # For the HTML report's charts: each latency's distribution (~100 points) and the variant's timeline.
-        entry["overall"]["cdf_ms"] = _cdf_json(merged)
+        entry["overall"]["cdf_ms"] = cdf_json(merged)
         entry["overall"]["hdr"] = hdr_json(merged)  # what `loadgen compare` resamples
         entry["timeline"] = agg.variant_timeline.report(v.name)
         fit = fit_latency(agg.latency_samples, v.name, scenario.seed)  # why TTFT and E2E are what they are
@@ -313,10 +159,10 @@ def build_report(
         if reasoning is not None:  # a reasoning model's thinking and answer, apart
             entry["reasoning"] = reasoning
         entry.update(tool_calls_entry(merged, {m: g for (vn, m), g in agg.groups.items() if vn == v.name}))
-        classes = _classes_json(scenario, agg, v, merged, window_s)
+        classes = classes_json(scenario, agg, v, merged, window_s)
         if classes is not None:
             entry["classes"] = classes
-        group_of = partial(_group_json, window_s=window_s, goodput=scenario.goodput is not None)
+        group_of = partial(group_json, window_s=window_s, goodput=scenario.goodput is not None)
         adapters = adapters_json(v, agg.adapters, merged, group_of)
         if adapters is not None:  # per LoRA adapter its requests named (variants[].adapters)
             entry["adapters"] = adapters
@@ -343,7 +189,7 @@ def build_report(
             speedups_by_stat(comparison, x["name"])
             if not x["baseline"]
             else {
-                f"{m}_{s}": None if _stat(x["overall"], m, s) is None else 1.0
+                f"{m}_{s}": None if group_stat(x["overall"], m, s) is None else 1.0
                 for m in COMPARE_METRICS
                 for s, _ in COMPARE_STATS
             }
@@ -357,7 +203,7 @@ def build_report(
         stats[(vn, None, None, a)] = g
     for v in scenario.variants:
         stats[(v.name, None, None, None)] = agg.merged_variant(v.name)
-    slos = _evaluate_slos(scenario, variants, stats)
+    slos = evaluate_slos(scenario, variants, stats)
     run.pop("target_breaches", None)
     if target := target_breaches(variants):  # a dead target is a breach (exit 1), not the load generator's distrust
         run["target_breaches"] = target
@@ -395,85 +241,6 @@ def build_report(
         report["quality"] = quality
     report["exit_code"] = int(exit_code(report))
     return report
-
-
-def _breaching(g: GroupStats | None, metric: str, max_ms: float) -> int | None:
-    """Requests over an SLO's bound: samples above it, plus failed requests censored in the metric (above all)."""
-    if g is None:
-        return None
-    h = g.hists.get(metric)
-    return (h.count_above(max_ms / 1e3) if h is not None else 0) + g.censored.get(metric, 0)
-
-
-def _evaluate_slos(
-    scenario: Scenario,
-    variants: list[dict[str, Any]],
-    stats: dict[tuple[str, str | None, str | None, str | None], GroupStats] | None = None,
-) -> list[dict[str, Any]]:
-    """`stats`: each group's GroupStats by (variant, mix, class, adapter), to count the requests over a latency
-    SLO."""
-    out = []
-    for slo in scenario.slos:
-        for v in variants:
-            if slo.variant is not None and slo.variant != v["name"]:
-                continue
-            if slo.metric in STREAM_METRICS and v.get("streamed") is False:
-                continue  # whole replies have no TTFT, ITL or TPOT: judged on the streamed variants (the report says)
-            if slo.mix is not None:
-                group = v["mixes"].get(slo.mix)
-            elif slo.cls is not None:
-                group = v.get("classes", {}).get(slo.cls)
-            elif slo.adapter is not None:
-                if slo.adapter not in v.get("adapters", {}):
-                    continue  # judged on the variants listing the adapter
-                group = v["adapters"][slo.adapter]
-            else:
-                group = v["overall"]
-            entry: dict[str, Any] = {
-                "metric": slo.metric,
-                "stat": slo.stat,
-                "max_ms": slo.max_ms,
-                "min_percent": slo.min_percent,
-                "variant": v["name"],
-                "mix": slo.mix,
-                "class": slo.cls,
-                **({"adapter": slo.adapter} if slo.adapter is not None else {}),
-                "slo": slo.describe(),
-            }
-            if slo.metric == "success_rate":
-                rate = group["success_rate"] if group else None
-                observed = None if rate is None else round(100.0 * rate, 4)
-                entry["observed_percent"] = observed
-                entry["errors"] = dict(group["errors"]) if group else {}
-                assert slo.min_percent is not None
-                # No data is not a pass: an SLO that could not be checked fails the gate. Compared in integers
-                # (ok / requests >= min_percent / 100, scaled by 10^6): no rounding passes 98.99995 % as 99 %.
-                entry["passed"] = bool(group and group["requests"]) and (
-                    group["ok"] * 100_000_000 >= round(slo.min_percent * 1_000_000) * group["requests"]
-                )
-            else:
-                assert slo.stat is not None and slo.max_ms is not None
-                # Open loop judges ttft / e2e from the schedule unless the scenario says send (load.latency_from):
-                # an arrival that waited in the client for a free sender counts its wait.
-                metric: str = slo.metric
-                if metric in ("ttft", "e2e") and scenario.load.latency_clock == "schedule":
-                    metric = f"{metric}_from_schedule"
-                entry["judged_on"] = metric
-                if metric != slo.metric:
-                    entry["slo"] += " (from the schedule)"
-                summary = group["metrics_ms"].get(metric) if group else None
-                censored = bool(summary and summary.get("censored") and summary.get(slo.stat) is None)
-                observed_ms = None if censored else (_stat(group, metric, slo.stat) if group else None)
-                entry["observed_ms"] = observed_ms
-                # The statistic falls among requests that failed before reaching it: it is above anything measured.
-                entry["censored"] = censored
-                entry["passed"] = observed_ms is not None and observed_ms <= slo.max_ms
-                if stats is not None:
-                    entry["breaching_requests"] = _breaching(
-                        stats.get((v["name"], slo.mix, slo.cls, slo.adapter)), metric, slo.max_ms
-                    )
-            out.append(entry)
-    return out + sustained_rate_slos(scenario, variants)
 
 
 def write_reports(report: dict[str, Any], out_dir: Path) -> tuple[Path, Path]:

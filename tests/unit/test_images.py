@@ -22,7 +22,7 @@ from loadgen.config.scenario import validate_scenario
 from loadgen.measure.aggregate import Aggregate
 from loadgen.measure.records import RequestRecord
 from loadgen.protocol.dialects import dialect_for
-from loadgen.report.build import _bucket_json
+from loadgen.report.group_json import bucket_json
 from loadgen.report.images import image_lines, images_json
 from loadgen.sim.framings.base import ApiError, _content_words
 from loadgen.sim.image_tokens import image_words
@@ -158,10 +158,10 @@ def test_ttft_by_image_count_through_a_delta_into_the_report() -> None:
     master = Aggregate()
     master.merge_wire(worker.pop_delta())
     assert worker.images == {}
-    rows = images_json(master, "v", "vis", _bucket_json)["images"]
+    rows = images_json(master, "v", "vis", bucket_json)["images"]
     assert {k: r["requests"] for k, r in rows.items()} == {"0": 2, "1": 1, "2": 1}
     assert rows["2"]["ttft_ms"]["p50"] == pytest.approx(90, rel=0.01)
-    assert images_json(master, "v", "chat", _bucket_json) == {}
+    assert images_json(master, "v", "chat", bucket_json) == {}
     lines = image_lines({"variants": [{"name": "v", "mixes": {"vis": {"images": rows}, "chat": {}}}]})
     assert lines[1] == "## TTFT by image count (ms)" and sum(line.startswith("| v | vis |") for line in lines) == 3
 
