@@ -13,13 +13,13 @@ of them fails the run (`run.failed`, exit 4), and so does a report that cannot b
 the master waiting for ever), a headless run stopped before its end (SIGTERM: an eviction, a deleted Job), and a
 headless master that quits before any run began.
 Stopped from outside mid-run (SIGTERM), every worker's final delta is collected before the report (`run.interrupted`).
+The run's end (the report written, a failed report, quitting) is locust_plugin/run_end.py.
 """
 
 from __future__ import annotations
 
 import contextlib
 import gc
-import logging
 import sys
 import time
 from pathlib import Path
@@ -34,24 +34,20 @@ from loadgen.config.errors import ConfigError
 from loadgen.config.overrides import parse_override
 from loadgen.config.scenario import check_environment, read_document
 from loadgen.exit_codes import ExitCode
-from loadgen.live.otlp import export_run_metrics
 from loadgen.locust_plugin import early_stop, live_metrics, locust_fixes, loop_clock
 from loadgen.locust_plugin.final_flush import flush_workers, hand_over_on_quit, note_workers_at_stop, send_final
 from loadgen.locust_plugin.live_state import current_report, users_per_variant
 from loadgen.locust_plugin.progress import add_progress_arguments, start_progress
 from loadgen.locust_plugin.request_stream import senders_per_variant
+from loadgen.locust_plugin.run_end import collect_local_final, finish_run, note_interrupted, on_quitting, reported
 from loadgen.locust_plugin.runtime import Runtime, runtime_of
 from loadgen.locust_plugin.shape import StagesShape
 from loadgen.locust_plugin.user import LLMUser, variant_user_classes
 from loadgen.locust_plugin.web_ui import install_web_ui
 from loadgen.measure.collector import Collector
 from loadgen.preflight import preflight
-from loadgen.report.build import write_reports
-from loadgen.report.combine import write_aggregate
 
 __all__ = ["current_report", "register", "users_per_variant"]
-
-log = logging.getLogger("loadgen")
 
 
 def _add_arguments(parser: Any) -> None:
@@ -137,7 +133,7 @@ def _on_init(environment: Environment, **_: Any) -> None:
     rt = Runtime(environment, scenario, getattr(opts, "raw_records", "") or None)
     rt.crashes.install()
     environment.loadgen = rt  # type: ignore[attr-defined]
-    environment.events.quitting.add_listener(_note_interrupted)
+    environment.events.quitting.add_listener(note_interrupted)
     if isinstance(runner, WorkerRunner):
         environment.events.quitting.add_listener(hand_over_on_quit)
     if isinstance(runner, MasterRunner) and not environment.stop_timeout:
@@ -331,7 +327,7 @@ def _on_test_stop(environment: Environment, **_: Any) -> None:
     if not isinstance(runner, MasterRunner):
         rt.on_test_stop()
         if col is not None and not col.flushed:
-            _collect_local_final(rt)
+            collect_local_final(rt)
     elif col is not None and not col.flushed:
         flush_workers(runner, col)
 
@@ -342,143 +338,17 @@ def _run_for_duration(environment: Environment) -> None:
     finish_run(environment)
 
 
-def finish_run(environment: Environment) -> dict[str, Any] | None:
-    """Stop the users (which collects every worker's last delta), write the report, set the exit code, quit."""
-    runner = environment.runner
-    assert runner is not None
-    try:
-        runner.stop()
-        report = write_final_report(environment)
-        environment.process_exit_code = report["exit_code"]
-    except Exception as e:  # noqa: BLE001 - whatever it is, the run ends, as failed
-        _report_failed(environment, e)
-        report = None
-    runner.quit()
-    return report
-
-
-def _report_failed(environment: Environment, e: Exception) -> None:
-    """The report could not be made: say why, keep the exact histograms if they can be kept, exit 4. (This is the
-    greenlet that ends the run: had it died, the master would have waited for ever.)"""
-    log.exception("loadgen: the run's report could not be written; the run failed (exit %d)", ExitCode.RUN_FAILED)
-    rt = runtime_of(environment)
-    rt.crashes.add(f"writing the report: {type(e).__name__}: {e}")
-    environment.process_exit_code = ExitCode.RUN_FAILED
-    if rt.collector is not None:
-        rt.collector.reported = True  # not again at quitting
-        with contextlib.suppress(Exception):
-            write_aggregate(rt.collector.aggregate, _report_dir(environment))
-
-
-def _report_dir(environment: Environment) -> Path:
-    opts = environment.parsed_options
-    return Path(getattr(opts, "report_dir", "") or runtime_of(environment).scenario.report_dir)
-
-
-def _collect_local_final(rt: Runtime) -> None:
-    """A process that is its own master: stop its monitors and move its last delta into its collector."""
-    assert rt.collector is not None
-    rt.on_test_stop()
-    rt.collector.merge_report("local", rt.report_since_last(final=True), final=True)
-    rt.collector.flushed = True
-
-
-def write_final_report(environment: Environment, failed: list[str] | None = None) -> dict[str, Any]:
-    rt = runtime_of(environment)
-    assert rt.collector is not None
-    report = current_report(environment, failed)  # each variant's own /metrics over the run included
-    if rt.interrupted:
-        report["run"]["interrupted"] = True
-    out_dir = _report_dir(environment)
-    write_reports(report, out_dir)
-    write_aggregate(rt.collector.aggregate, out_dir)  # the exact histograms, to rebuild or combine reports
-    export_run_metrics(rt.scenario, report)  # `tracing.otlp_endpoint`: the summary as OTLP gauges (live/otlp.py)
-    rt.collector.reported = True
-    log.info("loadgen report written to %s (exit code %s)", out_dir, report["exit_code"])
-    return report
-
-
-def _on_quitting(environment: Environment, **_: Any) -> None:
-    rt = getattr(environment, "loadgen", None)
-    if rt is not None and rt.collector is None and rt.raw is not None:  # a worker: what it finished to its shard
-        rt.drain()
-        rt.raw.close()
-        rt.raw = None
-        return
-    if rt is None or rt.collector is None or rt.collector.reported:
-        return
-    opts = environment.parsed_options
-    headless = bool(opts is not None and opts.headless)
-    if rt.collector.started_wall is None:
-        # No run, no report: a crash, or a headless master stopped before its run began, is no success (Locust
-        # would exit 0, or 2 — "bad configuration" — for a crash).
-        if environment.process_exit_code is None and (headless or rt.crashes.entries()):
-            log.error("loadgen: no run was made; exit %d", ExitCode.RUN_FAILED)
-            environment.process_exit_code = ExitCode.RUN_FAILED
-        return
-    col = rt.collector
-    _note_interrupted(environment)  # (a local runner: nothing of Locust's quits it before this)
-    if rt.quitting:
-        return  # a second SIGTERM while the first one's stop runs: Locust exits now, as a failed run
-    rt.quitting = True
-    try:
-        if not isinstance(environment.runner, MasterRunner) and not col.flushed:
-            _collect_local_final(rt)
-        cut = _cut_short(environment, rt, rt.interrupted) if headless else None
-        report = write_final_report(environment, [cut] if cut else None)
-    except Exception as e:  # noqa: BLE001
-        _report_failed(environment, e)
-        return
-    if rt.interrupted or environment.process_exit_code is None:
-        environment.process_exit_code = report["exit_code"]
-
-
-def _note_interrupted(environment: Environment, **_: Any) -> None:
-    """Quitting began mid-run: stopped from outside. First of the quitting listeners (added after the master runner's,
-    which stops the run and so collects every worker's final delta, `_on_test_stop`; Locust fires them in reverse)."""
-    rt = getattr(environment, "loadgen", None)
-    col = None if rt is None else rt.collector
-    if rt is None or col is None or col.started_wall is None or col.flushed or col.reported:
-        return
-    rt.interrupted = True
-    if environment.process_exit_code is None:
-        environment.process_exit_code = ExitCode.RUN_FAILED  # (the report's own code once it is written)
-
-
-def _cut_short(environment: Environment, rt: Runtime, interrupted: bool) -> str | None:
-    """A headless run whose report is written at quitting before its planned end was stopped from outside (SIGTERM:
-    an eviction, a deleted Job, Ctrl-C through `loadgen run`): what it measured is reported, but as no verdict."""
-    col = rt.collector
-    assert col is not None and col.started_wall is not None
-    run_time = getattr(environment.parsed_options, "run_time", None)
-    planned = float(run_time) if run_time else rt.scenario.load.duration
-    ran = (col.stopped_wall or time.time()) - col.started_wall
-    if interrupted:
-        return (
-            f"the run was interrupted: stopped from outside {ran:.0f} s into its {planned:g} s (SIGINT / Ctrl-C, or "
-            "SIGTERM: an eviction, a deleted Job); every worker's figures until then are in this report"
-        )
-    if ran >= planned - 1.0:  # (Locust's -t and a stages shape end the run at quitting, on time)
-        return None
-    return f"the run was stopped {ran:.0f} s into its {planned:g} s (a SIGTERM, or the master quit before the end)"
-
-
-def _reported(environment: Environment) -> bool:
-    rt = getattr(environment, "loadgen", None)
-    return rt is not None and rt.collector is not None and rt.collector.reported
-
-
 def register() -> None:
     """Attach loadgen's listeners to Locust's global event hooks, idempotently through EventHook's public API: each
     listener is removed (when there) before it is added, so a second call moves them behind any added in between."""
-    locust_fixes.install(_reported)
+    locust_fixes.install(reported)
     for hook, listener in (
         (events.init_command_line_parser, _add_arguments),
         (events.init, _on_init),
         (events.test_start, _on_test_start),
         (events.test_stopping, _on_test_stopping),
         (events.test_stop, _on_test_stop),
-        (events.quitting, _on_quitting),
+        (events.quitting, on_quitting),
     ):
         with contextlib.suppress(ValueError):  # not attached yet
             hook.remove_listener(listener)

@@ -21,7 +21,7 @@ from loadgen.sim.launch import start_sim_process
 from .harness import read_report, write_scenario
 
 _HEAD = """
-from loadgen.locust_plugin import plugin
+from loadgen.locust_plugin import run_end
 from loadgen.locust_plugin.plugin import register
 from loadgen.locust_plugin.user import LLMUser
 
@@ -34,7 +34,7 @@ REPORT_RAISES = (
 def _broken(*args, **kwargs):
     raise RuntimeError("injected: the report cannot be built")
 
-plugin.current_report = _broken
+run_end.current_report = _broken
 
 class StreamingLLMUser(LLMUser):
     pass
