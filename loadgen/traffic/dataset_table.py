@@ -48,7 +48,7 @@ class DatasetTable:
         replace: bool = False,
         tokenizer: PromptTokenizer | None = None,
     ) -> None:
-        from loadgen.traffic.datasets import sample_dataset
+        from loadgen.traffic.dataset_selection import sample_dataset
 
         self.name = name
         self.overhead: int | None = None

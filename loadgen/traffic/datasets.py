@@ -1,4 +1,5 @@
-"""Replay of a user's dataset: read, check, filter by length and sample, before any load is sent.
+"""Replay of a user's dataset: read and check it, before any load is sent (which of its rows are replayed: length
+filters and a seeded sample, traffic/dataset_selection.py).
 
 Two shapes of row, in a JSON list (a ``.json`` file whose first character is ``[``) or one row per line (JSONL):
 
@@ -26,7 +27,6 @@ from __future__ import annotations
 
 import difflib
 import json
-import random
 import re
 from collections import Counter
 from collections.abc import Iterable
@@ -44,13 +44,11 @@ __all__ = [
     "ROLES",
     "Dataset",
     "DatasetRecord",
-    "LengthFilter",
     "Message",
     "approximate_tokens",
-    "filter_dataset",
-    "load_dataset",
+    "count_summary",
+    "dataset_error",
     "read_dataset",
-    "sample_dataset",
 ]
 
 ROLES: tuple[str, ...] = ("system", "user", "assistant")
@@ -133,7 +131,8 @@ class _RowError(Exception):
         super().__init__(message)
 
 
-def _fail(source: str, message: str, line: int | None = None) -> ConfigError:
+def dataset_error(source: str, message: str, line: int | None = None) -> ConfigError:
+    """A usage error (exit 2) in dataset `source`, at `line` when known."""
     return ConfigError([ConfigIssue("", message, line)], source)
 
 
@@ -143,15 +142,15 @@ def read_dataset(path: str | Path) -> Dataset:
     try:
         data = Path(path).read_bytes()
     except OSError as exc:
-        raise _fail(source, f"cannot read the dataset: {exc.strerror or exc}") from None
+        raise dataset_error(source, f"cannot read the dataset: {exc.strerror or exc}") from None
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
-        raise _fail(source, f"not UTF-8 text (byte {exc.start}: {exc.reason})", line) from None
+        raise dataset_error(source, f"not UTF-8 text (byte {exc.start}: {exc.reason})", line) from None
     start = _skip_space(text, 0)
     if start == len(text):
-        raise _fail(source, "the file is empty; expected a JSON list of rows or one JSON row per line (JSONL)")
+        raise dataset_error(source, "the file is empty; expected a JSON list of rows or one JSON row per line (JSONL)")
     issues: list[ConfigIssue] = []
     rows = _json_list_rows(text, start, source) if text[start] == "[" else _jsonl_rows(text, source, issues)
     records: list[DatasetRecord] = []
@@ -172,9 +171,9 @@ def read_dataset(path: str | Path) -> Dataset:
             shown.append(ConfigIssue("", f"... and {len(issues) - len(shown)} more malformed row(s) not shown"))
         raise ConfigError(shown, source)
     if not rows:
-        raise _fail(source, "the dataset has no rows")
+        raise dataset_error(source, "the dataset has no rows")
     if not records:
-        raise _fail(source, f"no usable rows: all {len(rows)} skipped ({_summary(skipped)})")
+        raise dataset_error(source, f"no usable rows: all {len(rows)} skipped ({count_summary(skipped)})")
     return Dataset(source, tuple(records), len(rows), tuple(sorted(skipped.items())))
 
 
@@ -199,9 +198,9 @@ def _json_list_rows(text: str, start: int, source: str) -> list[tuple[int, str, 
             try:
                 value, end = decoder.raw_decode(text, pos)
             except json.JSONDecodeError as exc:
-                raise _fail(source, f"invalid JSON: {exc.msg}", exc.lineno) from None
+                raise dataset_error(source, f"invalid JSON: {exc.msg}", exc.lineno) from None
             except RecursionError:
-                raise _fail(source, "invalid JSON: nested too deeply", line_at(pos)) from None
+                raise dataset_error(source, "invalid JSON: nested too deeply", line_at(pos)) from None
             rows.append((line_at(pos), f"[{len(rows)}]", value))
             pos = _skip_space(text, end)
             if text.startswith(",", pos):
@@ -210,10 +209,10 @@ def _json_list_rows(text: str, start: int, source: str) -> list[tuple[int, str, 
                 pos += 1
                 break
             else:
-                raise _fail(source, "invalid JSON: expected ',' or ']' after a row of the list", line_at(pos))
+                raise dataset_error(source, "invalid JSON: expected ',' or ']' after a row of the list", line_at(pos))
     pos = _skip_space(text, pos)
     if pos != len(text):
-        raise _fail(source, "invalid JSON: more data after the list", line_at(pos))
+        raise dataset_error(source, "invalid JSON: more data after the list", line_at(pos))
     return rows
 
 
@@ -232,7 +231,7 @@ def _jsonl_rows(text: str, source: str, issues: list[ConfigIssue]) -> list[tuple
             rows.append((number, "", orjson.loads(stripped)))
         except orjson.JSONDecodeError as exc:
             if not rows and _is_one_object(text):
-                raise _fail(
+                raise dataset_error(
                     source,
                     "the file is one JSON object spread over several lines; expected a JSON list of rows "
                     "or one JSON row per line (JSONL)",
@@ -256,7 +255,8 @@ def _join(prefix: str, path: str) -> str:
     return prefix + path if path.startswith("[") else f"{prefix}.{path}"
 
 
-def _summary(counts: Counter[str]) -> str:
+def count_summary(counts: Counter[str]) -> str:
+    """ "3 reason a, 1 reason b": rows left out, by reason."""
     return ", ".join(f"{n} {reason}" for reason, n in sorted(counts.items()))
 
 
@@ -375,104 +375,6 @@ def _sharegpt_record(row: dict[str, Any], line: int, index: int, output_tokens: 
         return DatasetRecord(line, index, None, tuple(turns[:reply]), output_tokens)
     words = len(turns[reply].content.split())
     return DatasetRecord(line, index, None, tuple(turns[:reply]), words or None, words > 0)
-
-
-# --- filters and sampling -----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class LengthFilter:
-    """Bounds on a row's length (inclusive; None = no bound). Prompt lengths count everything sent, in characters
-    or in words (the approximate token count); a row that gives no output length passes ``max_output_tokens``."""
-
-    min_prompt_chars: int | None = None
-    max_prompt_chars: int | None = None
-    min_prompt_tokens: int | None = None
-    max_prompt_tokens: int | None = None
-    max_output_tokens: int | None = None
-
-    def __post_init__(self) -> None:
-        for name in ("min_prompt_chars", "max_prompt_chars", "min_prompt_tokens", "max_prompt_tokens"):
-            _check_bound(name, getattr(self, name), 0)
-        _check_bound("max_output_tokens", self.max_output_tokens, 1)
-        for unit in ("chars", "tokens"):
-            low, high = getattr(self, f"min_prompt_{unit}"), getattr(self, f"max_prompt_{unit}")
-            if low is not None and high is not None and low > high:
-                raise ValueError(f"min_prompt_{unit} ({low}) is above max_prompt_{unit} ({high}): no row could pass")
-
-    def rejects(self, record: DatasetRecord) -> str | None:
-        """Why ``record`` is filtered out, or None if it passes."""
-        for unit, length in (("chars", record.prompt_chars), ("tokens", record.prompt_words)):
-            low, high = getattr(self, f"min_prompt_{unit}"), getattr(self, f"max_prompt_{unit}")
-            if low is not None and length < low:
-                return f"prompt under min_prompt_{unit}={low}"
-            if high is not None and length > high:
-                return f"prompt over max_prompt_{unit}={high}"
-        out = record.output_tokens
-        if self.max_output_tokens is not None and out is not None and out > self.max_output_tokens:
-            return f"output over max_output_tokens={self.max_output_tokens}"
-        return None
-
-
-def _check_bound(name: str, value: object, least: int) -> None:
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < least:
-        raise ValueError(f"{name} must be a whole number >= {least} (or unset), got {value!r}")
-
-
-def filter_dataset(dataset: Dataset, filters: LengthFilter) -> Dataset:
-    """The rows of ``dataset`` that pass ``filters``; the others are counted in ``skipped`` by reason."""
-    kept: list[DatasetRecord] = []
-    dropped: Counter[str] = Counter(dict(dataset.skipped))
-    reasons: Counter[str] = Counter()
-    for record in dataset.records:
-        reason = filters.rejects(record)
-        if reason is None:
-            kept.append(record)
-        else:
-            reasons[reason] += 1
-    if not kept:
-        raise _fail(
-            dataset.source,
-            f"no rows left after the length filters: all {len(dataset.records)} usable rows filtered out "
-            f"({_summary(reasons)})",
-        )
-    dropped.update(reasons)
-    return Dataset(dataset.source, tuple(kept), dataset.rows, tuple(sorted(dropped.items())))
-
-
-def sample_dataset(dataset: Dataset, n: int, seed: int, *, replace: bool = False) -> Dataset:
-    """``n`` rows drawn with a generator seeded from ``seed`` alone: the same rows, in the same order, on every
-    worker and run. Without replacement ``n`` may not exceed the rows left."""
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"the sample size must be a whole number >= 1, got {n!r}")
-    records = dataset.records
-    if not replace and n > len(records):
-        raise _fail(
-            dataset.source,
-            f"cannot sample {n} rows without replacement: only {len(records)} usable row(s) "
-            "(sample fewer, or with replacement)",
-        )
-    # A string seed is hashed with SHA-512 by random.Random: stable across processes, unlike hash().
-    rng = random.Random(f"loadgen.datasets\x1f{seed}")
-    picked = rng.choices(records, k=n) if replace else rng.sample(records, n)
-    return Dataset(dataset.source, tuple(picked), dataset.rows, dataset.skipped)
-
-
-def load_dataset(
-    path: str | Path,
-    filters: LengthFilter | None = None,
-    n: int | None = None,
-    seed: int = 0,
-    *,
-    replace: bool = False,
-) -> Dataset:
-    """Read, filter and sample in one call (``n=None``: every row that passes, in file order)."""
-    dataset = read_dataset(path)
-    if filters is not None:
-        dataset = filter_dataset(dataset, filters)
-    return dataset if n is None else sample_dataset(dataset, n, seed, replace=replace)
 
 
 def approximate_tokens(texts: Iterable[str]) -> int:

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from loadgen.config.errors import ConfigError, SubpathIssues
 from loadgen.config.traffic import DatasetReplay
-from loadgen.traffic.datasets import Dataset, LengthFilter, load_dataset
+from loadgen.traffic.dataset_selection import LengthFilter, load_dataset
+from loadgen.traffic.datasets import Dataset
 
 __all__ = ["replay_rows"]
 

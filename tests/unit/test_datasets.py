@@ -11,16 +11,8 @@ import pytest
 
 from loadgen.config.errors import ConfigError
 from loadgen.exit_codes import ExitCode
-from loadgen.traffic.datasets import (
-    Dataset,
-    DatasetRecord,
-    LengthFilter,
-    Message,
-    filter_dataset,
-    load_dataset,
-    read_dataset,
-    sample_dataset,
-)
+from loadgen.traffic.dataset_selection import LengthFilter, filter_dataset, load_dataset, sample_dataset
+from loadgen.traffic.datasets import Dataset, DatasetRecord, Message, read_dataset
 
 
 def _jsonl(tmp_path: Path, rows: Sequence[object], name: str = "data.jsonl") -> Path:
