@@ -30,12 +30,13 @@ def serving_process(
     timeout_s: float = 30.0,
     poll_s: float = 0.3,
     stop_timeout_s: float = 10.0,
+    env: dict[str, str] | None = None,
 ) -> Iterator[subprocess.Popen[bytes]]:
     """`cmd` running, its output in `log_path`, once `ready()` is true (an OSError counts as not yet); stopped with
     SIGTERM (SIGKILL after `stop_timeout_s`) when the block ends. A server that exits or is not ready in `timeout_s`
-    fails the test with the end of its log."""
+    fails the test with the end of its log. `env`: the child's environment (None: this process's)."""
     log = log_path.open("wb")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
     try:
         deadline = time.monotonic() + timeout_s
         while True:

@@ -1,0 +1,144 @@
+"""loadgen against vLLM itself (CPU build, SmolLM2-135M-Instruct, a batch of 2 sequences), each figure checked
+against vLLM's own: its `/metrics` histograms and counters, its usage, its `/tokenize`.
+
+- The server split: one user alone, then six users on two slots. vLLM's queue share of the client's TTFT is small
+  alone (≤ 0.15) and dominates queued (≥ 0.4, `queue_dominated`); in both, client TTFT = network + client + queue +
+  prefill, the rest (`network_client_ms`, the client's mean minus the server's, over the requests each counted)
+  within 25 ms + 10 % of the client's TTFT (loopback; vLLM's histograms and the client's window differ at the edges
+  by a request or two of ~0.1-1 s).
+- Exact lengths and the server's own counts: with `exact_output` (ignore_eos + min_tokens) every reply is exactly
+  its max_tokens by vLLM's usage; with `tokenizer: server` (vLLM's `/tokenize`, the chat template counted through
+  its `messages`), every prompt is exactly its target as vLLM counts it (`usage.prompt_tokens`).
+- Prefix caching: vLLM's hit rate from its counters' deltas over the run, the client's cached share from each
+  usage's `prompt_tokens_details.cached_tokens`, and what the shared prefixes predict (the system prompt and
+  documents, in 16-token blocks) agree: client and server within 0.03; both at least 70 % of the shared share (the
+  first request of each prefix, and the tail of each prefix short of a whole block, are misses).
+- Priority scheduling (`--scheduling-policy priority`): under queueing the interactive class (priority 0) gets its
+  first token well before the batch class (10): TTFT p50 at most half of batch's.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.harness import read_records, read_report, run_loadgen, write_scenario
+from tests.vllm_server import MODEL_NAME
+
+pytestmark = pytest.mark.vllm
+
+# Loose trust limits: the engine takes one core, the load generator the other, and these runs judge the engine's
+# figures, not loadgen's timing.
+_TRUST = {"loop_lag_p99_ms": 500, "cpu_percent_p90": 100, "schedule_slip_p99_ms": 500}
+_SHORT = {
+    "mixes": [{"name": "short", "weight": 1}],
+    "custom_mixes": {
+        "short": {"buckets": [{"name": "s", "prompt_tokens": [30, 90], "weight": 1}], "output_tokens": [12, 24]}
+    },
+}
+
+
+def _run(tmp: Path, name: str, url: str, variant: dict[str, Any] | None = None, **over: Any) -> dict[str, Any]:
+    over.setdefault("traffic", _SHORT)
+    scenario = write_scenario(
+        tmp / f"{name}.yaml",
+        {"vllm": {"base_url": url, "model": MODEL_NAME, **(variant or {})}},
+        report_dir=str(tmp / f"report-{name}"),
+        run_trust=_TRUST,
+        metrics={"server_scrape_interval": 0.5},
+        **over,
+    )
+    proc = run_loadgen(scenario, "--workers", "0", "--raw-records", str(tmp / f"raw-{name}"), timeout=300)
+    assert proc.returncode in (0, 1), proc.stdout + proc.stderr
+    report = read_report(tmp / f"report-{name}")
+    return {"report": report, "variant": report["variants"][0], "records": read_records(tmp / f"raw-{name}")}
+
+
+@pytest.fixture(scope="module")
+def split_runs(vllm_server: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    tmp = tmp_path_factory.mktemp("vllm-split")
+    return {
+        name: _run(tmp, name, vllm_server, load={"users": users, "duration": "20s", "warmup": "2s"})
+        for name, users in (("alone", 1), ("queued", 6))
+    }
+
+
+def test_the_server_split_under_queueing_is_vllms_own(split_runs: dict[str, dict[str, Any]]) -> None:
+    alone, queued = (split_runs[k]["variant"]["latency_split"] for k in ("alone", "queued"))
+    print("alone", alone, "\nqueued", queued)
+    assert alone["queue_share"] <= 0.15 and not alone["queue_dominated"], alone
+    assert queued["queue_share"] >= 0.4 and queued["queue_dominated"], queued
+    for split in (alone, queued):
+        assert split["server_ttft_from"] in ("ttft histogram", "queue + prefill")
+        assert abs(split["network_client_ms"]) <= 25.0 + 0.10 * split["client_ttft_ms"], split
+
+
+def test_exact_lengths_and_prompts_counted_as_vllm_counts_them(
+    vllm_server: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    run = _run(
+        tmp_path_factory.mktemp("vllm-exact"),
+        "exact",
+        vllm_server,
+        {"exact_output": True},
+        tokenizer="server",
+        load={"users": 2, "duration": "12s", "warmup": 0},
+    )
+    ok = [r for r in run["records"] if r["error"] is None and not r["cut_by_stop"] and not r["cancelled"]]
+    assert len(ok) >= 4, len(run["records"])
+    assert [r["output_tokens"] for r in ok] == [r["max_tokens"] for r in ok]  # vLLM's usage: exactly max_tokens
+    # The prompt as vLLM counted it (chat template included) is exactly the target the sampler cut it to.
+    assert [r["prompt_tokens"] for r in ok] == [r["prompt_tokens_target"] for r in ok]
+
+
+@pytest.fixture(scope="module")
+def cache_run(vllm_server: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    traffic = {
+        "mixes": [{"name": "shared", "weight": 1}],
+        "custom_mixes": {
+            "shared": {
+                "buckets": [{"name": "q", "prompt_tokens": [300, 360], "weight": 1}],
+                "output_tokens": [4, 8],
+                "system_prompt_tokens": 96,
+                "documents": {"pool": 3, "per_request": 1, "tokens": 160},
+            }
+        },
+    }
+    return _run(
+        tmp_path_factory.mktemp("vllm-cache"),
+        "cache",
+        vllm_server,
+        traffic=traffic,
+        load={"users": 2, "duration": "15s", "warmup": 0},
+    )
+
+
+def test_prefix_cache_hits_agree_with_the_shared_prefixes(cache_run: dict[str, Any]) -> None:
+    overall = cache_run["variant"]["overall"]
+    server = cache_run["variant"]["server_metrics"]["summary"]
+    client_share = overall["cached_prompt_tokens_share"]
+    server_rate = server["prefix_cache_hit_rate"]
+    shared = overall["shared_prefix_share"]
+    print("client", client_share, "server", server_rate, "shared", shared, overall["cached_prompt_tokens"])
+    assert overall["cached_prompt_tokens"]["reported_by"] == overall["ok"]  # every usage said
+    assert abs(client_share - server_rate) <= 0.03
+    assert 0.7 * shared <= client_share <= shared + 0.02
+
+
+def test_priority_scheduling_serves_the_interactive_class_first(
+    vllm_server: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    classes = [{"name": "interactive", "share": 1, "priority": 0}, {"name": "batch", "share": 1, "priority": 10}]
+    run = _run(
+        tmp_path_factory.mktemp("vllm-priority"),
+        "priority",
+        vllm_server,
+        traffic=_SHORT | {"classes": classes},
+        load={"users": 6, "duration": "25s", "warmup": "3s"},
+    )
+    classes = run["variant"]["classes"]
+    fast, slow = (classes[n]["metrics_ms"]["ttft"]["p50"] for n in ("interactive", "batch"))
+    print("interactive", fast, "batch", slow)
+    assert fast <= 0.5 * slow, (fast, slow)
