@@ -121,6 +121,7 @@ class RequestStream:
         "_conn",
         "_head",
         "_sampler",
+        "_template",
         "_rid_prefix",
         "_request_timeout",
         "_continuous",
@@ -181,6 +182,7 @@ class RequestStream:
         self._secrets = credential_values(credentials)
         self._head = self._conn.head_bytes(self._dialect.path_for(variant.model), headers)
         self._sampler = (sampler_for(scenario, 0) if sampler is None else sampler).with_stream(stream_id)
+        self._template: dict[str, int] = {}  # mix -> its chat template's prompt tokens (`_template_tokens`)
         self._rid_prefix = f"{worker_tag}-{variant.name}-{stream_id}"
         self._request_timeout = variant.request_timeout
         self._continuous = variant.continuous_usage_stats
@@ -223,6 +225,16 @@ class RequestStream:
         """The next request of this stream, or (open loop) its request `index`."""
         return self._sampler.next() if index is None else self._sampler.spec_at(index)
 
+    def _template_tokens(self, spec: RequestSpec) -> int:
+        """What the server's chat template adds to the request's prompt tokens, where the scenario's tokenizer
+        knows it (a session's opening turn only: later turns add markers per message; traffic/sessions.py)."""
+        if not self._dialect.chat_template or spec.turn > 1:
+            return 0
+        found = self._template.get(spec.mix)
+        if found is None:
+            found = self._template[spec.mix] = self._sampler.template_overhead(spec.mix) or 0
+        return found
+
     def send_next(
         self,
         warmup_end: float,
@@ -243,7 +255,7 @@ class RequestStream:
             spec.mix,
             spec.bucket,
             scheduled=scheduled,
-            prompt_tokens_target=spec.prompt_tokens,
+            prompt_tokens_target=spec.prompt_tokens + self._template_tokens(spec),
             shared_prefix_tokens=spec.shared_prefix_tokens,
             turn=spec.turn,
             max_tokens=spec.max_tokens,

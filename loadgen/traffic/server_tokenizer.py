@@ -9,8 +9,9 @@ the local tokenizer's `encode` is.
 Everything is asked when the scenario is validated, never per request: the sampler needs the one-token words of
 its pool (`one_token_words`: each of loadgen's ~500 prompt words alone and after a space, ~1,000 small requests,
 about a second on loopback, plus one long probe that no token spans the spaces), the counts of its system prompts
-and documents (a few hundred more, once), and the chat template overhead, from llama.cpp's `/apply-template` where
-the server has it (else unknown: None, and the report says the overhead is not accounted for). Answers are kept,
+and documents (a few hundred more, once), and the chat template overhead: from llama.cpp's `/apply-template`, or
+vLLM's `/tokenize` with `messages` (it applies the chat template as a chat request does); a server with neither
+leaves it unknown (None, and the report says the overhead is not accounted for). Answers are kept,
 so each text is asked once per process.
 
 The scenario's tokenizer is one for all variants: `server` asks the first variant's endpoint, so every variant
@@ -74,16 +75,22 @@ class ServerTokenizer(PromptTokenizer):
             try:
                 rendered = self._post("/apply-template", {"messages": messages})
             except TokenizerError:
-                return None  # vLLM and others: no template endpoint, so the overhead is unknown (and said so)
+                rendered = None
             prompt = rendered.get("prompt") if isinstance(rendered, dict) else None
-            if not isinstance(prompt, str):
+            if isinstance(prompt, str):
+                # llama.cpp: the server tokenizes a chat prompt with its special tokens (BOS where the model has one).
+                body: dict[str, Any] = {"content": prompt, "add_special": True, "model": self.model, "prompt": prompt}
+            else:
+                # vLLM: /tokenize takes the messages and applies the model's chat template itself, as its
+                # /v1/chat/completions does (its `add_generation_prompt` as a chat request's).
+                body = {"model": self.model, "messages": messages, "add_generation_prompt": True}
+            try:
+                tokens = self._post("/tokenize", body).get("tokens")
+            except (TokenizerError, AttributeError):
+                return None  # neither: the overhead is unknown (and the report says so)
+            if not isinstance(tokens, list):
                 return None
-            # The server tokenizes a chat prompt with its special tokens (BOS where the model has one).
-            body = {"content": prompt, "add_special": True, "model": self.model, "prompt": prompt}
-            with_specials = self._post("/tokenize", body).get("tokens")
-            if not isinstance(with_specials, list):
-                return None
-            found.add(len(with_specials) - self.count(text) * len(messages))
+            found.add(len(tokens) - self.count(text) * len(messages))
         return found.pop() if len(found) == 1 else None
 
     def _post(self, path: str, body: dict[str, Any]) -> Any:

@@ -127,6 +127,9 @@ class Dialect(Protocol):
     # A request names its model in the body, so each may name another (a LoRA adapter: a variant's `adapters`).
     # False: one model per endpoint (TGI takes none; Triton's is in the path, built once per stream).
     model_per_request: bool
+    # The server wraps the request's messages in its chat template: the prompt tokens it counts are the content's
+    # plus the template's (the sampler's `template_overhead`, added to a record's `prompt_tokens_target`).
+    chat_template: bool
 
     def path_for(self, model: str) -> str: ...
 
@@ -156,6 +159,7 @@ class DialectBase:
     stream = True
     takes_images = False
     model_per_request = True
+    chat_template = False
 
     def parse_whole(self, body: bytes) -> tuple[Chunk, str]:
         raise NotImplementedError(f"{self.name} requests are always streamed")

@@ -83,6 +83,7 @@ class _OllamaBase(DialectBase):
 
 
 class OllamaChat(_OllamaBase):
+    chat_template = True
     name = "ollama-chat"
     path = "/api/chat"
 

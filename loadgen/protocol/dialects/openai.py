@@ -161,6 +161,7 @@ class _OpenAIBase(DialectBase):
 
 
 class OpenAIChat(_OpenAIBase):
+    chat_template = True
     name = "openai-chat"
     path = "/v1/chat/completions"
     takes_images = True  # `image_url` content parts (chat_messages)
