@@ -55,7 +55,7 @@ def _group(g: GroupStats, window_s: float, stats: dict[str, set[str]]) -> dict[s
         "cut_by_stop": g.cut_by_stop,
         "cancelled": g.cancelled,
         # Rounded as the report rounds them, so the numbers after the stop are the report's.
-        "requests_per_s": round((g.ok - g.drained_ok) / window_s, 4) if ok_window else None,
+        "requests_per_s": round(g.completed_ok / window_s, 4) if ok_window else None,
         "output_tokens_per_s": round(g.output_tokens / window_s, 2) if ok_window else None,
         "metrics_ms": metrics,
     }

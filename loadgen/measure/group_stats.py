@@ -43,7 +43,7 @@ _COUNTERS = (
     "cut_by_stop",
     "cancelled",
     "drained",
-    "drained_ok",
+    "completed_ok",
     "drained_good",
     "ok_without_tokens",
     "goodput_judged",
@@ -57,11 +57,11 @@ _COUNTS = ("fates", "errors", "token_sources", "censored", "finish_reasons", "ar
 class GroupStats:
     """One (variant, mix) over the measured window.
 
-    A request belongs to the window when it completed inside it (`requests`, `ok`, `errors`, latency samples);
-    throughput counts the tokens whose chunks arrived inside it, whichever request carried them — a request sent
-    during the warm-up adds the tokens it streamed after it, one still running at the stop (`cut_by_stop`) the
-    tokens it streamed before. A failed request is an error of its class; one that failed before its first token is
-    a censored TTFT sample, and every failed request a censored E2E sample (see `LatencyHistogram.summary_ms`).
+    A request adds to it as its fate's row says (measure/fates.py): it belongs to the window it was sent in
+    (`requests`, `ok`, `errors`, latency samples, measured or censored); throughput counts what completed inside the
+    window, whichever window it was sent in — the tokens whose chunks arrived in it (a request sent during the
+    warm-up adds the tokens it streamed after it, one still running at the stop the tokens it streamed before) and
+    the successes that ended in it (`completed_ok`).
     """
 
     hists: dict[str, LatencyHistogram] = field(default_factory=dict)
@@ -84,13 +84,17 @@ class GroupStats:
     # Still running when the drain ended (`load.drain`): censored in E2E (and TTFT without a first token), their
     # age at the cut in the "cut_age" histogram.
     cut_by_stop: int = 0
-    # Given up by the client (`traffic.cancel`): neither a success nor an error, in no E2E; a TTFT it had counts.
+    # Given up by the client (`traffic.cancel`): neither a success nor an error, censored in E2E and TPOT; a TTFT
+    # it had counts.
     cancelled: int = 0
     # Completed during the drain (after the window's end): in the latencies and the success rate, not in
-    # requests/s (throughput is over the window); `drained_ok` of them succeeded.
+    # requests/s (throughput is over the window).
     drained: int = 0
-    drained_ok: int = 0
     drained_good: int = 0  # of the drained, those that met every per-request SLO (goodput/s is over the window too)
+    # Successes that completed inside the window, whichever window they were sent in: requests/s, as token
+    # throughput counts the tokens that arrived in it (counting by send would lose the requests in flight at both
+    # of its edges, ~concurrency / window too few per second).
+    completed_ok: int = 0
     ok_without_tokens: int = 0
     token_sources: dict[str, int] = field(default_factory=dict)
     censored: dict[str, int] = field(default_factory=dict)
@@ -123,6 +127,9 @@ class GroupStats:
         fate = fate_of(rec, window_end)
         row = FATES[fate]
         self.fates[fate.value] = self.fates.get(fate.value, 0) + 1
+        done = rec.done
+        if rec.error is None and not rec.cut_by_stop and not rec.cancelled and done is not None:
+            self.completed_ok += window_start <= done <= window_end
         tokens = tokens_in_window(rec, window_start, window_end)
         if not row.in_window:
             self.warmup_excluded += 1
@@ -152,7 +159,6 @@ class GroupStats:
         self.requests += 1
         if rec.done is not None and rec.done > window_end:
             self.drained += 1
-            self.drained_ok += rec.error is None
         if row.outcome == "failure":
             assert rec.error is not None
             self.errors[rec.error] = self.errors.get(rec.error, 0) + 1

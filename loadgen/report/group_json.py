@@ -87,7 +87,8 @@ def group_json(g: GroupStats, window_s: float, goodput: bool = False) -> dict[st
         "ok_without_tokens": g.ok_without_tokens,
         "output_tokens": g.output_tokens,
         "prompt_tokens": g.prompt_tokens,
-        "requests_per_s": round((g.ok - g.drained_ok) / w, 4) if window_s > 0 else None,
+        # Successes completed inside the window, whichever it was sent in (as token throughput counts tokens).
+        "requests_per_s": round(g.completed_ok / w, 4) if window_s > 0 else None,
         "output_tokens_per_s": round(g.output_tokens / w, 2) if window_s > 0 else None,
         "input_tokens_per_s": round(g.prompt_tokens / w, 2) if window_s > 0 else None,
         # Cached ÷ prompt tokens over the successful requests whose server said how many it served from its prefix
