@@ -157,7 +157,25 @@ def _summary(report: dict[str, Any]) -> str:
         )
     return (
         f"<h2>Summary per variant</h2><table>{head}{''.join(rows)}</table><p class=note>Latencies in ms.</p>"
+        + _fates(report)
         + whole_reply_html(report)
+    )
+
+
+def _fates(report: dict[str, Any]) -> str:
+    """Every request by how it ended (docs/reference/fates.md), a line per variant."""
+    lines = [
+        f"<li>{_e(v['name'])}: " + " · ".join(f"{_e(f)} {_fmt(n)}" for f, n in v["overall"]["fates"].items()) + "</li>"
+        for v in report["variants"]
+        if v["overall"].get("fates")
+    ]
+    if not lines:
+        return ""
+    return (
+        "<p class=note>Every request by how it ended (a request belongs to the window it was sent in; cut, "
+        "cancelled and failed ones are censored samples, above every measured one):</p><ul class=note>"
+        + "".join(lines)
+        + "</ul>"
     )
 
 
