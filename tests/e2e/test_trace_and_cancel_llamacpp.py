@@ -147,8 +147,10 @@ def test_a_mooncake_window_replays_with_the_servers_counts(llama_server: str, tm
     assert o["kind"] == "trace" and o["arrivals"] == o["sent"] == len(rows) and o["trace"]["rows_in_window"] == 3
     mine = {int(r["id"].rsplit("-", 1)[1]): r for r in records}
     assert sorted(mine) == list(range(len(rows)))
-    # What loadgen built: the rows' lengths, and two 64-token blocks shared with an earlier row for rows 28 and 29.
-    assert [(r["prompt_tokens_target"], r["max_tokens"]) for r in mine.values()] == [(202, 8), (218, 14), (274, 7)]
+    # What loadgen built: the rows' lengths (its target, as the server counts it: the chat template's tokens too), and
+    # two 64-token blocks shared with an earlier row for rows 28 and 29.
+    built = [(r["prompt_tokens_target"] - overhead, r["max_tokens"]) for r in mine.values()]
+    assert built == [(202, 8), (218, 14), (274, 7)]
     assert [r["shared_prefix_tokens"] for r in mine.values()] == [0, 128, 128]
     origin = mine[0]["scheduled"]
     for k, r in mine.items():

@@ -31,7 +31,7 @@ pytestmark = pytest.mark.vllm
 
 # Loose trust limits: the engine takes one core, the load generator the other, and these runs judge the engine's
 # figures, not loadgen's timing.
-_TRUST = {"loop_lag_p99_ms": 500, "cpu_percent_p90": 100, "schedule_slip_p99_ms": 500}
+_TRUST = {"loop_lag_p99_ms": 500, "cpu_percent_p90": 400, "schedule_slip_p99_ms": 500}
 _SHORT = {
     "mixes": [{"name": "short", "weight": 1}],
     "custom_mixes": {
