@@ -35,3 +35,13 @@ def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     log = tmp_path_factory.mktemp("vllm") / "server.log"
     with serving_vllm(found["python"], found["model"], log, TIER_ARGS) as url:
         yield url
+
+
+@pytest.fixture(scope="session")
+def vllm_spec_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The same model with n-gram speculative decoding (prompt lookup, 3 draft tokens), which the CPU build runs."""
+    found = _installed()
+    log = tmp_path_factory.mktemp("vllm-spec") / "server.log"
+    spec = '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3, "prompt_lookup_min": 2}'
+    with serving_vllm(found["python"], found["model"], log, ("--speculative-config", spec)) as url:
+        yield url
