@@ -652,7 +652,7 @@ def locust_page() -> str:
 
 def fates_page() -> str:
     """The fate table (`loadgen.measure.fates.FATES`): every way a request ends, and what it counts for."""
-    from loadgen.measure.fates import FATES
+    from loadgen.measure.fates import FATES, LATENCY_METRICS
 
     def yes(flag: bool) -> str:
         return "yes" if flag else "no"
@@ -676,7 +676,7 @@ def fates_page() -> str:
         cells = [
             f"`{row.fate.value}`",
             _cell(row.meaning),
-            *(row.use(m).value for m in ("ttft", "itl", "tpot", "e2e")),
+            *(row.use(m).value for m in LATENCY_METRICS),
             row.outcome,
             yes(row.in_window),
             row.goodput,
