@@ -108,6 +108,28 @@ class FateRow:
         return getattr(self, metric.removesuffix("_from_schedule"))
 
 
+def _ended(fate: Fate, meaning: str, outcome: str, why: str) -> FateRow:
+    """A request of the window the target ended: a success is measured whole and judged for goodput; a failure is
+    measured as far as it got (its gaps, a first token it had) and censored beyond, never good."""
+    ok = outcome == "success"
+    return FateRow(
+        fate,
+        meaning,
+        ttft=Use.MEASURED if ok else Use.IF_REACHED,
+        itl=Use.MEASURED,
+        tpot=Use.MEASURED if ok else Use.CENSORED,
+        e2e=Use.MEASURED if ok else Use.CENSORED,
+        outcome=outcome,
+        in_window=True,
+        goodput="judged" if ok else "not good",
+        pairs=True,
+        slices=True,
+        complete=ok,
+        early_stop=outcome,
+        why=why,
+    )
+
+
 def _unfinished(fate: Fate, meaning: str, why: str) -> FateRow:
     """A request the stop or the client ended before the target did: what it reached is measured, its end censored."""
     return FateRow(
@@ -131,70 +153,29 @@ def _unfinished(fate: Fate, meaning: str, why: str) -> FateRow:
 FATES: dict[Fate, FateRow] = {
     row.fate: row
     for row in (
-        FateRow(
+        _ended(
             Fate.SUCCEEDED,
             "ended as the target meant it to, inside the window",
-            ttft=Use.MEASURED,
-            tpot=Use.MEASURED,
-            e2e=Use.MEASURED,
-            outcome="success",
-            goodput="judged",
-            pairs=True,
-            complete=True,
-            early_stop="success",
-            why="the reference case",
-            itl=Use.MEASURED,
-            in_window=True,
-            slices=True,
+            "success",
+            "the reference case",
         ),
-        FateRow(
+        _ended(
             Fate.DRAINED,
             "sent in the window, succeeded after its end (in the drain)",
-            ttft=Use.MEASURED,
-            tpot=Use.MEASURED,
-            e2e=Use.MEASURED,
-            outcome="success",
-            goodput="judged",
-            pairs=True,
-            complete=True,
-            early_stop="success",
-            why="it belongs to the window it was sent in; rates are over the window's length, so not in them",
-            itl=Use.MEASURED,
-            in_window=True,
-            slices=True,
+            "success",
+            "it belongs to the window it was sent in; rates are over the window's length, so not in them",
         ),
-        FateRow(
+        _ended(
             Fate.FAILED,
             "an error from the target or the connection (by class: connect, http_5xx, stream_interrupted …)",
-            ttft=Use.IF_REACHED,
-            tpot=Use.CENSORED,
-            e2e=Use.CENSORED,
-            outcome="failure",
-            goodput="not good",
-            pairs=True,
-            complete=False,
-            early_stop="failure",
-            why="a failure cannot pass a latency SLO: left out, the requests that stalled and died would leave the "
-            "tail",
-            itl=Use.MEASURED,
-            in_window=True,
-            slices=True,
+            "failure",
+            "a failure cannot pass a latency SLO: left out, the requests that stalled and died would leave the tail",
         ),
-        FateRow(
+        _ended(
             Fate.TIMED_OUT,
             "no end within `timeout` (error class `timeout`)",
-            ttft=Use.IF_REACHED,
-            tpot=Use.CENSORED,
-            e2e=Use.CENSORED,
-            outcome="failure",
-            goodput="not good",
-            pairs=True,
-            complete=False,
-            early_stop="failure",
-            why="the slowest requests of all: censored, never dropped",
-            itl=Use.MEASURED,
-            in_window=True,
-            slices=True,
+            "failure",
+            "the slowest requests of all: censored, never dropped",
         ),
         _unfinished(
             Fate.CUT_AT_STOP,
