@@ -174,7 +174,7 @@ def scenario_page() -> str:
         "`500ms`, `30s`, `5m`, `1h`. The annotated example `loadgen/examples/scenario.yaml` shows every field in use;",
         "the [scenarios guide](../scenarios.md) explains how they fit together.",
         "",
-        "## Scenario {#scenario}",
+        "## Scenario",
         "",
         _cell(schema.get("description", "")),
         "",
@@ -183,7 +183,7 @@ def scenario_page() -> str:
     for name in order:
         model = defs[name]
         where = ", ".join(f"`{p}`" for p in paths[name])
-        lines += ["", f"## {name} {{#{name.lower()}}}", "", f"At {where}. {_cell(model.get('description', ''))}", ""]
+        lines += ["", f"## {name}", "", f"At {where}. {_cell(model.get('description', ''))}", ""]
         lines += _field_rows(model)
     return "\n".join(lines) + "\n"
 
@@ -346,7 +346,7 @@ def exit_codes_page() -> str:
         *(f"| {int(c)} | `{c.name}` | {_cell(c.meaning)} | {commands(c)} |" for c in ExitCode),
         f"| 128 + N | — | {_cell(SIGNAL_MEANING)} | every command |",
         "",
-        "## Per command {#per-command}",
+        "## Per command",
         "",
         "Beside what each table says, every command exits "
         + "; ".join(f"{int(c)} for {_cell(text)}" for c, text in EVERY_COMMAND.items())
@@ -355,7 +355,7 @@ def exit_codes_page() -> str:
     for name, by in BY_COMMAND.items():
         lines += [
             "",
-            f"### `loadgen {name}` {{#{_command_anchor(name)}}}",
+            f"### `loadgen {name}`",
             "",
             "| Exit code | What gives it |",
             "|---|---|",
@@ -363,7 +363,7 @@ def exit_codes_page() -> str:
         lines += [f"| {int(c)} | {_cell(text)} |" for c, text in by.items()]
     lines += [
         "",
-        "## Error classes {#error-classes}",
+        "## Error classes",
         "",
         "| Error class of a failed request |",
         "|---|",
@@ -373,6 +373,7 @@ def exit_codes_page() -> str:
 
 
 def _command_anchor(name: str) -> str:
+    """The anchor MkDocs and GitHub both make of the heading "`loadgen NAME`" (no `{#id}`: GitHub prints those)."""
     return "loadgen-" + name.replace(" ", "-")
 
 
@@ -433,8 +434,8 @@ def _options_table(parser: argparse.ArgumentParser, prog: str) -> list[str]:
 
 
 def _command_section(prog: str, summary: str, parser: argparse.ArgumentParser) -> list[str]:
-    anchor = prog.replace(" ", "-")
-    lines = ["", f"## `{prog}` {{#{anchor}}}", ""]
+    anchor = prog.replace(" ", "-")  # the heading's own slug, as _command_anchor
+    lines = ["", f"## `{prog}`", ""]
     if summary:
         lines += [_cell(summary[:1].upper() + summary[1:]) + ("" if summary.endswith(".") else "."), ""]
     lines += ["```text", _usage(prog, parser), "```"]
@@ -510,7 +511,7 @@ def registries_page() -> str:
         "",
         "The names a scenario and `loadgen sim` accept, read from their registries.",
         "",
-        "## Dialects {#dialects}",
+        "## Dialects",
         "",
         "A variant's `dialect`: the API loadgen speaks to it. See [servers and dialects](../servers.md).",
         "",
@@ -524,7 +525,7 @@ def registries_page() -> str:
         lines.append(f"| `{name}` | `{d.path}` | {d.framing.upper()} | {exact} | {prio} |")
     lines += [
         "",
-        "## Built-in mixes {#mixes}",
+        "## Built-in mixes",
         "",
         "`traffic.mixes[].name`: one of these or a key of `traffic.custom_mixes`. Prompt lengths are in tokens",
         "(approximate without a `tokenizer`). See [traffic and arrivals](../traffic.md).",
@@ -541,7 +542,7 @@ def registries_page() -> str:
         )
     lines += [
         "",
-        "## Simulator profiles {#profiles}",
+        "## Simulator profiles",
         "",
         "`loadgen sim --variant NAME[=PROFILE][:PORT]`; `--set VARIANT:FIELD=VALUE` changes a field. See",
         "[the simulator](../simulator.md).",
@@ -563,7 +564,7 @@ def registries_page() -> str:
     comments = _field_comments(FaultSpec)
     lines += [
         "",
-        "## Simulator faults {#faults}",
+        "## Simulator faults",
         "",
         "`loadgen sim --fault VARIANT:KNOB=VALUE`, all off by default:",
         "",
