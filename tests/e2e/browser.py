@@ -130,3 +130,42 @@ def chart_state(drv: webdriver.Chrome) -> dict[str, dict[str, Any]]:
 
 def severe_console(drv: webdriver.Chrome) -> list[str]:
     return [e["message"] for e in drv.get_log("browser") if e.get("level") == "SEVERE"]
+
+
+# Per canvas and axis: the tick labels Chart.js will draw (after its own skipping and loadgen's), each at its pixel,
+# and every pair of neighbours closer than their text needs: half of each one's width along a horizontal axis (the
+# height of a line when the labels are rotated, over the sine of the angle), a line's height along a vertical one.
+TICK_LABELS_JS = """
+var canvases = arguments.length ? [arguments[0]] : Array.from(document.querySelectorAll("canvas"));
+return canvases.map(function (canvas) {
+  var chart = Chart.getChart(canvas), out = {};
+  Object.keys(chart.scales).forEach(function (id) {
+    var s = chart.scales[id], font = Chart.helpers.toFont(s.options.ticks.font), ctx = chart.ctx;
+    var rot = (s.labelRotation || 0) * Math.PI / 180, labels = [];
+    ctx.save(); ctx.font = font.string;
+    s.getLabelItems().forEach(function (item) {
+      var text = Array.isArray(item.label) ? item.label.join(" ") : String(item.label);
+      if (!text) return;
+      var at = s.isHorizontal() ? item.options.translation[0] : item.options.translation[1];
+      labels.push({text: text, at: at, width: ctx.measureText(text).width});
+    });
+    ctx.restore();
+    labels.sort(function (a, b) { return a.at - b.at; });
+    var overlaps = [];
+    for (var i = 1; i < labels.length; i++) {
+      var a = labels[i - 1], b = labels[i], need;
+      if (!s.isHorizontal()) need = font.lineHeight;
+      else need = rot ? font.lineHeight / Math.sin(rot) : (a.width + b.width) / 2;
+      if (b.at - a.at < need) overlaps.push(a.text + " | " + b.text);
+    }
+    out[id] = {type: s.type, labels: labels.map(function (l) { return l.text; }), overlaps: overlaps};
+  });
+  return {id: canvas.id, axes: out};
+});
+"""
+
+
+def tick_labels(drv: webdriver.Chrome, canvas: Any = None) -> dict[str, dict[str, dict[str, Any]]]:
+    """{canvas id: {axis id: {type, labels, overlaps}}} of every chart on the page (or of `canvas` alone)."""
+    args = [] if canvas is None else [canvas]
+    return {c["id"]: c["axes"] for c in drv.execute_script(TICK_LABELS_JS, *args)}
