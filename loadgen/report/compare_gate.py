@@ -51,6 +51,7 @@ from loadgen.report.numbers import (
     REQ_PER_S,
     TOK_PER_S,
     USD_PER_1M_TOKENS,
+    counted,
     figure,
     percent,
 )
@@ -147,7 +148,8 @@ def _latency_rows(
                 tail = int(min(sb.total, sn.total) * (1.0 - q))
                 if tail < MIN_TAIL:
                     # An interval that rests on a few values above the statistic is no ground for a verdict.
-                    row |= {"within_noise": None, "verdict": f"no verdict (only {tail} requests above {stat})"}
+                    verdict = f"no verdict (only {counted(tail, 'request')} above {stat})"
+                    row |= {"within_noise": None, "verdict": verdict}
                 else:
                     _verdict(row, True, threshold)
             rows.append(row)

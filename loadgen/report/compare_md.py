@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from loadgen.report.numbers import AS_SET, CENSORED, ms, percent, stat_ms
+from loadgen.report.numbers import AS_SET, CENSORED, counted, ms, percent, stat_ms
 
 __all__ = ["comparison_lines", "describe", "speedup_lines"]
 
@@ -38,7 +38,7 @@ def _has_ci(e: dict[str, Any]) -> bool:
 
 def _basis(e: dict[str, Any]) -> str:
     if e.get("paired"):
-        return f"{e['n']:,} pairs"
+        return counted(e["n"], "pair")
     return f"unpaired, {e.get('source', 'samples')}, {e.get('n_baseline', 0):,} / {e.get('n_variant', 0):,} requests"
 
 
@@ -49,7 +49,7 @@ def describe(e: dict[str, Any], confidence: float) -> str:
     if e.get("speedup") is None:
         return f"{what}: no speedup ({'censored: failed requests' if e.get('censored') else 'no data'})"
     if e.get("within_noise") is None:
-        return f"{what}: {e['speedup']:.2f}×, no verdict (only {e.get('tail_n', 0)} requests above it)"
+        return f"{what}: {e['speedup']:.2f}×, no verdict (only {counted(e.get('tail_n', 0), 'request')} above it)"
     if e.get("within_noise"):
         return f"{what} within noise ({_ci(e)})"
     s = e["speedup"]

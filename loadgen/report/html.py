@@ -35,6 +35,7 @@ from loadgen.report.numbers import (
     LOOP_LAG_MS,
     REQ_PER_S,
     TOK_PER_S,
+    counted,
     figure,
     in_percent,
     ms,
@@ -122,9 +123,9 @@ def _variant_verdicts(report: dict[str, Any]) -> dict[str, tuple[str, str]]:
         if not trusted:
             out[v["name"]] = ("untrustworthy", "not trustworthy (see run trust)")
         elif failed:
-            out[v["name"]] = ("fail", f"FAIL: {len(failed)} of {len(mine)} SLOs breached")
+            out[v["name"]] = ("fail", f"FAIL: {len(failed)} of {counted(len(mine), 'SLO')} breached")
         else:
-            out[v["name"]] = ("pass", f"pass ({len(mine)} SLOs met)" if mine else "pass (no SLO)")
+            out[v["name"]] = ("pass", f"pass ({counted(len(mine), 'SLO')} met)" if mine else "pass (no SLO)")
     return out
 
 
@@ -279,7 +280,7 @@ def _comparison_words(r: dict[str, Any]) -> str:
     if r.get("within_noise"):
         return "within noise: the interval contains 1.0, no difference shown" + open_side
     if r.get("within_noise") is None:
-        return f"no verdict: only {r.get('tail_n', 0)} requests above the percentile" + open_side
+        return f"no verdict: only {counted(r.get('tail_n', 0), 'request')} above the percentile" + open_side
     way = "faster than the baseline" if sp > 1 else "slower than the baseline" if sp < 1 else "the same"
     return way + open_side
 

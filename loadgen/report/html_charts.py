@@ -13,6 +13,7 @@ from typing import Any
 
 from loadgen.report.cluster_metrics_report import cluster_metrics_series
 from loadgen.report.cost_html import cost_charts
+from loadgen.report.numbers import counted
 from loadgen.report.server_metrics_report import server_metrics_series
 
 __all__ = [
@@ -122,7 +123,7 @@ def _prompt_length_chart(report: dict[str, Any]) -> list[Chart]:
             for bucket, b in (g.get("buckets") or {}).items():
                 x = b.get("mean_prompt_tokens")
                 if x is not None:
-                    rows.append((x, b.get("ttft_ms") or {}, f"{mix}/{bucket}, {b['requests']} requests"))
+                    rows.append((x, b.get("ttft_ms") or {}, f"{mix}/{bucket}, {counted(b['requests'], 'request')}"))
         rows.sort(key=lambda r: r[0])
         for stat, dashed in (("p50", False), ("p99", True)):
             pts = [(x, t.get(stat), lab) for x, t, lab in rows if t.get(stat) is not None]

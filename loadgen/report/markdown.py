@@ -19,6 +19,7 @@ from loadgen.report.numbers import (
     REQ_PER_S,
     SHARE,
     TOK_PER_S,
+    counted,
     figure,
     in_percent,
     ms,
@@ -112,13 +113,15 @@ def render_markdown(report: dict[str, Any]) -> str:
     master = run.get("master") or {}
     if master.get("merge_ms_per_interval_max") is not None:
         lines.append(
-            f"- master: merged {master['reports_merged']:,} worker reports, {master['merge_ms_per_interval_p50']} ms "
+            f"- master: merged {counted(master['reports_merged'], 'worker report')}, "
+            f"{master['merge_ms_per_interval_p50']} ms "
             f"per 3 s interval (largest {master['merge_ms_per_interval_max']} ms), "
             f"peak memory {master['rss_peak_mb']} MB"
         )
     for r in run.get("raw_records_lost", []):
         lines.append(
-            f"- ⚠ raw records of {r['worker']}: {r['rows']} rows lost, writing to {r['folder']} failed ({r['error']}); "
+            f"- ⚠ raw records of {r['worker']}: {counted(r['rows'], 'row')} lost, writing to {r['folder']} failed "
+            f"({r['error']}); "
             "its histograms and counters in this report are whole"
         )
     lines += summary_lines(report)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from loadgen.report.numbers import REQ_PER_S, SHARE, figure, in_percent, ms, percent, stat_ms
+from loadgen.report.numbers import REQ_PER_S, SHARE, counted, figure, in_percent, ms, percent, stat_ms
 from loadgen.report.whole_replies import NOT_MEASURED
 
 __all__ = ["cold_lines", "goodput_lines", "summary_lines"]
@@ -31,7 +31,7 @@ def _breach(s: dict[str, Any]) -> str:
     else:
         measured = f"{ms(s['observed_ms'])} ms"
     over = s.get("breaching_requests")
-    tail = f"; {over:,} request(s) over {s['max_ms']:g} ms" if over is not None else ""
+    tail = f"; {counted(over, 'request')} over {s['max_ms']:g} ms" if over is not None else ""
     return f"{where}: {s['slo']} — measured {measured}{tail}"
 
 
@@ -47,7 +47,7 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
         g, m = v["overall"], v["overall"]["metrics_ms"]
         mine = [s for s in slos if s["variant"] == v["name"]]
         failed = sum(not s["passed"] for s in mine)
-        verdict = "no SLOs" if not mine else ("SLOs met" if not failed else f"**{failed} SLO(s) breached**")
+        verdict = "no SLOs" if not mine else ("SLOs met" if not failed else f"**{counted(failed, 'SLO')} breached**")
         success = percent(g.get("success_rate"))
         gp = f"{_num(g['goodput']['per_s'])} | " if goodput else ""
         base = " (baseline)" if v.get("baseline") and v["name"] != "baseline" else ""

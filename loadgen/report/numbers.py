@@ -22,7 +22,8 @@ compare reports; what is printed is rounded to what the measurement supports. Th
 - a setting echoed back (`AS_SET`): as the user wrote it, the shortest form (`:g`) — a confidence level, an SLO's
   threshold, a regression bound, the histograms' relative error;
 - dollars (`usd`): per 1M tokens (`USD_PER_1M_TOKENS`) to 4 decimals, per hour (`USD_PER_HOUR`) to 2;
-- counts are whole, with thousands separated.
+- counts are whole, with thousands separated; a count printed with its noun agrees with it (`counted`: "1 request",
+  "2 requests", "0 pairs").
 
 A missing figure is `MISSING` (–); the web UI's tables, which render no markup, write — (live/web_rows.py).
 
@@ -50,6 +51,7 @@ __all__ = [
     "TOK_PER_S",
     "USD_PER_1M_TOKENS",
     "USD_PER_HOUR",
+    "counted",
     "figure",
     "in_percent",
     "ms",
@@ -86,6 +88,12 @@ def figure(v: Any, decimals: int | None = 1, missing: str = MISSING, *, signed: 
     if isinstance(v, int) and not isinstance(v, bool):
         return f"{v:{sign},}"
     return str(v)
+
+
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """A whole count with its noun, in agreement: `counted(1, "request")` is "1 request", `counted(1024, "pair")`
+    "1,024 pairs", `counted(2, "reply", "replies")` "2 replies"."""
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
 
 
 def ms(v: Any, missing: str = MISSING, *, signed: bool = False) -> str:

@@ -36,7 +36,7 @@ from loadgen.measure.aggregate import Aggregate
 from loadgen.measure.outputs import MAX_CHARS, OUTPUT_CAP
 from loadgen.report.bootstrap import FloatArray, percentile_interval
 from loadgen.report.compare import CONFIDENCE, RESAMPLES
-from loadgen.report.numbers import percent_ci
+from loadgen.report.numbers import counted, percent_ci
 from loadgen.traffic.tokenizer import SERVER_TOKENIZER, TokenizerError, load_tokenizer
 
 if TYPE_CHECKING:
@@ -216,7 +216,7 @@ def quality_headline(entry: dict[str, Any], speedup: float | None, first_k: int)
     a = entry["agreement"]
     return (
         f"{entry['variant']}: {speed}, {percent_ci(a['value'], a['ci_low'], a['ci_high'])} agreement "
-        f"with {entry['baseline']} on the first {first_k} tokens ({entry['pairs']:,} pairs)"
+        f"with {entry['baseline']} on the first {counted(first_k, 'token')} ({counted(entry['pairs'], 'pair')})"
     )
 
 

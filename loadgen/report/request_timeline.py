@@ -17,6 +17,7 @@ from typing import Any
 
 from loadgen.config.scenario import Scenario
 from loadgen.measure.request_timeline import SLOW_GAPS_KEPT, RequestTimelineSample, itl_bound_ms
+from loadgen.report.numbers import counted
 
 __all__ = ["CSV_COLUMNS", "render_timeline_csv", "timeline_html", "timeline_section"]
 
@@ -159,7 +160,7 @@ def timeline_html(report: dict[str, Any]) -> str:
         judged = f"gaps judged against {bound:g} ms per token" if bound is not None else "no ITL bound: longest gaps"
         slow = sum(1 for r in reqs if r["slow_gaps"])
         out.append(
-            f"<h3>{html.escape(v['name'])}</h3><p class=meta>{len(reqs)} requests · {judged}"
+            f"<h3>{html.escape(v['name'])}</h3><p class=meta>{counted(len(reqs), 'request')} · {judged}"
             + (f" · {slow} with a gap over it" if bound is not None else "")
             + "</p>"
             f'<svg class=request-timeline data-variant="{html.escape(v["name"], quote=True)}" '

@@ -17,6 +17,7 @@ from typing import Any
 from loadgen.report.build import SCHEMA
 from loadgen.report.html import page
 from loadgen.report.html_charts import Chart, color
+from loadgen.report.numbers import counted
 from loadgen.report.report_file import ReportFileError, incomplete, read_report_file
 
 __all__ = ["SCHEMA", "TrendInputError", "load_reports", "render_trend", "variant_names"]
@@ -155,7 +156,7 @@ def render_trend(series: list[tuple[Path, dict[str, Any]]]) -> str:
     scenarios = sorted({str(r.get("scenario")) for _, r in series})
     body = (
         f"<h1>loadgen trend — {_e(', '.join(scenarios))}</h1>"
-        f"<p class=meta>{len(series)} reports, ordered by the time each was generated (UTC), from "
+        f"<p class=meta>{counted(len(series), 'report')}, ordered by the time each was generated (UTC), from "
         f"{_e(series[0][1]['generated_at'])} to {_e(series[-1][1]['generated_at'])}. Latencies are of every mix "
         "together (each report's overall numbers).</p>"
     )

@@ -81,7 +81,7 @@ def test_goodput_is_counted_merged_and_reported_beside_throughput() -> None:
     md = render_markdown(report)
     assert "## Goodput (ttft ≤ 100 ms, tpot ≤ 20 ms, per request)" in md
     assert "| a | **all** | 0.60 | 1.00 | 54.5 % | 1 | 4 | " in md
-    assert "a: ttft p99 ≤ 100 ms — measured" in md and "5 request(s) over 100 ms" in md
+    assert "a: ttft p99 ≤ 100 ms — measured" in md and "5 requests over 100 ms" in md
 
 
 def test_without_goodput_no_group_claims_any() -> None:

@@ -12,6 +12,7 @@ from loadgen.report.numbers import (
     MISSING,
     SHARE,
     USD_PER_HOUR,
+    counted,
     figure,
     in_percent,
     ms,
@@ -50,6 +51,27 @@ def test_percentages_by_kind() -> None:
 def test_other_kinds() -> None:
     assert (usd(2.77777), usd(3), usd(12.5, USD_PER_HOUR), usd(None)) == ("2.7778", "3.0000", "12.50", "–")
     assert (figure(1234567), figure(2.5, 2), figure("censored"), figure(None)) == ("1,234,567", "2.50", "censored", "–")
+
+
+def test_a_count_agrees_with_its_noun() -> None:
+    # "only 1 requests above it" in the comparison's words; every writer now goes through counted().
+    assert (counted(1, "request"), counted(0, "request"), counted(1024, "pair")) == (
+        "1 request",
+        "0 requests",
+        "1,024 pairs",
+    )
+    assert (counted(1, "reply", "replies"), counted(2, "reply", "replies")) == ("1 reply", "2 replies")
+
+
+def test_the_comparison_words_agree_with_their_counts() -> None:
+    from loadgen.report.compare_md import describe
+    from loadgen.report.html import _comparison_words
+
+    e = {"metric": "e2e", "stat": "p99", "speedup": 1.5, "within_noise": None, "tail_n": 1}
+    e |= {"ci_low": 1.2, "ci_high": 1.8}
+    assert describe(e, 0.95) == "E2E p99: 1.50×, no verdict (only 1 request above it)"
+    assert _comparison_words(e) == "no verdict: only 1 request above the percentile"
+    assert "(only 3 requests above it)" in describe(e | {"tail_n": 3}, 0.95)
 
 
 def _report() -> dict:
