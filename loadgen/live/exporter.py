@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -34,6 +34,7 @@ from loadgen.measure.health import HealthStats, HealthThresholds, verdict
 from loadgen.measure.hist_walk import Scratch, walk
 from loadgen.measure.histogram import LatencyHistogram
 from loadgen.metric_names import PERCENTILES
+from loadgen.report.server_split import split_ttft
 
 __all__ = ["CONTENT_TYPE", "FAMILIES", "LiveView", "MetricsText", "exporter_registry", "push_final"]
 
@@ -44,6 +45,14 @@ _HISTOGRAMS: tuple[tuple[str, str], ...] = (
     ("itl", "Inter-token latency, one sample per token (a chunk of k tokens after a gap g gives k samples of g/k)."),
     ("tpot", "Time per output token after the first, one sample per reply that ended (censored for one that did not)."),
     ("e2e", "End-to-end request time, from the request write to the last byte."),
+)
+# The parts of `loadgen_server_ttft_split_seconds` and the latency_split keys they show.
+_SPLIT_PARTS = (
+    ("client_ttft", "client_ttft_ms"),
+    ("server_ttft", "server_ttft_ms"),
+    ("network_client", "network_client_ms"),
+    ("queue", "queue_ms"),
+    ("prefill", "prefill_ms"),
 )
 _QUANTILES = tuple((round(p / 100.0, 6), repr(round(p / 100.0, 6))) for _, p in PERCENTILES)
 
@@ -73,6 +82,17 @@ FAMILIES: tuple[tuple[str, str, str], ...] = (
     ),
     ("loadgen_class_requests", "counter", "Requests of each priority class, by outcome."),
     ("loadgen_class_latency_quantile_seconds", "gauge", "Exact HDR percentile of one priority class's latency."),
+    (
+        "loadgen_server_ttft_split_seconds",
+        "gauge",
+        "The client's mean TTFT over the window split by the server's own request times (the report's "
+        "latency_split): part = client_ttft, server_ttft, network_client, queue, prefill.",
+    ),
+    (
+        "loadgen_server_queue_share_ratio",
+        "gauge",
+        "The server's mean queue time as a share of the client's mean TTFT (0.5 or more: queueing dominates).",
+    ),
     ("loadgen_worker_loop_lag_p99_seconds", "gauge", "p99 of a worker's event-loop lag."),
     ("loadgen_worker_schedule_slip_p99_seconds", "gauge", "Open loop: p99 of how late a worker sent after schedule."),
     ("loadgen_worker_cpu_p90_ratio", "gauge", "p90 of a worker process's CPU use (1 = one core)."),
@@ -92,6 +112,8 @@ class LiveView:
     run: int
     thresholds: HealthThresholds | None = None
     started: str = ""  # the run's UTC start (`20261201T190532Z`): a label of loadgen_run_info, not a grouping key
+    # Per variant, the server's mean request times over the window so far (`ServerTimeline.request_times`).
+    server_times: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -269,6 +291,7 @@ class MetricsText:
                 for name, text in lines.items():
                     parts[name].append(text)
             self._classes(view, parts)
+            self._server_split(view, parts)
             self._health(view, parts)
         out = []
         for name, kind, doc in FAMILIES:
@@ -293,6 +316,25 @@ class MetricsText:
                         f'loadgen_class_latency_quantile_seconds{{{lab},metric="{m}",quantile="{qs}"}} {_num(v)}\n'
                         for (_, qs), v in zip(_QUANTILES, f.quantiles, strict=False)
                     ]
+
+    def _server_split(self, view: LiveView, parts: dict[str, list[str]]) -> None:
+        for variant, times in sorted(view.server_times.items()):
+            hists = [h for (v, _), g in view.aggregate.groups.items() if v == variant and (h := g.hists.get("ttft"))]
+            n = sum(h.count for h in hists)
+            client = sum(h.mean() * h.count for h in hists) / n * 1e3 if n else None
+            split = split_ttft(client, times)
+            if split is None:
+                continue
+            lab = f'variant="{_esc(variant)}"'
+            for part, key in _SPLIT_PARTS:
+                if split[key] is not None:
+                    parts["loadgen_server_ttft_split_seconds"].append(
+                        f'loadgen_server_ttft_split_seconds{{{lab},part="{part}"}} {_num(split[key] / 1e3)}\n'
+                    )
+            if split["queue_share"] is not None:
+                parts["loadgen_server_queue_share_ratio"].append(
+                    f"loadgen_server_queue_share_ratio{{{lab}}} {_num(split['queue_share'])}\n"
+                )
 
     def _health_summary(self, h: HealthStats) -> dict[str, Any]:
         """`h.summary()`, recomputed only when it recorded something since (a summary walks its histograms)."""

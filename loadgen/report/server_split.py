@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["QUEUE_DOMINATES", "latency_split"]
+__all__ = ["QUEUE_DOMINATES", "latency_split", "split_ttft"]
 
 # The server's queue time dominates TTFT when it is at least this share of the client's mean TTFT.
 QUEUE_DOMINATES = 0.5
@@ -28,6 +28,12 @@ def latency_split(variant: dict[str, Any]) -> dict[str, Any] | None:
     """The split of one report variant (None: its server exports none of the parts, or no TTFT was measured)."""
     times = (variant.get("server_metrics") or {}).get("request_times") or {}
     client = (((variant.get("overall") or {}).get("metrics_ms") or {}).get("ttft") or {}).get("mean")
+    return split_ttft(client, times)
+
+
+def split_ttft(client: float | None, times: dict[str, dict[str, float]]) -> dict[str, Any] | None:
+    """The split of a client's mean TTFT (ms) by the server's mean request times (`ServerTimeline.request_times`):
+    the report's and the live exporter's one rule."""
     queue, prefill, ttft = (times.get(p, {}).get("mean_ms") for p in ("queue", "prefill", "ttft"))
     if client is None or (queue is None and ttft is None):
         return None

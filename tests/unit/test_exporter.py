@@ -17,6 +17,7 @@ from loadgen.measure.aggregate import Aggregate
 from loadgen.measure.health import HealthStats, HealthThresholds
 from loadgen.measure.histogram import LatencyHistogram
 from loadgen.metric_names import PERCENTILES
+from loadgen.report.server_split import latency_split
 
 
 def _hist(rng: random.Random, n: int, sigma: float = 0.9) -> LatencyHistogram:
@@ -137,3 +138,28 @@ def test_the_scrape_interval_defaults_to_two_seconds() -> None:
     sc = validate_scenario({"variants": [{"name": "a", "base_url": "http://127.0.0.1:1", "model": "m"}]})
     assert sc.metrics.server_scrape_interval == 2.0
     assert sc.metrics.buckets_s == list(DEFAULT_BUCKETS_S)
+
+
+def test_the_server_split_is_the_reports_rule_on_the_window_so_far() -> None:
+    # The client's mean TTFT over the variant's mixes, split by the server's mean queue and prefill: the same figures
+    # as the report's latency_split for the same means; a variant whose server exports no times has none.
+    agg, view = _view()
+    view.server_times = {"base": {"queue": {"count": 90, "mean_ms": 40.0}, "prefill": {"count": 90, "mean_ms": 60.0}}}
+    samples = _samples(MetricsText(lambda: view, DEFAULT_BUCKETS_S).render())
+    hists = [agg.groups["base", m].hists["ttft"] for m in ("chat", "rag")]
+    client_ms = sum(h.summary_ms()["mean"] * h.count for h in hists) / sum(h.count for h in hists)
+    split = {dict(k[1])["part"]: v for k, v in samples.items() if k[0] == "loadgen_server_ttft_split_seconds"}
+    want = latency_split(
+        {
+            "server_metrics": {"request_times": view.server_times["base"]},
+            "overall": {"metrics_ms": {"ttft": {"mean": client_ms}}},
+        }
+    )
+    assert want is not None
+    assert split["client_ttft"] == pytest.approx(client_ms / 1e3, rel=1e-4)
+    assert split["queue"] == pytest.approx(0.040) and split["prefill"] == pytest.approx(0.060)
+    assert split["server_ttft"] == pytest.approx(0.100)
+    assert split["network_client"] == pytest.approx(want["network_client_ms"] / 1e3, rel=1e-3)
+    share = samples["loadgen_server_queue_share_ratio", (("variant", "base"),)]
+    assert share == pytest.approx(want["queue_share"], rel=1e-3)
+    assert not any(dict(k[1]).get("variant") == "int8" for k in samples if k[0].startswith("loadgen_server_"))

@@ -5,7 +5,9 @@ against vLLM's own: its `/metrics` histograms and counters, its usage, its `/tok
   alone (≤ 0.15) and dominates queued (≥ 0.4, `queue_dominated`); in both, client TTFT = network + client + queue +
   prefill, the rest (`network_client_ms`, the client's mean minus the server's, over the requests each counted)
   within 25 ms + 10 % of the client's TTFT (loopback; vLLM's histograms and the client's window differ at the edges
-  by a request or two of ~0.1-1 s).
+  by a request or two of ~0.1-1 s). The live exporter's last page shows the same split
+  (`loadgen_server_ttft_split_seconds`, `loadgen_server_queue_share_ratio`): each part within 1 ms, the share
+  within 0.005.
 - Exact lengths and the server's own counts: with `exact_output` (ignore_eos + min_tokens) every reply is exactly
   its max_tokens by vLLM's usage; with `tokenizer: server` (vLLM's `/tokenize`, the chat template counted through
   its `messages`), every prompt is exactly its target as vLLM counts it (`usage.prompt_tokens`).
@@ -19,11 +21,18 @@ against vLLM's own: its `/metrics` histograms and counters, its usage, its `/tok
 
 from __future__ import annotations
 
+import contextlib
+import subprocess
+import sys
+import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
+from loadgen.locust_plugin.launcher import free_port
 from tests.integration.harness import read_records, read_report, run_loadgen, write_scenario
 from tests.vllm_server import MODEL_NAME
 
@@ -40,7 +49,11 @@ _SHORT = {
 }
 
 
-def _run(tmp: Path, name: str, url: str, variant: dict[str, Any] | None = None, **over: Any) -> dict[str, Any]:
+def _run(
+    tmp: Path, name: str, url: str, variant: dict[str, Any] | None = None, exporter: bool = False, **over: Any
+) -> dict[str, Any]:
+    """One headless run against vLLM; with `exporter`, the live exporter's /metrics read every half second until the
+    run exits (`--metrics-linger` keeps it up after the final report: the last page read has the final figures)."""
     over.setdefault("traffic", _SHORT)
     scenario = write_scenario(
         tmp / f"{name}.yaml",
@@ -50,18 +63,37 @@ def _run(tmp: Path, name: str, url: str, variant: dict[str, Any] | None = None, 
         metrics={"server_scrape_interval": 0.5},
         **over,
     )
-    proc = run_loadgen(scenario, "--workers", "0", "--raw-records", str(tmp / f"raw-{name}"), timeout=300)
+    argv = ["--workers", "0", "--raw-records", str(tmp / f"raw-{name}")]
+    page = ""
+    if exporter:
+        port = free_port()
+        argv += ["--metrics-port", str(port), "--metrics-linger", "3"]
+        cmd = [sys.executable, "-m", "loadgen.cli", "run", str(scenario), "--quiet", *argv]
+        run = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 300
+        while run.poll() is None and time.monotonic() < deadline:
+            with contextlib.suppress(OSError):
+                page = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read().decode()
+            time.sleep(0.5)
+        out, err = run.communicate(timeout=30)
+        proc = subprocess.CompletedProcess(cmd, run.returncode, out, err)
+    else:
+        proc = run_loadgen(scenario, *argv, timeout=300)
     assert proc.returncode in (0, 1), proc.stdout + proc.stderr
     report = read_report(tmp / f"report-{name}")
-    return {"report": report, "variant": report["variants"][0], "records": read_records(tmp / f"raw-{name}")}
+    records = read_records(tmp / f"raw-{name}")
+    return {"report": report, "variant": report["variants"][0], "records": records, "metrics": page}
 
 
 @pytest.fixture(scope="module")
 def split_runs(vllm_server: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
     tmp = tmp_path_factory.mktemp("vllm-split")
     return {
-        name: _run(tmp, name, vllm_server, load={"users": users, "duration": "20s", "warmup": "2s"})
-        for name, users in (("alone", 1), ("queued", 6))
+        name: _run(tmp, name, vllm_server, exporter=True, load={"users": users, "duration": "20s", "warmup": warmup})
+        # Queued, the warm-up outlasts a request's life (~9 s): the server's histograms count the requests that
+        # finish in the window, the client those sent in it, so a shorter one would leave the start's requests,
+        # served before the queue formed, in the server's means alone (seen: 5.7 s against the client's 6.6).
+        for name, users, warmup in (("alone", 1, "2s"), ("queued", 6, "12s"))
     }
 
 
@@ -73,6 +105,27 @@ def test_the_server_split_under_queueing_is_vllms_own(split_runs: dict[str, dict
     for split in (alone, queued):
         assert split["server_ttft_from"] in ("ttft histogram", "queue + prefill")
         assert abs(split["network_client_ms"]) <= 25.0 + 0.10 * split["client_ttft_ms"], split
+
+
+def test_the_live_exporter_shows_the_reports_server_split(split_runs: dict[str, dict[str, Any]]) -> None:
+    # The exporter's last page (after the final report, inside the linger) splits the same client TTFT by the same
+    # server means as the report: each part within 1 ms (the report rounds to µs, the exporter's client mean is the
+    # HDR histogram's, as the report's) and the queue share within 0.005.
+    for name, run in split_runs.items():
+        split = run["variant"]["latency_split"]
+        samples = {
+            (s.name, tuple(sorted(s.labels.items()))): s.value
+            for fam in text_string_to_metric_families(run["metrics"])
+            for s in fam.samples
+            if s.name.startswith("loadgen_server_")
+        }
+        assert samples, f"{name}: the exporter showed no server split"
+        lab = (("variant", "vllm"),)
+        share = samples["loadgen_server_queue_share_ratio", lab]
+        assert share == pytest.approx(split["queue_share"], abs=0.005), (name, share, split)
+        for part in ("client_ttft", "server_ttft", "network_client", "queue", "prefill"):
+            got = samples["loadgen_server_ttft_split_seconds", (("part", part), *lab)] * 1e3
+            assert got == pytest.approx(split[f"{part}_ms"], abs=1.0), (name, part, got, split)
 
 
 def test_exact_lengths_and_prompts_counted_as_vllm_counts_them(
