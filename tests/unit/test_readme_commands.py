@@ -48,7 +48,7 @@ RULES = (
     Rule(r"loadgen run ", ("tests/integration/test_cli_reports.py",)),
     Rule(r"loadgen compare ", ("tests/unit/test_compare_cli.py",)),
     Rule(r"loadgen report ", ("tests/integration/test_verdict_formats.py",)),
-    Rule(r"loadgen k8s run ", ("tests/k8s/test_run.py",)),
+    Rule(r"loadgen k8s run ", ("tests/k8s/test_run.py", "tests/k8s/test_run_image.py")),
     # A real `helm install` (the Helm v4 library) of the chart in headless mode, its Jobs' commands then run.
     Rule(r"helm install ", ("tests/k8s_chart/conftest.py", "tests/k8s_chart/test_chart_commands.py"),
          ('"mode": "headless"', "def helm_render")),
