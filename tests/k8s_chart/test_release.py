@@ -128,6 +128,7 @@ def test_nothing_is_published_before_ci_and_the_version_check_pass() -> None:
     assert check == 'python scripts/release-check.py version "$GITHUB_REF_NAME" >> "$GITHUB_OUTPUT"'
     for publisher in ("image", "chart", "pypi", "pages"):
         assert {"version", "test"} <= _needs(jobs, publisher), publisher
+    assert "dists" in _needs(jobs, "image")  # nothing is pushed before every part has built
     assert "image" in _needs(jobs, "chart") and {"image", "chart", "dists"} <= _needs(jobs, "pypi")
     assert any("release-check.py dists" in s.get("run", "") for s in jobs["dists"]["steps"])
 
