@@ -1,6 +1,6 @@
 """The task pages' commands as a reader pastes them.
 
-Each shell block's commands (split as the README's are) must be known: a `loadgen` command parses with loadgen's own
+Each shell block's commands must be known: a `loadgen` command parses with loadgen's own
 parser; one that names a scenario file of the repository (`loadgen/examples/demo.yaml`) has that file, with its
 `--set` flags applied, validated as the command would validate it, and a sweep's plan parsed; a `loadgen sim` in the
 same block serves every variant that scenario sends to (its name on the port of its base_url). The runs themselves
@@ -19,8 +19,6 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.unit.test_readme_commands import commands
-
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 TASK_PAGES = ("sweep.md", "cost.md", "nightly-ci.md")
@@ -29,9 +27,24 @@ WORKFLOW_PAGES = ("ci.md", "nightly-ci.md")
 OTHER = re.compile(r"(sleep \d+|kill %1|kubectl (create namespace|-n \S+ create secret generic) .+)$")
 
 
+def commands(block: str) -> list[str]:
+    """A shell block's commands, one string each: continuations joined, comments dropped, `a && b` two commands."""
+    out = []
+    for line in block.replace("\\\n", " ").splitlines():
+        current: list[str] = []
+        for word in [*shlex.split(line, comments=True), "&&"]:
+            if word == "&&":
+                if current:
+                    out.append(shlex.join(current))
+                current = []
+            else:
+                current.append(word)
+    return out
+
+
 def _blocks(page: str) -> list[list[str]]:
     text = (DOCS / page).read_text(encoding="utf-8")
-    return [commands(f"```bash\n{b}```") for b in re.findall(r"```(?:bash|sh)\n(.*?)```", text, flags=re.DOTALL)]
+    return [commands(b) for b in re.findall(r"```(?:bash|sh)\n(.*?)```", text, flags=re.DOTALL)]
 
 
 def _parse(command: str) -> tuple[str, object]:
