@@ -33,6 +33,7 @@ class CapacityRow:
     server_late_p99: float
     note: str = ""
     ttft_paired_p99: float | None = None
+    k: int = 1  # tokens per chunk
 
 
 def measure(
@@ -47,10 +48,11 @@ def measure(
     *,
     workers: int = 0,
     raw: bool = False,
+    k: int = 1,
 ) -> CapacityRow:
-    wd = workdir / f"cap-{label}-{client}-{streams}-{itl_ms:g}-{output_tokens}-w{workers}"
+    wd = workdir / f"cap-{label}-{client}-{streams}-{itl_ms:g}-{output_tokens}-w{workers}-k{k}"
     with bench_server(
-        wd, cores, itl_ms=itl_ms, k=1, ttft_ms=1.0, output_tokens=output_tokens, force_output=True
+        wd, cores, itl_ms=itl_ms, k=k, ttft_ms=1.0, output_tokens=output_tokens, force_output=True
     ) as srv:
         job = Job(
             srv.base_url,
@@ -76,7 +78,7 @@ def measure(
         streams,
         itl_ms,
         output_tokens,
-        streams * output_tokens / per_req,
+        streams * -(-output_tokens // k) / per_req,
         truth.chunks_per_s,
         truth.requests_per_s,
         res.run.cpu_percent if res.run else float("nan"),
@@ -84,6 +86,7 @@ def measure(
         float(srv.stats.get("late_p99_ms", 0.0)),
         res.note[:80] if not res.ok else "",
         res.grade.paired.get("ttft_p99") if res.grade and res.grade.paired else None,
+        k,
     )
 
 
@@ -106,16 +109,26 @@ def sweep_chunks(
     workdir: Path,
     streams: int = 256,
     itls: tuple[float, ...] = (6.0, 4.0, 3.0, 2.0, 1.5, 1.25, 1.0),
+    k: int = 1,
 ) -> list[CapacityRow]:
-    """loadgen at rising offered chunk rates (256-token outputs), until it is clearly saturated."""
-    return _until_saturated(measure("loadgen", "chunks", streams, itl, 256, seconds, cores, workdir) for itl in itls)
+    """loadgen at rising offered chunk rates (256-token outputs, k tokens a chunk: the ITL is per token, so a chunk
+    comes every k × ITL), until it is clearly saturated."""
+    return _until_saturated(
+        measure("loadgen", "chunks", streams, itl / k, 256, seconds, cores, workdir, k=k) for itl in itls
+    )
 
 
 def sweep_requests(
-    seconds: float, cores: Cores, workdir: Path, streams: tuple[int, ...] = (16, 32, 64, 96, 128, 192)
+    seconds: float,
+    cores: Cores,
+    workdir: Path,
+    streams: tuple[int, ...] = (16, 32, 64, 96, 128, 192),
+    k: int = 1,
 ) -> list[CapacityRow]:
-    """loadgen with 16-token outputs (1 ms/token) and more and more streams: streaming requests per second."""
-    return _until_saturated(measure("loadgen", "requests", n, 1.0, 16, seconds, cores, workdir) for n in streams)
+    """loadgen with 16-token outputs (1 ms per chunk) and more and more streams: streaming requests per second."""
+    return _until_saturated(
+        measure("loadgen", "requests", n, 1.0 / k, 16, seconds, cores, workdir, k=k) for n in streams
+    )
 
 
 def best(rows: list[CapacityRow], attr: str) -> CapacityRow | None:

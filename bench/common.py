@@ -20,7 +20,8 @@ from typing import Any
 import orjson
 
 REPO = Path(__file__).resolve().parent.parent
-VENVS = Path(os.environ.get("BENCH_VENVS", "/work/bench-venvs"))
+# The peers' virtualenvs (bench/peer_install.py), git-ignored.
+VENVS = Path(os.environ.get("BENCH_VENVS", str(REPO / ".cache" / "peers")))
 # Kept in the repo: a figure in docs/ or bench/README.md must be one of these files' numbers.
 RESULTS = REPO / "bench" / "results"
 
@@ -217,20 +218,79 @@ def run_client(
     timeout: float = 180,
     cwd: Path = REPO,
     log: Path | None = None,
+    samples: list[tuple[float, float]] | None = None,
 ) -> ClientRun:
-    """Run a client to completion; its CPU is the children's rusage delta (the whole process tree it reaped)."""
+    """Run a client to completion; its CPU is the children's rusage delta (the whole process tree it reaped).
+
+    With `samples`, the CPU of the client's process tree (user + sys of every live member, plus what they reaped) is
+    appended every 0.25 s as (monotonic time, CPU seconds): the CPU of a steady-state window, without the tool's
+    start-up (imports, tokenizer, worker processes), is the difference across it."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
-    proc = subprocess.run(
-        list(cmd), cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True, timeout=timeout, check=False
-    )
+    full_env = {**os.environ, **(env or {})}
+    if samples is None:
+        proc = subprocess.run(list(cmd), cwd=cwd, env=full_env, capture_output=True, timeout=timeout, check=False)
+        returncode, raw = proc.returncode, proc.stdout + proc.stderr
+    else:
+        returncode, raw = _run_sampled(list(cmd), cwd, full_env, timeout, samples)
     wall = time.monotonic() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    out = proc.stdout.decode("utf-8", "replace") + proc.stderr.decode("utf-8", "replace")
+    out = raw.decode("utf-8", "replace")
     if log is not None:
         log.write_text(out)
-    return ClientRun(proc.returncode, wall, cpu, out)
+    return ClientRun(returncode, wall, cpu, out)
+
+
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def tree_cpu_s(root: int) -> float:
+    """CPU seconds of a process and its live descendants (utime + stime + the children they reaped), from /proc.
+    By parentage, not process group: a tool's workers may start sessions of their own."""
+    stats: dict[int, tuple[int, int]] = {}  # pid -> (ppid, ticks)
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        # After the name: state, ppid, …; utime, stime, cutime, cstime are the 12th to 15th.
+        stats[int(entry.name)] = (int(fields[1]), sum(int(x) for x in fields[11:15]))
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in stats.items():
+        children.setdefault(ppid, []).append(pid)
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        if pid in stats:
+            total += stats[pid][1]
+            todo += children.get(pid, [])
+    return total / _TICK
+
+
+def _run_sampled(
+    cmd: list[str], cwd: Path, env: dict[str, str], timeout: float, samples: list[tuple[float, float]]
+) -> tuple[int, bytes]:
+    import tempfile
+
+    with tempfile.TemporaryFile() as out:
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while proc.poll() is None:
+            samples.append((time.monotonic(), tree_cpu_s(proc.pid)))
+            if time.monotonic() > deadline:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                break
+            time.sleep(0.25)
+        with contextlib.suppress(ProcessLookupError):  # helpers the tool left behind
+            os.killpg(proc.pid, signal.SIGKILL)
+        out.seek(0)
+        return proc.returncode, out.read()
 
 
 def quantile(values: Sequence[float], q: float) -> float:

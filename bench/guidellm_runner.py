@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 from pathlib import Path
 from typing import Any
 
@@ -11,9 +12,31 @@ import orjson
 from bench.common import run_client
 from bench.grading import Grade
 from bench.runners import Job, Result
+from bench.server import _WORDS
+
+
+def _data(job: Job, path: Path) -> Path:
+    """Prompts of 32 bench words each (every word one token in the bench tokenizer), enough for the run: GuideLLM's
+    synthetic text is drawn from a corpus the bench's word-level tokenizer mostly cannot read, so its 32-token prompts
+    decode to a few words."""
+    per_req_s = job.ttft_ms / 1e3 + job.output_tokens * job.itl_ms / 1e3
+    rows = int(job.seconds * max(job.rate, job.streams / max(per_req_s, 1e-3)) * 1.5) + 2 * job.streams + 100
+    rng = random.Random(1)
+    lines = [
+        orjson.dumps({"prompt": " ".join(rng.choices(_WORDS, k=32)), "output_tokens_count": job.output_tokens})
+        for _ in range(rows)
+    ]
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    return path
 
 
 def _scenario(job: Job, tokenizer: Path, out: Path) -> dict[str, Any]:
+    profile: dict[str, Any] = {"kind": "concurrent", "streams": [job.streams]}
+    if job.rate:
+        profile = {"kind": "constant", "rate": [job.rate]}
+    data: dict[str, Any] = {"kind": "synthetic_text", "prompt_tokens": 32, "output_tokens": job.output_tokens}
+    if job.per_request:
+        data = {"kind": "json_file", "path": str(_data(job, out.parent / "prompts.jsonl"))}
     return {
         "metadata": {"name": "loadgen-bench"},
         "spec": {
@@ -22,12 +45,12 @@ def _scenario(job: Job, tokenizer: Path, out: Path) -> dict[str, Any]:
                 "target": job.base_url,
                 "model": "bench",
                 "http2": False,
-                "request_format": "/v1/chat/completions",
+                "request_format": "/v1/completions" if job.completions else "/v1/chat/completions",
             },
-            "profile": {"kind": "concurrent", "streams": [job.streams]},
+            "profile": profile,
             "constraints": [{"kind": "max_duration", "seconds": job.seconds}],
             "tokenizer": {"kind": "hf_auto", "model": str(tokenizer)},
-            "data": [{"kind": "synthetic_text", "prompt_tokens": 32, "output_tokens": job.output_tokens}],
+            "data": [data],
             "outputs": [{"kind": "json", "path": str(out)}],
         },
     }
@@ -68,10 +91,9 @@ def run(job: Job, binary: Path, tokenizer: Path) -> Result:
     scen.write_bytes(orjson.dumps(_scenario(job, tokenizer, out), option=orjson.OPT_INDENT_2))
     cmd = [str(binary), "run", "--scenario", str(scen), "--disable-console-interactive"]
     env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "GUIDELLM__LOGGING__CONSOLE_LOG_LEVEL": "WARNING"}
-    run = run_client(
-        job.cores.pin(job.cores.client, cmd), env=env, timeout=job.seconds * 4 + 240, cwd=wd, log=wd / "client.log"
-    )
-    res = Result("guidellm", ok=out.exists(), run=run)
+    cmd = job.cores.pin(job.cores.client, cmd)
+    run = run_client(cmd, env=env, timeout=job.seconds * 4 + 240, cwd=wd, log=wd / "client.log", samples=job.samples)
+    res = Result("guidellm", ok=out.exists(), run=run, cmd=cmd, outputs=out)
     if not out.exists():
         res.note = f"no benchmarks.json (exit {run.returncode}): {run.output[-300:]}"
         return res

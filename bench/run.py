@@ -6,7 +6,7 @@
 
 Parts: fidelity, capacity, scale (1 vs 2 worker processes), merge (master merge cost), memory, hotpath. Server and
 client are pinned to different CPUs (`--server-cpu`, `--client-cpu`). Peers run from virtualenvs under
-$BENCH_VENVS (default /work/bench-venvs); a missing one is reported with its install command. See bench/README.md.
+$BENCH_VENVS (default .cache/peers; `python -m bench.peers --install` puts them there). See bench/README.md.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from bench.common import Cores, busy_fraction, fmt, load_average, machine_info, 
 from bench.runners import CLIENTS, INSTALL, installed  # noqa: E402
 
 PARTS = ("fidelity", "capacity", "scale", "merge", "memory", "hotpath")
-PEERS = ("guidellm", "inference-perf", "fasthttp", "httpx")
+PEERS = ("guidellm", "inference-perf", "aiperf", "fasthttp", "httpx")
 # loadgen with its C read path switched off: what loadgen/protocol/_wire.c buys, in the same run.
 VARIANTS = ("loadgen-py",)
 _FLOOR_MS = 0.05

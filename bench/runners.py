@@ -37,6 +37,12 @@ class Job:
     itl_ms: float = 10.0
     ttft_ms: float = 20.0
     warmup_s: float = 0.0  # loadgen only: its loop-lag health covers the run after this
+    # bench.peers: the same workload for every tool
+    completions: bool = False  # /v1/completions (every peer can send it) instead of chat
+    usage: bool = True  # ask the server for token counts per chunk where the tool has the option, else count text
+    rate: float = 0.0  # open loop at a constant rate (requests/s); 0: closed loop with `streams`
+    per_request: bool = False  # peers: write their per-request output (read by bench.peer_outputs)
+    samples: list[tuple[float, float]] | None = None  # the tool's CPU over time (common.run_client)
 
 
 @dataclass
@@ -49,6 +55,8 @@ class Result:
     report: dict[str, Any] = field(default_factory=dict)
     note: str = ""
     records: Path | None = None  # raw per-request records, for the paired grade
+    cmd: list[str] = field(default_factory=list)  # the command as run (the tool's config file beside it)
+    outputs: Path | None = None  # the tool's own output file or folder (bench.peer_outputs reads it)
 
     def graded(self, truth: Truth | None) -> Result:
         """Add the paired errors (and, for clients that report nothing themselves, the percentiles)."""
@@ -65,12 +73,8 @@ class Result:
         return self
 
 
-INSTALL = {
-    "guidellm": f"python3.11 -m venv {VENVS}/guidellm && {VENVS}/guidellm/bin/pip install torch==2.13.0 "
-    f"&& {VENVS}/guidellm/bin/pip install guidellm",
-    "inference-perf": f"/root/.pyenv/versions/3.12.1/bin/python -m venv {VENVS}/inference-perf "
-    f"&& {VENVS}/inference-perf/bin/pip install inference-perf",
-}
+# Installed (pinned, idempotently) by bench/peer_install.py into $BENCH_VENVS (default .cache/peers).
+INSTALL = {name: f"python -m bench.peers --install {name}" for name in ("guidellm", "inference-perf", "aiperf")}
 
 
 def peer_bin(name: str) -> Path:
@@ -95,7 +99,8 @@ def _scenario(job: Job, path: Path) -> Path:
                 "name": "bench",
                 "base_url": job.base_url,
                 "model": "bench",
-                "continuous_usage_stats": True,
+                "dialect": "openai-completions" if job.completions else "openai-chat",
+                "continuous_usage_stats": job.usage,
                 "request_timeout": "120s",
                 "read_timeout": "60s",
             }
@@ -118,6 +123,12 @@ def _scenario(job: Job, path: Path) -> Path:
         },
         "report_dir": str(path.parent / "report"),
     }
+    if job.rate:
+        # Open loop: one request every 1/rate s, sent by a pool of users sized for the requests in flight.
+        per_req_s = job.ttft_ms / 1e3 + job.output_tokens * job.itl_ms / 1e3
+        doc["load"]["users"] = max(users, int(job.rate * per_req_s * 2) + 8)
+        doc["load"]["spawn_rate"] = float(max(2 * doc["load"]["users"], 10))
+        doc["load"]["arrival"] = {"kind": "constant", "rate": job.rate}
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return path
 
@@ -142,11 +153,12 @@ def run_loadgen(job: Job, pure_python: bool = False) -> Result:
     if job.raw:
         cmd += ["--raw-records", str(wd / "raw")]
     env = {"LOADGEN_PURE_PYTHON": "1"} if pure_python else None
-    run = run_client(job.cores.pin(job.cores.client, cmd), env=env, timeout=job.seconds + 120, log=wd / "client.log")
+    cmd = job.cores.pin(job.cores.client, cmd)
+    run = run_client(cmd, env=env, timeout=job.seconds + 120, log=wd / "client.log", samples=job.samples)
     name = "loadgen" if job.workers <= 1 else f"loadgen ×{job.workers}"
     if pure_python:
         name += " (pure Python)"
-    res = Result(name, ok=(wd / "report" / "report.json").exists(), run=run)
+    res = Result(name, ok=(wd / "report" / "report.json").exists(), run=run, cmd=cmd, outputs=wd / "report")
     if not res.ok:
         res.note = f"no report (exit {run.returncode}): {run.output[-400:]}"
         return res
@@ -230,8 +242,8 @@ def run_inference_perf(job: Job) -> Result:
     wd = job.workdir
     per_req_s = job.ttft_ms / 1e3 + job.output_tokens * job.itl_ms / 1e3
     num_requests = max(job.streams, int(job.seconds * job.streams / max(per_req_s, 1e-3)))
-    cfg = {
-        "api": {"type": "completion", "streaming": True},
+    cfg: dict[str, Any] = {
+        "api": {"type": "completion", "streaming": True},  # its random prompts are for completions only
         "data": {
             "type": "random",
             "input_distribution": {"min": 32, "max": 32, "mean": 32, "std_dev": 0},
@@ -254,14 +266,27 @@ def run_inference_perf(job: Job) -> Result:
         "storage": {"local_storage": {"path": str(wd / "out")}},
         "report": {"request_lifecycle": {"summary": True, "per_stage": False, "per_request": False}},
     }
+    if job.rate:
+        # Its "constant" load type: the rate's mean, gaps drawn from an exponential and scaled to the duration.
+        in_flight = int(job.rate * per_req_s * 2) + 8
+        cfg["load"] = {
+            "type": "constant",
+            "stages": [{"rate": job.rate, "duration": max(1, round(job.seconds))}],
+            "num_workers": 1,
+            "worker_max_concurrency": max(job.streams, in_flight),
+        }
+    if job.per_request:
+        lifecycle = cfg["report"]["request_lifecycle"]
+        lifecycle["per_request"] = True
+        lifecycle["per_request_fields"] = {"response": False, "response_chunks": False, "computed_metrics": True}
+        lifecycle["use_server_output_tokens"] = job.usage
     (wd / "config.yml").write_text(yaml.safe_dump(cfg, sort_keys=False))
     cmd = [str(peer_bin(name)), "--config_file", str(wd / "config.yml")]
     env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    run = run_client(
-        job.cores.pin(job.cores.client, cmd), env=env, timeout=job.seconds * 4 + 180, cwd=wd, log=wd / "client.log"
-    )
+    cmd = job.cores.pin(job.cores.client, cmd)
+    run = run_client(cmd, env=env, timeout=job.seconds * 4 + 180, cwd=wd, log=wd / "client.log", samples=job.samples)
     summaries = list((wd / "out").rglob("summary_lifecycle_metrics.json"))
-    res = Result(name, ok=bool(summaries), run=run)
+    res = Result(name, ok=bool(summaries), run=run, cmd=cmd, outputs=summaries[0].parent if summaries else None)
     if not summaries:
         res.note = f"no summary (exit {run.returncode}): {run.output[-300:]}"
         return res
@@ -284,6 +309,41 @@ def run_inference_perf(job: Job) -> Result:
     return res
 
 
+def run_aiperf(job: Job) -> Result:
+    """NVIDIA AIPerf: `aiperf profile` with synthetic prompts, one worker process (its default is a share of the host's
+    CPUs), no console UI and no server-metrics scraping (the bench server serves no /metrics)."""
+    name = "aiperf"
+    if not installed(name):
+        return Result(name, ok=False, note=f"not installed: {INSTALL[name]}")
+    wd = job.workdir
+    art = wd / "artifacts"
+    cmd = [str(peer_bin(name)), "profile", "--model", "bench", "--url", job.base_url, "--streaming"]
+    cmd += ["--endpoint-type", "completions" if job.completions else "chat"]
+    cmd += ["--isl", "32", "--isl-stddev", "0", "--osl", str(job.output_tokens), "--osl-stddev", "0"]
+    cmd += ["--tokenizer", str(tokenizer_dir()), "--random-seed", "1", "--workers-max", "1"]
+    cmd += ["--benchmark-duration", f"{job.seconds:g}", "--benchmark-grace-period", "30"]
+    cmd += ["--ui", "none", "--no-server-metrics", "--artifact-dir", str(art)]
+    if job.rate:
+        cmd += ["--request-rate", f"{job.rate:g}", "--arrival-pattern", "constant"]
+    else:
+        cmd += ["--concurrency", str(job.streams)]
+    if job.usage:  # its per-chunk usage (continuous_usage_stats) is for chat only
+        cmd += ["--use-server-token-count", *(() if job.completions else ("--per-chunk-usage",))]
+    # Not HF_HUB_OFFLINE: with it AIPerf 0.13 takes the tokenizer folder for a hub repo id and fails.
+    cmd = job.cores.pin(job.cores.client, cmd)
+    run = run_client(cmd, timeout=job.seconds * 4 + 180, cwd=wd, log=wd / "client.log", samples=job.samples)
+    summary = art / "profile_export_aiperf.json"
+    res = Result(name, ok=summary.exists(), run=run, cmd=cmd, outputs=art)
+    if not res.ok:
+        res.note = f"no summary (exit {run.returncode}): {run.output[-300:]}"
+        return res
+    from bench.peer_outputs import read_aiperf
+
+    _, s = read_aiperf(art)
+    res.grade = Grade(name, requests=s.requests, reported=dict(s.pcts))
+    return res
+
+
 def run_guidellm(job: Job) -> Result:
     from bench.guidellm_runner import run
 
@@ -300,4 +360,5 @@ CLIENTS: dict[str, Callable[[Job], Result]] = {
     "httpx": run_httpx,
     "inference-perf": run_inference_perf,
     "guidellm": run_guidellm,
+    "aiperf": run_aiperf,
 }

@@ -27,8 +27,10 @@ import signal
 import socket
 import sys
 import time
+import zlib
 from array import array
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -103,6 +105,12 @@ class BenchServer:
         # Truth: per request (rid, arrival, finish); per token chunk (request index, write time, tokens).
         self.rids: list[str] = []
         self.arrival = array("d")
+        # Per request, for peers that send no request id: a fingerprint of the prompt text (crc32) to match their
+        # per-request output by, the prompt's words (its tokens: every word is one in the bench tokenizer) and the
+        # max_tokens asked for (the workload-parity checks).
+        self.pkey = array("L")
+        self.pwords = array("i")
+        self.asked = array("i")
         self.finish = array("d")
         self.c_req = array("i")
         self.c_t = array("d")
@@ -193,12 +201,16 @@ class BenchServer:
             return
         chat = path == "/v1/chat/completions"
         n_out = self.force_out or int(req.get("max_tokens") or req.get("max_completion_tokens") or self.default_out)
-        ptok = max(1, body.count(b" "))
+        prompt = _prompt_text(req)
+        ptok = max(1, len(prompt.split()))
         rid = headers.get("x-request-id") or f"{self.tag}-{len(self.rids)}"
         idx = len(self.rids)
         self.rids.append(rid)
         self.arrival.append(now)
         self.finish.append(0.0)
+        self.pkey.append(zlib.crc32(prompt.encode()))
+        self.pwords.append(ptok)
+        self.asked.append(int(req.get("max_tokens") or req.get("max_completion_tokens") or 0))
         if not req.get("stream"):
             text = " ".join(_WORDS[i % len(_WORDS)] for i in range(n_out))
             usage = {"prompt_tokens": ptok, "completion_tokens": n_out, "total_tokens": ptok + n_out}
@@ -417,7 +429,19 @@ class BenchServer:
         lines = []
         dumps = orjson.dumps
         for i, rid in enumerate(self.rids):
-            lines.append(dumps({"rid": rid, "variant": "bench", "kind": "arrival", "t": self.arrival[i]}))
+            lines.append(
+                dumps(
+                    {
+                        "rid": rid,
+                        "variant": "bench",
+                        "kind": "arrival",
+                        "t": self.arrival[i],
+                        "key": f"{self.pkey[i]:08x}",
+                        "prompt_words": self.pwords[i],
+                        "max_tokens": self.asked[i],
+                    }
+                )
+            )
         for r, t, n in zip(self.c_req, self.c_t, self.c_n, strict=True):
             lines.append(dumps({"rid": self.rids[r], "variant": "bench", "t": t, "n": n, "kind": "token"}))
         for i, rid in enumerate(self.rids):
@@ -438,6 +462,28 @@ class BenchServer:
             "cpu_s": cpu.user + cpu.system,
             "busy_fraction": 1.0 - self.idle_s / max(time.monotonic() - self.started, 1e-9),
         }
+
+
+def _prompt_text(req: dict[str, Any]) -> str:
+    """The prompt as the client wrote it: a completion's `prompt`, or a chat's message contents joined by newlines."""
+    prompt = req.get("prompt")
+    if isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, list):
+        return "\n".join(p for p in prompt if isinstance(p, str))
+    parts = []
+    for m in req.get("messages") or []:
+        content = m.get("content") if isinstance(m, dict) else None
+        if isinstance(content, str):
+            parts.append(content)
+        elif isinstance(content, list):
+            parts += [c["text"] for c in content if isinstance(c, dict) and isinstance(c.get("text"), str)]
+    return "\n".join(parts)
+
+
+def prompt_key(text: str) -> str:
+    """The fingerprint the truth log's arrival carries for a prompt text (match a peer's request by it)."""
+    return f"{zlib.crc32(text.encode()):08x}"
 
 
 def _listener(host: str, port: int, reuseport: bool) -> socket.socket:
