@@ -2,26 +2,43 @@
 # loadgen image: Locust master / worker with loadgen's plugin and its compiled halves (loadgen.protocol._wire, the
 # wire reader; loadgen.measure._hist_walk, the exporter's histogram walk).
 #   docker build -t REGISTRY/loadgen:0.1.0 . && docker push REGISTRY/loadgen:0.1.0
+#   bash scripts/build-image        (podman, from a Debian bookworm base made with mmdebstrap: no registry pulled)
 # Portable: the C half is built with the flags pyproject.toml gives (-O2 -Wall), never -march=native, so the image
 # runs on any x86-64 (or arm64, built there) node whatever the CPU of the build host.
 
+# The base of both stages: a Debian (bookworm) image with `python3` (>= 3.11, with venv) and apt, e.g. the official
+# python:3.11-slim-bookworm (the default), or Debian's own python3 + python3-venv (no `python` binary, no C headers:
+# the build stage adds python3-dev when Python.h is missing).
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
 FROM ${PYTHON_IMAGE} AS build
 # hadolint ignore=DL3008
 RUN apt-get update \
     && apt-get install -y --no-install-recommends gcc libc6-dev \
+    && if ! python3 -c 'import os, sys, sysconfig; \
+            sys.exit(not os.path.exists(sysconfig.get_path("include") + "/Python.h"))'; then \
+        apt-get install -y --no-install-recommends python3-dev; \
+    fi \
     && rm -rf /var/lib/apt/lists/*
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 CFLAGS="-O2"
-RUN python -m venv /opt/venv
+RUN python3 -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH
 WORKDIR /src
-COPY pyproject.toml README.md ./
+# The dependencies first, in a layer of their own (a change to loadgen/ or README.md rebuilds only the layers below),
+# at the versions the test suite runs: requirements/test-constraints.txt, the lock (universal: any Python >= 3.11,
+# any architecture). otel: a scenario's `tracing.otlp_endpoint` exports spans to the cluster's collector.
+COPY pyproject.toml requirements/test-constraints.txt ./
+RUN python -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; \
+        x = p['optional-dependencies']; deps = p['dependencies'] + x['k8s'] + x['otel']; \
+        print(*(d for d in deps if not d.startswith(p['name'])), sep='\n')" > /tmp/requirements.txt \
+    && pip install -c test-constraints.txt -r /tmp/requirements.txt
+COPY README.md ./
 COPY loadgen ./loadgen
-# Non-editable install into the venv (bytecode compiled now: the root filesystem is read-only at run time); the
-# extensions are optional in pyproject.toml, so prove they were built (-I: the venv's copy, not ./loadgen). otel:
-# a scenario's `tracing.otlp_endpoint` exports spans to the cluster's collector.
-RUN pip install "./[k8s,otel]" \
+# Non-editable install into the venv (bytecode compiled now: the root filesystem is read-only at run time); pip check:
+# the layer above brought everything the package declares. The extensions are optional in pyproject.toml, so prove
+# they were built (-I: the venv's copy, not ./loadgen).
+RUN pip install --no-deps "./[k8s,otel]" \
+    && pip check \
     && python -I -c "import loadgen.protocol._wire, loadgen.measure._hist_walk"
 
 FROM ${PYTHON_IMAGE} AS runtime
