@@ -26,6 +26,7 @@ import orjson
 from loadgen.exit_codes import ExitCode
 from loadgen.report.adapters import adapter_html
 from loadgen.report.cost_html import render_cost_html
+from loadgen.report.decision import decision_html
 from loadgen.report.html_charts import Chart, report_charts, sweep_charts
 from loadgen.report.latency_render import latency_html
 from loadgen.report.lost_workers import worker_notes
@@ -379,6 +380,7 @@ def render_html(report: dict[str, Any], sweep: dict[str, Any] | None = None, ref
         [
             header,
             _summary(report),
+            decision_html(report),
             _slo_table(report),
             _trust(report),
             _comparison_table(report),

@@ -8,6 +8,7 @@ from loadgen.report.adapters import adapter_lines
 from loadgen.report.cluster_metrics_report import cluster_metrics_lines
 from loadgen.report.compare_md import comparison_lines, speedup_lines
 from loadgen.report.cost import render_cost_markdown
+from loadgen.report.decision import decision_markdown_lines
 from loadgen.report.images import image_lines
 from loadgen.report.latency_render import latency_lines
 from loadgen.report.lost_workers import worker_notes
@@ -125,6 +126,7 @@ def render_markdown(report: dict[str, Any]) -> str:
             "its histograms and counters in this report are whole"
         )
     lines += summary_lines(report)
+    lines += decision_markdown_lines(report)  # speed, quality and cost side by side
     lines += ["", "## Throughput and errors", ""]
     lines.append(
         "| variant | mix | requests | ok | success | errors | cut by stop | req/s | output tok/s | input tok/s "
