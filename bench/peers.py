@@ -229,7 +229,9 @@ def main(argv: list[str] | None = None) -> int:
         done("fidelity")
     if part("capacity"):
         for k in (1, 4):
-            stopped: set[str] = set()
+            # A tool already past its accurate point at the fidelity step's 32 streams climbs no further.
+            first = [r for r in runs if r["part"] == "fidelity" and r["k"] == k and r["usage"]]
+            stopped: set[str] = {r["tool"] for r in first if not _accurate(r)}
             for n in LADDER:
                 for t in tools:
                     if t in stopped:
