@@ -178,9 +178,10 @@ class Scenario(BaseModel):
                     )
                 else:
                     baseline_at = i
-        if self.load.users < len(self.variants):
+        if self.load.users < len(self.variants) and not self.load.sequential:
             # Users are split over variants by weight across all workers: fewer users than variants leaves one
-            # without traffic, and its SLOs would fail for want of data.
+            # without traffic, and its SLOs would fail for want of data. (Variants run one after another each get
+            # them all.)
             issues.append(
                 (
                     ("load", "users"),

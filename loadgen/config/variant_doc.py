@@ -9,9 +9,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from loadgen.config.scenario import Scenario
+from loadgen.config.scenario import Scenario, validate_scenario
 
-__all__ = ["single_variant_doc"]
+__all__ = ["phase_scenarios", "single_variant_doc"]
 
 
 def single_variant_doc(raw: dict[str, Any], sc: Scenario, index: int) -> dict[str, Any]:
@@ -27,3 +27,13 @@ def single_variant_doc(raw: dict[str, Any], sc: Scenario, index: int) -> dict[st
         load.pop("sequential", None)  # one variant: nothing to run one after another
         load.pop("sequential_pause", None)
     return doc
+
+
+def phase_scenarios(raw: dict[str, Any], sc: Scenario, source: str) -> list[tuple[dict[str, Any], Scenario]]:
+    """A sequential run's phases: each variant's document alone (`single_variant_doc`) and that document validated,
+    in the variants' order; raises ``ConfigError`` naming the variant whose phase is refused."""
+    phases = []
+    for i, v in enumerate(sc.variants):
+        doc = single_variant_doc(raw, sc, i)
+        phases.append((doc, validate_scenario(doc, source=f"{source} (variant {v.name!r} alone)")))
+    return phases

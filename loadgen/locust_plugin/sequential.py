@@ -1,5 +1,6 @@
-"""Sequential variants (`load.sequential: true`): variants that share one GPU are run one after another, each as a
-run of its own with the whole load, then reported together.
+"""Sequential variants (`load.sequential: true`) through `loadgen run`: variants that share one GPU are run one after
+another, each as a Locust run of its own with the whole load, then reported together. (A headless Locust run started
+otherwise — the Helm chart's, `loadgen k8s run`'s — runs the same phases in its own processes: phases.py.)
 
 Phase i runs variant i alone (`single_variant_doc`: the same document, the same seed, so the same request streams
 and arrival offsets as every other phase: results still pair request by request), for the scenario's duration with
@@ -25,13 +26,16 @@ from loadgen.config.variant_doc import single_variant_doc
 from loadgen.exit_codes import ExitCode
 from loadgen.locust_plugin.launcher import RunOptions, run_scenario, set_aside_reports
 from loadgen.report.build import write_reports
-from loadgen.report.combine import AGGREGATE_FILE, Phase, combine_phases, read_aggregate, write_aggregate
+from loadgen.report.combine import (
+    AGGREGATE_FILE,
+    Phase,
+    combine_phases,
+    phase_dir,
+    read_aggregate,
+    write_aggregate,
+)
 
 __all__ = ["phase_dir", "run_sequential"]
-
-
-def phase_dir(report_dir: Path, index: int, variant: str) -> Path:
-    return report_dir / "phases" / f"{index + 1}-{variant}"
 
 
 def _say(text: str) -> None:

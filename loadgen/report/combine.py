@@ -23,7 +23,7 @@ from loadgen.report.build import build_report
 from loadgen.report.cluster_metrics_report import join_cluster_sections
 from loadgen.report.server_split import latency_split
 
-__all__ = ["AGGREGATE_FILE", "Phase", "combine_phases", "read_aggregate", "write_aggregate"]
+__all__ = ["AGGREGATE_FILE", "Phase", "combine_phases", "phase_dir", "read_aggregate", "write_aggregate"]
 
 AGGREGATE_FILE = "aggregate.json"
 
@@ -47,6 +47,11 @@ def read_aggregate(path: Path) -> Aggregate:
     agg = Aggregate()
     agg.merge_wire(orjson.loads(path.read_bytes()))
     return agg
+
+
+def phase_dir(report_dir: Path, index: int, variant: str) -> Path:
+    """Where phase `index` (from 0: variant `variant` alone) of a sequential run writes its report."""
+    return report_dir / "phases" / f"{index + 1}-{variant}"
 
 
 @dataclass(frozen=True, slots=True)

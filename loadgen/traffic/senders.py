@@ -10,10 +10,20 @@ reads it where the run did not count its users (a report rebuilt from raw record
 from __future__ import annotations
 
 from collections.abc import Iterator
+from heapq import heapify, heapreplace
+from math import log2
 
 from loadgen.config.scenario import Scenario
 
-__all__ = ["scenario_senders", "senders_per_variant", "weighted_turns"]
+__all__ = [
+    "class_turns",
+    "load_leaves_variants",
+    "scenario_senders",
+    "senders_per_variant",
+    "uncovered_variants",
+    "users_leave_variants",
+    "weighted_turns",
+]
 
 
 def weighted_turns(weights: dict[str, float]) -> Iterator[str]:
@@ -49,3 +59,57 @@ def scenario_senders(scenario: Scenario) -> dict[str, int]:
     if scenario.load.sequential or len(scenario.variants) == 1:
         return {v.name: scenario.load.users for v in scenario.variants}
     return senders_per_variant(scenario, [scenario.load.users])
+
+
+def class_turns(weights: dict[str, float]) -> Iterator[str]:
+    """Closed loop: the variants' user classes in the order Locust's dispatcher hands users out (its
+    `locust.dispatch._kl_generator`, by Kullback-Leibler divergence: weights 5 and 1 give AAABAAAAABAA), here so
+    that a command that starts no Locust process (`loadgen k8s run`) can tell which variants would get no user.
+    tests/unit/test_senders_cover.py holds it to Locust's own."""
+    heap = [(w * log2(w / (w + 1.0)), w + 1.0, w, name) for name, w in weights.items() if w > 0]
+    heapify(heap)
+    while heap:
+        _, x, weight, name = heap[0]
+        yield name
+        heapreplace(heap, (weight * log2(x / (x + 1.0)), x + 1.0, weight, name))
+
+
+def uncovered_variants(scenario: Scenario, users: int | None = None) -> list[str]:
+    """The variants `users` users (default `load.users`) leave without a user: the weighted split of open loop (one
+    process's), the dispatcher's order of closed loop."""
+    n = scenario.load.users if users is None else users
+    if scenario.load.arrival is not None:
+        got = senders_per_variant(scenario, [n])
+    else:
+        got = dict.fromkeys((v.name for v in scenario.variants), 0)
+        turns = class_turns({v.name: v.weight for v in scenario.variants})
+        for _ in range(n):
+            got[next(turns)] += 1
+    return [v.name for v in scenario.variants if not got.get(v.name)]
+
+
+def users_leave_variants(scenario: Scenario, users: int | None = None, field: str = "load.users") -> str | None:
+    """Why `users` (the value of `field`) cannot run `scenario`: a variant would get no user under the weights, and
+    its SLOs fail for want of data. None when every variant gets one."""
+    idle = uncovered_variants(scenario, users)
+    if not idle:
+        return None
+    n = scenario.load.users if users is None else users
+    return (
+        f"{field} ({n}) leaves variant(s) {', '.join(idle)} without a user under variants[].weight "
+        f"({', '.join(f'{v.name} {v.weight:g}' for v in scenario.variants)}); raise {field} to at least "
+        f"{len(scenario.variants)} or even out the weights"
+    )
+
+
+def load_leaves_variants(scenario: Scenario, users: int | None = None) -> str | None:
+    """What a Locust master refuses before load (locust_plugin/plugin.py), and `loadgen k8s run` before it creates
+    anything: the users (`users`, else `load.users`; each stage's) leave a variant without one. Variants run one after
+    another (`load.sequential`) each get every user."""
+    if scenario.load.sequential and len(scenario.variants) > 1:
+        return None
+    stages = scenario.load.stages
+    if stages is not None:
+        staged = [users_leave_variants(scenario, st.users, f"load.stages[{i}].users") for i, st in enumerate(stages)]
+        return next((p for st, p in zip(stages, staged, strict=True) if st.users and p), None)
+    return users_leave_variants(scenario, users)
