@@ -1,5 +1,6 @@
-"""The scenario as the commands that load one read it: the file, its `--set key.path=value` overrides (validate,
-run, demo, sweep), and the copy the Locust processes read when overrides changed it."""
+"""The scenario as the commands that load one read it: the file, the environment's settings over it, its
+`--set key.path=value` overrides over those (validate, run, demo, sweep: config/precedence.py), and the copy the
+Locust processes read when overrides changed it."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 import yaml
 
 from loadgen.config.overrides import Override, parse_override
+from loadgen.config.precedence import environment_overrides
 from loadgen.config.scenario import ScenarioDocument, read_document
 
 __all__ = ["AS_RUN", "add_set_argument", "overrides_of", "read_with_overrides", "write_as_run"]
@@ -36,8 +38,10 @@ def overrides_of(args: argparse.Namespace) -> list[Override]:
 
 
 def read_with_overrides(path: str | Path, args: argparse.Namespace) -> ScenarioDocument:
-    """The scenario file with the command's `--set` flags applied, not yet validated; raises ``ConfigError``."""
-    return read_document(path).with_overrides(overrides_of(args))
+    """The scenario file with the environment's settings (`LOCUST_USERS`, `LOADGEN_DURATION`, …) then the
+    command's `--set` flags applied (scenario file < environment < command line), not yet validated; raises
+    ``ConfigError``."""
+    return read_document(path).with_overrides([*environment_overrides(), *overrides_of(args)])
 
 
 def write_as_run(doc: ScenarioDocument, report_dir: Path) -> Path:

@@ -27,6 +27,7 @@ from pathlib import Path
 from types import FrameType
 from urllib.parse import urlsplit
 
+from loadgen.config.precedence import ENV_VARS
 from loadgen.config.scenario import Scenario
 from loadgen.exit_codes import ExitCode
 from loadgen.report.failed_run import settle_run
@@ -191,7 +192,10 @@ def _locust_cmd(opts: RunOptions, report_dir: Path) -> list[str]:
 def run_scenario(scenario: Scenario, opts: RunOptions) -> int:
     report_dir = Path(opts.report_dir or scenario.report_dir)
     report_dir.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, **opts.extra_env, "PYTHONUNBUFFERED": "1"}
+    # The settings the environment gives (LOCUST_USERS, LOADGEN_DURATION, …) are in the scenario the caller resolved
+    # (config/precedence.py): the processes must not apply them again, over the command line's.
+    inherited = {k: v for k, v in os.environ.items() if k not in ENV_VARS}
+    env = {**inherited, **opts.extra_env, "PYTHONUNBUFFERED": "1"}
     base = _locust_cmd(opts, report_dir)
     procs: list[subprocess.Popen[bytes]] = []
     logs = []
