@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import math
 import sys
 import time
 from pathlib import Path
@@ -32,20 +33,29 @@ from locust.runners import MasterRunner, WorkerRunner
 
 from loadgen.config.errors import ConfigError
 from loadgen.config.overrides import parse_override
+from loadgen.config.precedence import given_duration, resolved_duration
 from loadgen.config.scenario import check_environment, read_document
 from loadgen.exit_codes import ExitCode
 from loadgen.locust_plugin import early_stop, live_metrics, locust_fixes, loop_clock
 from loadgen.locust_plugin.final_flush import flush_workers, hand_over_on_quit, note_workers_at_stop, send_final
 from loadgen.locust_plugin.live_state import current_report, users_per_variant
+from loadgen.locust_plugin.phases import enter_phase, plan_phases, run_phases
 from loadgen.locust_plugin.progress import add_progress_arguments, start_progress
-from loadgen.locust_plugin.request_stream import senders_per_variant
-from loadgen.locust_plugin.run_end import collect_local_final, finish_run, note_interrupted, on_quitting, reported
+from loadgen.locust_plugin.run_end import (
+    collect_local_final,
+    finish_run,
+    note_interrupted,
+    on_quitting,
+    report_ui_run,
+    reported,
+)
 from loadgen.locust_plugin.runtime import Runtime, runtime_of
 from loadgen.locust_plugin.shape import StagesShape
 from loadgen.locust_plugin.user import LLMUser, variant_user_classes
 from loadgen.locust_plugin.web_ui import install_web_ui
 from loadgen.measure.collector import Collector
 from loadgen.preflight import preflight
+from loadgen.traffic.senders import load_leaves_variants
 
 __all__ = ["current_report", "register", "users_per_variant"]
 
@@ -73,14 +83,17 @@ def _on_init(environment: Environment, **_: Any) -> None:
     if not path:
         sys.stderr.write("loadgen: --scenario FILE is required (or LOADGEN_SCENARIO)\n")
         sys.exit(ExitCode.USAGE)
-    override: str = getattr(opts, "loadgen_duration", "") or ""
+    headless = bool(opts is not None and opts.headless)
     try:
         doc = read_document(path)
-        # --loadgen-duration is a --set load.duration: validated like the file, so its rules (warm-up < duration)
-        # still hold, and a problem names the flag.
-        doc = (
-            doc.with_overrides([parse_override(f"load.duration={override}", "--loadgen-duration")]) if override else doc
+        # The duration from LOADGEN_DURATION / LOCUST_RUN_TIME, then --loadgen-duration / -t, over the file's
+        # (config/precedence.py): a --set load.duration, validated like the file, so its rules (warm-up < duration)
+        # still hold and a problem names where it came from.
+        duration = resolved_duration(
+            given_duration(getattr(opts, "loadgen_duration", "") or "", getattr(opts, "run_time", None))
         )
+        if duration is not None:
+            doc = doc.with_overrides([parse_override(f"load.duration={duration.value}", duration.source)])
         scenario = doc.validate()
     except ConfigError as e:
         sys.stderr.write(f"{e}\n")
@@ -94,13 +107,16 @@ def _on_init(environment: Environment, **_: Any) -> None:
             "the Helm chart) needs their base_url\n"
         )
         sys.exit(ExitCode.USAGE)
+    plan = None
     if scenario.load.sequential and len(scenario.variants) > 1:
-        # One Locust run sends to every variant at once; `loadgen run` is what runs them one after another.
-        sys.stderr.write(
-            f"{path}: load.sequential: runs through `loadgen run` (one run per variant, then one report); a "
-            "Locust run (the web UI, or locust -f) sends to all variants together: set sequential: false here\n"
-        )
-        sys.exit(ExitCode.USAGE)
+        if not headless and not isinstance(environment.runner, WorkerRunner):
+            sys.stderr.write(_UI_SEQUENTIAL.format(path=path))
+            sys.exit(ExitCode.USAGE)
+        try:  # every process runs the same phases, one variant each (locust_plugin/phases.py)
+            plan = plan_phases(doc.data, scenario, path, Path(getattr(opts, "report_dir", "") or scenario.report_dir))
+        except ConfigError as e:
+            sys.stderr.write(f"{e}\n")
+            sys.exit(ExitCode.USAGE)
     try:
         if not isinstance(environment.runner, MasterRunner):
             # The processes that send requests need the keys (on Kubernetes the master may well not have them).
@@ -119,20 +135,21 @@ def _on_init(environment: Environment, **_: Any) -> None:
             sys.stderr.write(f"--raw-records {raw_dir}: cannot create the folder ({e.strerror or e})\n")
             sys.exit(ExitCode.USAGE)
     runner = environment.runner
+    first = plan.scenarios[0] if plan is not None else scenario  # what this process runs first
     if not isinstance(runner, WorkerRunner):
-        if scenario.load.stages is not None:
-            staged = [(f"load.stages[{i}].users", st.users) for i, st in enumerate(scenario.load.stages) if st.users]
-            problem = next(filter(None, (_check_users_cover_variants(scenario, n, f) for f, n in staged)), None)
-        else:
-            problem = _check_users_cover_variants(scenario, getattr(opts, "num_users", None) if opts else None)
+        problem = load_leaves_variants(scenario, getattr(opts, "num_users", None) if opts else None)
         if problem:
             sys.stderr.write(f"{path}: {problem}\n")
             sys.exit(ExitCode.USAGE)
     _use_variant_classes(environment, scenario)
     locust_fixes.warm_stop_caller_lookup()  # after a run's imports: the stop's caller lookup then costs 0.2 ms, not 100
-    rt = Runtime(environment, scenario, getattr(opts, "raw_records", "") or None)
+    rt = Runtime(environment, first, getattr(opts, "raw_records", "") or None)
     rt.crashes.install()
     environment.loadgen = rt  # type: ignore[attr-defined]
+    if plan is not None:
+        plan.classes = {v: c for c in environment.user_classes if (v := getattr(c, "variant", None)) is not None}
+        rt.phases = plan
+        enter_phase(environment, 0)
     environment.events.quitting.add_listener(note_interrupted)
     if isinstance(runner, WorkerRunner):
         environment.events.quitting.add_listener(hand_over_on_quit)
@@ -140,7 +157,7 @@ def _on_init(environment: Environment, **_: Any) -> None:
         # The drain (load.drain) runs in each worker's stop (Runtime.drain_in_flight); the master's stop waits for it.
         # Not Locust's graceful stop: a worker would then sleep stop_timeout more, and its final flush be lost.
         environment.stop_timeout = scenario.load.drain
-    if scenario.load.stages is not None and not isinstance(runner, WorkerRunner):
+    if scenario.load.stages is not None and not isinstance(runner, WorkerRunner) and plan is None:
         # Locust reads the shape after init (headless: start_shape; the web UI: shape mode), so it can be set here.
         shape = StagesShape(scenario)
         shape.runner = runner
@@ -152,6 +169,16 @@ def _on_init(environment: Environment, **_: Any) -> None:
             opts.num_users = scenario.load.users
         if getattr(opts, "spawn_rate", None) is None:
             opts.spawn_rate = scenario.load.spawn_rate
+        if plan is not None and first.load.stages:  # the phases' stages are driven by phases.py, from stage 1's
+            opts.num_users = first.load.stages[0].users
+            opts.spawn_rate = first.load.stages[0].spawn_rate or first.load.spawn_rate
+        # The run's length is load.duration, from wherever it came (config/precedence.py). Headless, loadgen ends
+        # the run then (not Locust's -t timer, which would also end a sequential run after its first phase). In the
+        # web UI it is the Start form's run time, prefilled (whole seconds: the form's format): a run started
+        # without changing it stops by itself then (and with --autostart too).
+        opts.run_time = None if headless or environment.shape_class is not None else math.ceil(scenario.load.duration)
+        if environment.web_ui is not None:
+            environment.web_ui.update_template_args()
 
     def _spawned(**_: Any) -> None:
         # Everything alive now (modules, users, streams, connections; a master's per-worker state) lives for the whole
@@ -192,27 +219,13 @@ def _on_init(environment: Environment, **_: Any) -> None:
     locust_fixes.initialised()
 
 
-def _check_users_cover_variants(scenario: Any, users: int | None, field: str = "load.users") -> str | None:
-    """Every variant must get a user under Locust's weighted dispatch, or its SLOs fail for want of data."""
-    from collections import Counter
-
-    from locust.dispatch import _kl_generator
-
-    n = users if users is not None else scenario.load.users
-    got: Counter[str]
-    if scenario.load.arrival is not None:
-        got = Counter(senders_per_variant(scenario, [n]))
-    else:
-        gen = _kl_generator((v.name, v.weight) for v in scenario.variants)
-        got = Counter(str(next(gen)) for _ in range(n))
-    idle = [v.name for v in scenario.variants if not got.get(v.name)]
-    if not idle:
-        return None
-    return (
-        f"{field} ({n}) leaves variant(s) {', '.join(idle)} without a user under variants[].weight "
-        f"({', '.join(f'{v.name} {v.weight:g}' for v in scenario.variants)}); raise {field} to at least "
-        f"{len(scenario.variants)} or even out the weights"
-    )
+_UI_SEQUENTIAL = (
+    "{path}: load.sequential: the web UI starts one run with every variant at once, and cannot run the variants one "
+    "after another. Run this scenario headless, which runs each variant in turn with the same workers and writes one "
+    "report: `loadgen run {path}`, `locust -f … --headless` (with --master and workers, or alone), the Helm chart's "
+    "mode: headless, or `loadgen k8s run`. To watch one variant in the web UI, give it a scenario of its own; if the "
+    "variants do not share a GPU, set load.sequential: false to run them together.\n"
+)
 
 
 def _use_variant_classes(environment: Environment, scenario: Any) -> None:
@@ -231,6 +244,8 @@ def _use_variant_classes(environment: Environment, scenario: Any) -> None:
 def _on_run_number(environment: Environment, msg: Any, **_: Any) -> None:
     rt = runtime_of(environment)
     rt.run_from_master = int(msg.data["run"])
+    if "phase" in msg.data and rt.phases is not None:
+        enter_phase(environment, int(msg.data["phase"]))
     share = (int(msg.data["worker"]), int(msg.data["workers"])) if "workers" in msg.data else None
     rt.share_from_master = share
 
@@ -275,8 +290,9 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
             key=runner.get_worker_index,
         )
         rank = {wid: k for k, wid in enumerate(active)}
+        phase = {} if rt.phases is None else {"phase": rt.phases.index}  # (a sequential run: which variant alone)
         for c in runner.clients.all:
-            data: dict[str, int] = {"run": run}
+            data: dict[str, int] = {"run": run, **phase}
             if c.id in rank:
                 data |= {"worker": rank[c.id], "workers": len(active)}
             runner.send_message("loadgen_run", data, client_id=c.id)
@@ -294,7 +310,11 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
         opts = environment.parsed_options
         if opts is not None and opts.headless and not opts.run_time and environment.shape_class is None:
             # (A stages shape ends the run itself: its tick returns None after the last stage.)
-            gevent.spawn(_run_for_duration, environment)
+            if rt.phases is None:
+                gevent.spawn(_run_for_duration, environment)
+            elif not rt.phases.running:  # phase 1 started: the phases go on from here
+                rt.phases.running = True
+                gevent.spawn(run_phases, environment)
         if opts is not None and opts.headless:
             start_progress(environment, col)
 
@@ -330,6 +350,9 @@ def _on_test_stop(environment: Environment, **_: Any) -> None:
             collect_local_final(rt)
     elif col is not None and not col.flushed:
         flush_workers(runner, col)
+    opts = environment.parsed_options
+    if col is not None and opts is not None and not opts.headless:
+        report_ui_run(environment)  # a web-UI run's report, as a headless run's
 
 
 def _run_for_duration(environment: Environment) -> None:

@@ -22,15 +22,28 @@ from loadgen.locust_plugin.runtime import Runtime, runtime_of
 from loadgen.report.build import write_reports
 from loadgen.report.combine import write_aggregate
 
-__all__ = ["collect_local_final", "finish_run", "note_interrupted", "on_quitting", "reported", "write_final_report"]
+__all__ = [
+    "collect_local_final",
+    "finish_run",
+    "note_interrupted",
+    "on_quitting",
+    "report_ui_run",
+    "reported",
+    "write_final_report",
+]
 
 log = logging.getLogger("loadgen")
 
 
 def finish_run(environment: Environment) -> dict[str, Any] | None:
-    """Stop the users (which collects every worker's last delta), write the report, set the exit code, quit."""
+    """Stop the users (which collects every worker's last delta), write the report, set the exit code, quit. In a
+    sequential run (locust_plugin/phases.py) this ends the phase under way, and the run goes on to the next."""
     runner = environment.runner
     assert runner is not None
+    plan = getattr(runtime_of(environment), "phases", None)
+    if plan is not None and plan.running:
+        plan.end_now.set()
+        return None
     try:
         runner.stop()
         report = write_final_report(environment)
@@ -40,6 +53,19 @@ def finish_run(environment: Environment) -> dict[str, Any] | None:
         report = None
     runner.quit()
     return report
+
+
+def report_ui_run(environment: Environment) -> None:
+    """A web-UI run ended (its run time, Stop, its last stage, a `stop_when` rule): its report written as a headless
+    run's, and its exit code kept for when the process quits."""
+    rt = runtime_of(environment)
+    col = rt.collector
+    if col is None or col.reported or col.started_wall is None:
+        return
+    try:
+        environment.process_exit_code = write_final_report(environment)["exit_code"]
+    except Exception as e:  # noqa: BLE001 - the UI goes on; the run failed
+        _report_failed(environment, e)
 
 
 def _report_failed(environment: Environment, e: Exception) -> None:
@@ -68,13 +94,16 @@ def collect_local_final(rt: Runtime) -> None:
     rt.collector.flushed = True
 
 
-def write_final_report(environment: Environment, failed: list[str] | None = None) -> dict[str, Any]:
+def write_final_report(
+    environment: Environment, failed: list[str] | None = None, out_dir: Path | None = None
+) -> dict[str, Any]:
+    """The run's report (and its aggregate) into `out_dir` (default: the run's report folder)."""
     rt = runtime_of(environment)
     assert rt.collector is not None
     report = current_report(environment, failed)  # each variant's own /metrics over the run included
     if rt.interrupted:
         report["run"]["interrupted"] = True
-    out_dir = _report_dir(environment)
+    out_dir = out_dir or _report_dir(environment)
     write_reports(report, out_dir)
     write_aggregate(rt.collector.aggregate, out_dir)  # the exact histograms, to rebuild or combine reports
     export_run_metrics(rt.scenario, report)  # `tracing.otlp_endpoint`: the summary as OTLP gauges (live/otlp.py)
@@ -84,6 +113,25 @@ def write_final_report(environment: Environment, failed: list[str] | None = None
 
 
 def on_quitting(environment: Environment, **_: Any) -> None:
+    plan = getattr(getattr(environment, "loadgen", None), "phases", None)
+    if plan is not None:
+        plan.quitting = True
+    _on_quitting(environment)
+    if plan is not None and plan.running and not plan.finished:
+        # A sequential run stopped before its last phase ended: no combined report (its variants did not all run).
+        log.error(
+            "loadgen: the sequential run was stopped in variant %r's phase (%d of %d): no report of all variants; "
+            "each phase's report is in %s; exit %d",
+            plan.variant,
+            plan.index + 1,
+            len(plan.scenarios),
+            plan.report_dir / "phases",
+            ExitCode.RUN_FAILED,
+        )
+        environment.process_exit_code = ExitCode.RUN_FAILED
+
+
+def _on_quitting(environment: Environment) -> None:
     rt = getattr(environment, "loadgen", None)
     if rt is not None and rt.collector is None and rt.raw is not None:  # a worker: what it finished to its shard
         rt.drain()
@@ -110,7 +158,9 @@ def on_quitting(environment: Environment, **_: Any) -> None:
         if not isinstance(environment.runner, MasterRunner) and not col.flushed:
             collect_local_final(rt)
         cut = _cut_short(environment, rt, rt.interrupted) if headless else None
-        report = write_final_report(environment, [cut] if cut else None)
+        plan = rt.phases
+        phase_out = plan.out_dir() if plan is not None and plan.running else None  # the phase under way's folder
+        report = write_final_report(environment, [cut] if cut else None, phase_out)
     except Exception as e:  # noqa: BLE001
         _report_failed(environment, e)
         return

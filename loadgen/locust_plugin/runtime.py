@@ -55,7 +55,8 @@ _DRAIN_POLL = 0.05
 class Runtime:
     def __init__(self, environment: Environment, scenario: Scenario, raw_dir: str | None) -> None:
         self.env = environment
-        self.scenario = scenario
+        self.scenario = scenario  # a sequential run's phase under way (locust_plugin/phases.py): its variant alone
+        self.phases: Any = None  # a sequential run's PhasePlan (phases.py), else None
         self.aggregate = Aggregate()
         self.health = HealthStats()
         self.warmup_end = math.inf

@@ -248,9 +248,11 @@ def test_locust_refuses_bad_setups_before_load(tmp_path: Path, sim: Any) -> None
     proc = _run(_locust(_scenario(tmp_path, sim), tmp_path, "--headless", "-u", "2"))  # -u overrides load.users
     assert proc.returncode == 2 and "load.users (2)" in proc.stderr and "variants[].weight" in proc.stderr
     assert not list((tmp_path / "raw").glob("*.jsonl")), "nothing was sent"
-    # A sequential scenario is `loadgen run`'s to run one variant after another: a Locust run would send to all.
+    # The web UI starts one run with every variant: a sequential scenario is refused before it serves, saying what
+    # runs it (headless runs it: test_sequential_cluster.py).
     seq = write_scenario(
         tmp_path / "q.yaml", {v: sim.base_url(v) for v in VARIANTS}, load={"duration": "3s", "sequential": True}
     )
-    proc = _run(_locust(seq, tmp_path, "--headless"))
-    assert proc.returncode == 2 and "load.sequential: runs through `loadgen run`" in proc.stderr, proc.stderr
+    proc = _run(_locust(seq, tmp_path, "--web-host", "127.0.0.1", "--web-port", str(free_port())))
+    assert proc.returncode == 2 and "load.sequential: the web UI starts one run" in proc.stderr, proc.stderr
+    assert "`loadgen run " in proc.stderr and "--headless" in proc.stderr
