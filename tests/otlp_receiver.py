@@ -124,10 +124,11 @@ def _handler(received: Received) -> type[BaseHTTPRequestHandler]:
 
 
 @contextmanager
-def otlp_receiver() -> Iterator[tuple[str, Received]]:
-    """(base URL, what it received) of a receiver on 127.0.0.1, served from a thread until the block ends."""
+def otlp_receiver(port: int = 0) -> Iterator[tuple[str, Received]]:
+    """(base URL, what it received) of a receiver on 127.0.0.1 (`port`, else a free one), served from a thread until
+    the block ends."""
     received = Received()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(received))
+    server = ThreadingHTTPServer(("127.0.0.1", port), _handler(received))
     thread = threading.Thread(target=server.serve_forever, name="otlp-receiver", daemon=True)
     thread.start()
     try:
