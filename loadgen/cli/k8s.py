@@ -9,8 +9,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from loadgen.config.errors import ConfigError
 from loadgen.exit_codes import ExitCode
 
@@ -121,15 +119,37 @@ def _secrets(specs: list[str]) -> dict[str, dict[str, str]]:
     return out
 
 
+def _scenario_doc(args: argparse.Namespace) -> dict[str, Any]:
+    """The scenario the pods run: the file, the environment's settings over it, then --duration (config/precedence.py),
+    validated; and refused here, before any object exists, for what the master would refuse at its start that this
+    machine can tell (a variant the users leave without one). Raises ``ConfigError``."""
+    from loadgen.config.errors import ConfigIssue
+    from loadgen.config.overrides import parse_override
+    from loadgen.config.precedence import environment_overrides
+    from loadgen.config.scenario import read_document
+    from loadgen.config.variant_doc import phase_scenarios
+    from loadgen.traffic.senders import load_leaves_variants
+
+    flags = [parse_override(f"load.duration={args.duration}", "--duration")] if args.duration else []
+    doc = read_document(args.file).with_overrides([*environment_overrides(), *flags])
+    sc = doc.validate()
+    if sc.load.sequential and len(sc.variants) > 1:
+        phase_scenarios(doc.data, sc, args.file)  # the master runs each variant alone: each such scenario valid
+    problem = load_leaves_variants(sc)
+    if problem:
+        raise ConfigError([ConfigIssue("", problem)], args.file)
+    return dict(doc.data)
+
+
 def _run(args: argparse.Namespace) -> int:
-    from loadgen.config.scenario import load_scenario, validate_scenario
+    from loadgen.config.scenario import validate_scenario
     from loadgen.k8s.resolve import resolve_doc
     from loadgen.k8s.run import INTERRUPTED, run_in_cluster
     from loadgen.k8s.run_objects import RunSpec, image_ref, rendered
     from loadgen.k8s.scenario_secrets import secret_env_names
 
     try:
-        load_scenario(args.file)
+        doc = _scenario_doc(args)
     except ConfigError as e:
         print(e, file=sys.stderr)
         return ExitCode.USAGE
@@ -144,9 +164,6 @@ def _run(args: argparse.Namespace) -> int:
     except ValueError:
         print("loadgen: --secret: expected ENV=SECRET:KEY, e.g. OPENAI_API_KEY=llm-keys:openai", file=sys.stderr)
         return ExitCode.USAGE
-    doc = yaml.safe_load(Path(args.file).read_text(encoding="utf-8"))
-    if args.duration:
-        doc["load"] = {**(doc.get("load") or {}), "duration": args.duration}  # validated with the rest below
     # The pods read every credential variable from a Secret (the chart refuses one without, and so does this).
     keyless = {
         name: field
