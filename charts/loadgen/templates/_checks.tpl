@@ -7,6 +7,11 @@ loadgen/config/credentials.py). Included by every template that holds the scenar
 {{- include "loadgen.checkEnvNames" . -}}
 {{- include "loadgen.checkHeaders" . -}}
 {{- $sc := .Values.scenario -}}
+{{- /* The web UI starts one run with every variant: a sequential scenario is refused here rather than by a master
+that would exit 2 at its start (locust_plugin/plugin.py); headless, the master runs the variants in turn. */ -}}
+{{- if and (ne .Values.mode "headless") (dig "load" "sequential" false $sc) (gt (len ($sc.variants | default list)) 1) -}}
+{{- fail "scenario load.sequential: mode ui (the web UI) starts one run with every variant at once and cannot run them one after another; set mode: headless, whose master runs each variant in turn with the same workers and writes one report (or load.sequential: false if the variants do not share a GPU)" -}}
+{{- end -}}
 {{- range $i, $v := ($sc.variants | default list) -}}
 {{- include "loadgen.checkBody" (dict "at" (printf "variants[%d].extra_body" $i) "value" ($v.extra_body | default dict)) -}}
 {{- include "loadgen.checkUrl" (dict "at" (printf "variants[%d].base_url" $i) "url" $v.base_url "instead" "set api_key_env to the NAME of an environment variable holding the key") -}}
