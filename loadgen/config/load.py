@@ -161,10 +161,12 @@ class Load(BaseModel):
     )
     sequential: StrictBool = Field(
         default=False,
-        description="Run the variants one after another instead of together (variants that share one GPU): "
-        "`loadgen run` gives each variant in turn the whole load (all `users`, or the whole arrival schedule) "
-        "for `duration`, with the same seeded requests, and writes one report of all of them. Headless only: the "
-        "web UI runs variants together.",
+        description="Run the variants one after another instead of together (variants that share one GPU): each "
+        "variant in turn gets the whole load (all `users`, or the whole arrival schedule) for `duration`, with its "
+        "own warm-up and drain and the same seeded requests, and one report holds them all. Every headless run "
+        "does this: `loadgen run`, and `locust --headless` alone or as a master with its workers (the Helm chart's "
+        "headless mode, `loadgen k8s run`). The web UI refuses such a scenario at its start: it runs every variant "
+        "at once.",
     )
     sequential_pause: Duration = Field(
         default=0.0,
