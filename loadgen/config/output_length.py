@@ -38,7 +38,8 @@ class ExactOutput(BaseModel):
         "benchmarks want: vLLM bench serve's --ignore-eos). Sent as `ignore_eos: true` (openai-*, llamacpp, "
         "triton) plus `min_tokens` = max_tokens (openai-*, triton). tgi and ollama-* have no such option: "
         "max_tokens is only a cap there and may not be true. The report gives each variant's `output_length`: "
-        "`enforced` or `max_only`. Null: on where the dialect can, except for hosts that reject unknown fields "
+        "`enforced` or `max_only`. Requests that carry tools or a response_format are sent without it (their "
+        "structure ends the reply). Null: on where the dialect can, except for hosts that reject unknown fields "
         "(api.openai.com, *.openai.azure.com); `extra_body.ignore_eos`, when given, decides instead.",
     )
 

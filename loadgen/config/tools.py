@@ -36,7 +36,8 @@ TOOLS_DOC = (
     "with a `tool_choice`, and/or a `response_format`, e.g. {share: 0.5, functions: 4, tool_choice: required}; the "
     "report then gives time to the first tool call apart from the first content token (openai-chat only). With "
     "`sessions`, an agent: a turn after a tool call sends the call back with the tool's result (`role: tool`). "
-    "Null: plain requests."
+    "These requests are sent without the variant's exact_output (their structure ends the reply; max_tokens is a "
+    "cap), and a response_format's replies are judged valid JSON of the schema or not. Null: plain requests."
 )
 _TYPES = ("string", "integer", "number", "boolean")
 _WORDS = ("city", "date", "query", "limit", "unit", "account", "region", "amount", "label", "priority", "topic", "id")

@@ -28,6 +28,7 @@ from loadgen.measure.fates import sent_in_warmup
 from loadgen.measure.outputs import OutputSamples
 from loadgen.measure.pairs import pair_hash
 from loadgen.measure.records import ErrorKind, RequestRecord
+from loadgen.measure.structured import StructuredJudge
 from loadgen.measure.token_counts import needs_text
 from loadgen.protocol.accumulator import StreamAccumulator
 from loadgen.protocol.dialects import dialect_for
@@ -48,6 +49,8 @@ __all__ = [
 
 # The request stream an open-loop run draws from: request i is the schedule's arrival i (all workers together).
 OPEN_LOOP_STREAM = 0
+# One per process: every stream's requests of a mix carry the same schema object, compiled once.
+_JUDGE = StructuredJudge()
 
 
 def class_wire(scenario: Scenario, variant: Variant) -> dict[str, tuple[bytes, dict[str, Any] | None]]:
@@ -268,12 +271,17 @@ class RequestStream:
             rec.adapter = model = self._adapters.draw(self.stream_id, spec.index)
         # A variant's `stream: false`: one whole reply, read at its end (protocol/whole_reply.py).
         reader = StreamAccumulator if self._dialect.stream else WholeReplyAccumulator
-        acc = reader(rec, self._dialect, self.keep_text or self._wants_text(spec))
         class_head, extra_body = self._classes[spec.priority_class]
         fields = None if self._tools is None else self._tools.draw(spec.mix, self.stream_id, spec.index, spec.turn)
+        asked = None if fields is None else fields.get("response_format")  # its reply is judged: keep the text
+        acc = reader(rec, self._dialect, self.keep_text or asked is not None or self._wants_text(spec))
         if fields is not None:  # the variant's own extra_body still wins
             rec.carried_tools = True
             extra_body = {**fields, **(extra_body or {})}
+            # Its structure ends the reply (a closed JSON object, a tool call): forcing tokens past that end
+            # (`exact_output`'s ignore_eos + min_tokens) makes a guided server pad it until max_tokens and break
+            # it (vLLM: every reply cut, not JSON). max_tokens stays a cap for these requests.
+            extra_body.pop("ignore_eos", None)
         body = self._dialect.build_body(spec, model, self._continuous, extra_body)
         extra = b"X-Request-Id: " + rid.encode() + b"\r\n" + class_head
         if self._trace is not None:
@@ -329,6 +337,8 @@ class RequestStream:
             activity.in_flight -= 1
         if not rec.sent:
             rec.sent = rec.done or time.monotonic()
+        if asked is not None and rec.error is None and not rec.cancelled:
+            rec.structured = _JUDGE.judge(rec.output_text, asked)
         if self._secrets and rec.error is not None:
             # Servers echo bad keys in error bodies ("Incorrect API key provided: sk-…"); reports must not.
             rec.error_detail = redact(rec.error_detail, self._secrets)

@@ -163,6 +163,9 @@ class RequestRecord:
     # See measure/tool_calls.py.
     carried_tools: bool = False
     tool_call_chunks: array[int] | None = None
+    # A reply a `response_format` asked for, judged (measure/structured.py): "valid", "not_json" or "off_schema";
+    # "" when the request asked for none or did not succeed.
+    structured: str = ""
     # With the text kept (a session): the reply's tool call, {id, name, arguments}, None when it made none. Not in
     # raw rows: the next turn sends it back (traffic/sessions.py).
     tool_call_reply: dict[str, str] | None = None
@@ -304,6 +307,7 @@ class RequestRecord:
             reasoning_chunks=array("l", row["reasoning_chunks"]) if row.get("reasoning_chunks") else None,
             reasoning_tokens=row.get("reasoning_tokens"),
             carried_tools=bool(row.get("carried_tools")),
+            structured=str(row.get("structured") or ""),
             tool_call_chunks=array("l", row["tool_call_chunks"]) if row.get("tool_call_chunks") else None,
             traceparent=row.get("traceparent"),
             streamed=row.get("streamed", True) is not False,
@@ -351,6 +355,7 @@ class RequestRecord:
             "reasoning_chunks": None if self.reasoning_chunks is None else list(self.reasoning_chunks),
             "reasoning_tokens": self.reasoning_tokens,
             "carried_tools": self.carried_tools,
+            "structured": self.structured,
             "tool_call_chunks": None if self.tool_call_chunks is None else list(self.tool_call_chunks),
             "traceparent": self.traceparent,
             # Its trace id alone: what a tracing backend is searched by.

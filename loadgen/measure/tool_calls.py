@@ -49,6 +49,9 @@ def add_tool_calls(counts: dict[str, int], hist: Callable[[str], LatencyHistogra
     if not rec.carried_tools:
         return
     counts["tools_requests"] = counts.get("tools_requests", 0) + 1
+    if rec.structured:  # measure/structured.py: a response_format's reply, judged
+        key = f"tools_structured_{rec.structured}"
+        counts[key] = counts.get(key, 0) + 1
     if not rec.streamed:
         return
     first_call, first_content, call_tokens = tool_call_times(rec)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from loadgen.measure.aggregate import GroupStats
+from loadgen.measure.structured import VERDICTS
 from loadgen.measure.tool_calls import TOOL_METRICS
 from loadgen.report.numbers import SHARE, figure, percent, stat_ms
 from loadgen.report.table_section import html_table_section, markdown_table_section
@@ -24,13 +25,15 @@ _HEAD = (
     "first tool call p99 ms",
     "first content p50 ms",
     "first content p99 ms",
+    "structured valid",
 )
 _NOTE = (
     "Per successful request that carried tools or a response_format (traffic.mixes[].tools): the share of replies "
     "that called a tool (streamed delta.tool_calls), the time from the request write to the first tool-call piece "
     "and to the first content token (none for a reply that only called a tool; TTFT is the first token of either), "
     "and the tool call's tokens (its name and arguments, as the server counted or one per chunk). Whole replies "
-    "(stream: false) count among the requests only."
+    "(stream: false) count among the requests only. Structured valid: of the successful replies a response_format "
+    "asked for, the share that parsed as JSON and matched its schema (an object for json_object), of how many."
 )
 
 
@@ -48,11 +51,21 @@ def _group(g: GroupStats) -> dict[str, Any] | None:
         "tool_call_tokens": tokens,
         "tool_call_tokens_mean": round(tokens / calls, 2) if calls else None,
         "content_replies": counts.get("tools_content_replies", 0),
+        "structured": _structured(counts),
     }
     for metric in TOOL_METRICS:
         h = g.hists.get(metric)
         out[f"{metric}_ms"] = h.summary_ms() if h is not None and h.count else None
     return out
+
+
+def _structured(counts: dict[str, int]) -> dict[str, Any] | None:
+    """The replies a response_format asked for, by verdict (measure/structured.py); None when none was judged."""
+    out: dict[str, Any] = {k: counts.get(f"tools_structured_{k}", 0) for k in VERDICTS}
+    judged = sum(out.values())
+    if not judged:
+        return None
+    return {"judged": judged, **out, "valid_share": round(out["valid"] / judged, 4)}
 
 
 def tool_calls_json(merged: GroupStats, mixes: dict[str, GroupStats]) -> dict[str, Any] | None:
@@ -88,9 +101,14 @@ def _rows(report: dict[str, Any]) -> list[list[str]]:
                 stat_ms(first_call, "p99"),
                 stat_ms(first_content, "p50"),
                 stat_ms(first_content, "p99"),
+                _valid(x.get("structured")),
             ]
         )
     return rows
+
+
+def _valid(st: dict[str, Any] | None) -> str:
+    return "–" if st is None else f"{percent(st['valid_share'], SHARE)} of {st['judged']}"
 
 
 def tool_calls_lines(report: dict[str, Any]) -> list[str]:

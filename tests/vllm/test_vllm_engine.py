@@ -195,3 +195,42 @@ def test_priority_scheduling_serves_the_interactive_class_first(
     fast, slow = (classes[n]["metrics_ms"]["ttft"]["p50"] for n in ("interactive", "batch"))
     print("interactive", fast, "batch", slow)
     assert fast <= 0.5 * slow, (fast, slow)
+
+
+def test_structured_output_is_vllms_guided_json(vllm_server: str, tmp_path_factory: pytest.TempPathFactory) -> None:
+    # A mix whose every request carries a response_format json_schema: vLLM constrains its decoding to the schema,
+    # so a reply that ended by itself (finish_reason stop) is judged valid, one cut at max_tokens before its object
+    # closed is not JSON; the client's token counts are vLLM's usage, the report's counts the records'. The variant
+    # keeps its default exact_output, which these requests must not carry (sent with ignore_eos, vLLM padded 4
+    # replies of 4 to max_tokens and broke them); the schema bounds its values, as a 135M model given a prompt of
+    # random words may ramble inside an unbounded string.
+    tmp = tmp_path_factory.mktemp("vllm-structured")
+    mix = {"buckets": [{"name": "s", "prompt_tokens": [30, 60], "weight": 1}], "output_tokens": [96, 128]}
+    schema = {
+        "type": "object",
+        "properties": {
+            "city": {"type": "string", "maxLength": 16},
+            "days": {"enum": [1, 2, 3, 7]},
+            "ok": {"type": "boolean"},
+        },
+        "required": ["city", "days", "ok"],
+        "additionalProperties": False,
+    }
+    tools = {"response_format": "json_schema", "json_schema": schema}
+    run = _run(
+        tmp,
+        "structured",
+        vllm_server,
+        traffic={"mixes": [{"name": "json", "weight": 1, "tools": tools}], "custom_mixes": {"json": mix}},
+        load={"users": 2, "duration": "20s", "warmup": 0},
+    )
+    done = [r for r in run["records"] if r["fate"] in ("succeeded", "drained")]
+    print({k: sum(r["structured"] == k for r in done) for k in ("valid", "not_json", "off_schema")})
+    assert len(done) >= 4, run["records"]
+    for r in done:
+        assert r["carried_tools"] and r["token_source"] == "server", r
+        assert r["structured"] == ("valid" if r["finish_reason"] == "stop" else "not_json"), r
+    # Ended by itself, hence valid: at least a third (seen 5 of 8; 0 of 4 while these requests carried ignore_eos).
+    assert sum(r["finish_reason"] == "stop" for r in done) >= len(done) / 3
+    got = run["variant"]["tool_calls"]["structured"]
+    assert got["judged"] == len(done) and got["valid"] == sum(r["structured"] == "valid" for r in done), got
