@@ -30,12 +30,18 @@ from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parents[1]
 DIST = "llm-loadgen"
+# Appended (with a shorter duration) to the `loadgen demo` / `loadgen run` the docs show: on a shared 2-core machine
+# another process's load can make the generator's own health the verdict (exit 3), which is not what is tested here.
+LOOSE_TRUST = (
+    "--set run_trust.loop_lag_p99_ms=500 --set run_trust.schedule_slip_p99_ms=500 --set run_trust.cpu_percent_p90=100"
+)
 # The commands of the README's `cluster` block that tests/k8s_chart/test_readme_cluster.py knows how to check.
 CLUSTER_COMMANDS = ("helm install ", "loadgen k8s run ")
 
 __all__ = [
     "CLUSTER_COMMANDS",
     "DIST",
+    "LOOSE_TRUST",
     "ROOT",
     "Block",
     "block_commands",

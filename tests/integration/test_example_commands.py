@@ -5,8 +5,8 @@ From a folder where `loadgen/examples/…` resolves as in a clone, with `loadgen
 - `loadgen sim …`: started as written (a terminal of its own), until every `--variant` port serves `/v1/models`;
 - `loadgen run loadgen/examples/X.yaml …` (an environment prefix included): run against it, shortened by the flags
   the `loadgen` shim appends (RUN_ARGS: 1 s, no warm-up, 2 s to finish what is in flight, one process, no printed
-  report); a verdict (0 or 1: a 1 s run may breach an SLO the example breaches by design; or 3, a generator that a
-  busy shared machine kept from keeping time), with requests sent to every variant of the example;
+  report, looser run-trust bounds); a verdict (0 or 1: a 1 s run may breach an SLO the example breaches by design),
+  with requests sent to every variant of the example;
 - `loadgen validate loadgen/examples/X.yaml`: exit 0;
 - `pip install -e ".[extra]"`: the extra exists and what it installs imports here;
 - `docker run … -p 4318:4318 …` (an OTLP receiver): stood in for by the tests' loopback receiver on that port, which
@@ -28,12 +28,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.commands import DIST, ROOT, comment_commands, shell_env
+from tests.commands import DIST, LOOSE_TRUST, ROOT, comment_commands, shell_env
 from tests.otlp_receiver import otlp_receiver
 from tests.serving import serving_process
 
 EXAMPLES = sorted((ROOT / "loadgen" / "examples").glob("*.yaml"))
-RUN_ARGS = "--duration 1s --set load.warmup=0s --set load.drain=2s --workers 0 --quiet"
+RUN_ARGS = f"--duration 1s --set load.warmup=0s --set load.drain=2s --workers 0 --quiet {LOOSE_TRUST}"
 _ENV = r"""(\w+=(?:'[^']*'|"[^"]*"|\S+) )*"""  # VAR=value before a command
 NOT_RUN = {"vllm serve ": "needs a GPU and the model's weights (the simulator stands in, as the example says)"}
 
@@ -61,7 +61,7 @@ def _run(cmd: str, work: Path, env: dict[str, str], name: str) -> None:
     if " validate " in cmd:
         assert proc.returncode == 0, f"{name}: {cmd!r} exited {proc.returncode}\n{out}"
         return
-    assert proc.returncode in (0, 1, 3), f"{name}: {cmd!r} exited {proc.returncode}\n{out}"
+    assert proc.returncode in (0, 1), f"{name}: {cmd!r} exited {proc.returncode}\n{out}"
     scenario = yaml.safe_load((ROOT / cmd.split("loadgen run ", 1)[1].split()[0]).read_text(encoding="utf-8"))
     report_dir = work / scenario.get("report_dir", "loadgen-report")
     report = json.loads((report_dir / "report.json").read_text(encoding="utf-8"))

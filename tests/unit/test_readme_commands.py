@@ -1,78 +1,74 @@
-"""Every command in the README is run by a test.
+"""Every command block of the README says how it is tested, and every runnable command is in a block.
 
-The README's shell blocks are split into commands (continuations joined, comments dropped, `a && b` two commands);
-inline code names commands and files, and an inline span that starts like a command (`pip …`, `bash …`, `python …`)
-must be one of the blocks' commands or the start of one, so no runnable command hides in the prose.
-Each must match a rule below: either it is cheap and this test runs it as written, in a folder holding a valid
-`scenario.yaml`, and it must exit 0; or the rule names the tests that run it, and those files must exist and carry
-the command's subcommand and every `--option` it uses (or the rule's own needles, for commands that are not
-loadgen's). A command no rule matches fails here, and so does a rule that matches nothing: the README and this list
-move together. The README also stays a front door: under 200 lines.
+Each ```bash block carries a marker, an HTML comment on the line above it (`<!-- readme-test: KIND ARG -->`), that
+tests/integration/test_readme.py obeys when it runs the README's blocks in order:
+
+- `run` (`run, given PATH`: a file the block expects, stood in for by the session's newest report.json): run as
+  written, every command must exit 0;
+- `background URL`: a server started in a terminal of its own; the session goes on once URL answers;
+- `suite`: the test suite itself (`bash scripts/test`), which .ci/run runs: checked here to be what .ci/run runs;
+- `cluster`: needs a Kubernetes cluster; tests/k8s_chart/test_readme_cluster.py runs each of its commands against a
+  stand-in (the Helm library and a stub API server; the fake API server of tests/k8s), and only the commands it
+  knows how to check may be in the block.
+
+A block without a marker, or with another, fails here. Inline code that starts like a command (`pip …`, `bash …`,
+`locust …`) must be one of the blocks' commands or the start of one, so no runnable command hides in the prose.
+The README also stays a front door: under 200 lines.
 """
 
 from __future__ import annotations
 
 import re
-import shlex
-import shutil
-import subprocess
-import sys
-from dataclasses import dataclass
-from pathlib import Path
 
-import pytest
+from tests.commands import CLUSTER_COMMANDS, ROOT, block_commands, readme_blocks
 
-ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
-EXAMPLE = ROOT / "loadgen" / "examples" / "scenario.yaml"
+KINDS = ("run", "background", "suite", "cluster")
 
 
-@dataclass(frozen=True)
-class Rule:
-    pattern: str  # matched against the start of the command
-    tests: tuple[str, ...] = ()  # the files that run it; () means: this test runs it
-    needles: tuple[str, ...] | None = None  # what those files must hold; None: the subcommand and its --options
+def test_the_readme_is_a_front_door() -> None:
+    assert len(README.read_text(encoding="utf-8").splitlines()) < 200
 
 
-RULES = (
-    Rule(r"loadgen --version$"),
-    Rule(r"python -m loadgen --version$"),
-    Rule(r"loadgen validate scenario\.yaml( --set \S+)*$"),
-    Rule(r"loadgen schema( |$)"),
-    # Installed by scripts/test (what CI runs), then run by the demo's own test.
-    Rule(r"pip install -e \"\.\[dev\]\"$", ("scripts/test",), ('-e ".[dev]"',)),
-    Rule(r"loadgen demo$", ("tests/integration/test_demo.py",)),
-    # Against the simulator, then validated and run to exit 0 (tests/e2e/test_init_llamacpp.py: llama.cpp's server).
-    Rule(r"loadgen init http://", ("tests/integration/test_init.py",)),
-    Rule(r"bash scripts/test$", (".ci/run",), ("bash scripts/test",)),
-    Rule(r"loadgen run ", ("tests/integration/test_cli_reports.py",)),
-    Rule(r"loadgen compare ", ("tests/unit/test_compare_cli.py",)),
-    Rule(r"loadgen report ", ("tests/integration/test_verdict_formats.py",)),
-    Rule(r"loadgen k8s run ", ("tests/k8s/test_run.py", "tests/k8s/test_run_image.py")),
-    # A real `helm install` (the Helm v4 library) of the chart in headless mode, its Jobs' commands then run.
-    Rule(r"helm install ", ("tests/k8s_chart/conftest.py", "tests/k8s_chart/test_chart_commands.py"),
-         ('"mode": "headless"', "def helm_render")),
-)  # fmt: skip
+def test_every_block_says_how_it_is_tested() -> None:
+    blocks = readme_blocks(README.read_text(encoding="utf-8"))
+    unmarked = [(b.line, b.code.strip()) for b in blocks if b.kind not in KINDS]
+    assert unmarked == [], f"blocks with no `<!-- readme-test: {'|'.join(KINDS)} -->` line above them: {unmarked}"
+    for b in blocks:
+        if b.kind == "background":
+            assert re.fullmatch(r"https?://\S+", b.arg), f"line {b.line}: `background` needs the URL it answers on"
+        elif b.kind == "run":
+            assert b.arg == "" or re.fullmatch(r"given \S+", b.arg), f"line {b.line}: {b.arg!r}"
+        else:
+            assert b.arg == "", f"line {b.line}: {b.kind} takes no argument"
+    commands = [c for b in blocks for c in block_commands(b.code)]
+    assert "loadgen demo" in commands and "bash scripts/test" in commands
 
 
-def commands(markdown: str) -> list[str]:
-    """The commands of the ```bash / ```sh blocks, one string each, comments dropped."""
-    out = []
-    for block in re.findall(r"```(?:bash|sh|console)\n(.*?)```", markdown, flags=re.DOTALL):
-        for line in block.replace("\\\n", " ").splitlines():
-            words = shlex.split(line, comments=True)
-            current: list[str] = []
-            for word in [*words, "&&"]:
-                if word == "&&":
-                    if current:
-                        out.append(shlex.join(current).replace("'", '"'))
-                    current = []
-                else:
-                    current.append(word)
-    return out
+def test_the_suite_block_is_what_ci_runs() -> None:
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    suite = [
+        c
+        for b in readme_blocks(README.read_text(encoding="utf-8"))
+        if b.kind == "suite"
+        for c in block_commands(b.code)
+    ]
+    assert suite and all(c in ci for c in suite), (suite, ci)
 
 
-_SHELL_WORDS = ("pip", "bash", "python", "helm", "kubectl", "mkdocs", "curl", "docker", "uv", "locust")
+def test_every_cluster_command_has_a_check() -> None:
+    cluster = [
+        c
+        for b in readme_blocks(README.read_text(encoding="utf-8"))
+        if b.kind == "cluster"
+        for c in block_commands(b.code)
+    ]
+    assert cluster, "the README shows no cluster command"
+    unchecked = [c for c in cluster if not c.startswith(CLUSTER_COMMANDS)]
+    assert unchecked == [], f"cluster commands tests/k8s_chart/test_readme_cluster.py cannot check: {unchecked}"
+
+
+_SHELL_WORDS = ("pip", "bash", "python", "helm", "kubectl", "mkdocs", "curl", "docker", "podman", "uv", "locust")
 
 
 def inline_commands(markdown: str) -> list[str]:
@@ -82,66 +78,28 @@ def inline_commands(markdown: str) -> list[str]:
     return [s for s in spans if s.split(" ", 1)[0] in _SHELL_WORDS and " " in s]
 
 
-def rule_for(command: str) -> Rule | None:
-    return next((r for r in RULES if re.match(r.pattern, command)), None)
-
-
-def _needles(rule: Rule, command: str) -> tuple[str, ...]:
-    if rule.needles is not None:
-        return rule.needles
-    words = command.split()
-    return (f'"{words[1]}"', *(w.split("=")[0] for w in words if w.startswith("--")))
-
-
-def test_the_readme_is_a_front_door() -> None:
-    assert len(README.read_text(encoding="utf-8").splitlines()) < 200
-
-
-def test_every_readme_command_has_a_rule_and_every_rule_a_command() -> None:
-    found = commands(README.read_text(encoding="utf-8"))
-    assert "loadgen demo" in found and "bash scripts/test" in found
-    unrun = [c for c in found if rule_for(c) is None]
-    assert unrun == [], f"README commands no test runs (add a Rule naming the test that runs each): {unrun}"
-    unused = [r.pattern for r in RULES if not any(rule_for(c) is r for c in found)]
-    assert unused == [], f"rules that match no README command (remove them): {unused}"
-
-
 def test_inline_commands_are_block_commands() -> None:
     text = README.read_text(encoding="utf-8")
-    found = commands(text)
-    hidden = [s for s in inline_commands(text) if not any(c == s or c.startswith(s + " ") for c in found)]
+    found = [c for b in readme_blocks(text) for c in block_commands(b.code)]
+    # An extra's install line is the first block's `pip install -e .` with the extra named: the same command.
+    hidden = [
+        s
+        for s in inline_commands(text)
+        if not any(c == s or c.startswith(s + " ") for c in found)
+        and not re.fullmatch(r'pip install -e "\.\[\w+\]"', s)
+    ]
     assert hidden == [], f"commands in the README's prose that no shell block runs (put them in a block): {hidden}"
     assert inline_commands("run `pip install uv && bash scripts/lock`, see `loadgen sweep`") == [
         "pip install uv && bash scripts/lock"
     ]
 
 
-def test_an_unrun_command_is_caught() -> None:
-    text = "```bash\nloadgen demo   # fine\nloadgen frobnicate --now \\\n  --hard && bash scripts/test\n```\n"
-    assert commands(text) == ["loadgen demo", "loadgen frobnicate --now --hard", "bash scripts/test"]
-    assert [c for c in commands(text) if rule_for(c) is None] == ["loadgen frobnicate --now --hard"]
-
-
-def test_the_tests_named_carry_what_the_commands_use() -> None:
-    for command in commands(README.read_text(encoding="utf-8")):
-        rule = rule_for(command)
-        if rule is None or not rule.tests:
-            continue
-        text = "".join((ROOT / t).read_text(encoding="utf-8") for t in rule.tests)
-        missing = [n for n in _needles(rule, command) if n not in text]
-        assert missing == [], f"{command!r}: {rule.tests} never use {missing}"
-
-
-@pytest.mark.parametrize(
-    "command", [c for c in commands(README.read_text(encoding="utf-8")) if (r := rule_for(c)) and not r.tests]
-)
-def test_cheap_commands_run_as_written(command: str, tmp_path: Path) -> None:
-    shutil.copy(EXAMPLE, tmp_path / "scenario.yaml")
-    argv = shlex.split(command)
-    args = argv[3:] if argv[:3] == ["python", "-m", "loadgen"] else argv[1:]
-    assert argv[0] in ("loadgen", "python")
-    proc = subprocess.run(
-        [sys.executable, "-m", "loadgen", *args], cwd=tmp_path, capture_output=True, text=True, timeout=120
+def test_blocks_and_markers_are_read_as_written() -> None:
+    text = (
+        "<!-- readme-test: run, given last/report.json -->\n```bash\nloadgen demo   # fine\n"
+        "loadgen frobnicate --now \\\n  --hard && bash scripts/test\n```\n\n```sh\nls\n```\n"
     )
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    assert proc.stdout.strip()
+    first, second = readme_blocks(text)
+    assert (first.kind, first.arg, first.line) == ("run", "given last/report.json", 3)
+    assert block_commands(first.code) == ["loadgen demo", "loadgen frobnicate --now --hard", "bash scripts/test"]
+    assert (second.kind, second.arg) == ("", "")  # unmarked: the check above fails on it
