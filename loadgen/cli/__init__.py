@@ -43,6 +43,7 @@ _HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
 _EPILOG = """\
 first steps:
   loadgen demo                              the embedded simulator, three variants, a report
+  loadgen sim --variant baseline:8000       a simulated server on :8000, if you have none (until Ctrl-C)
   loadgen init http://127.0.0.1:8000        a starter scenario for your server (asks it what it is)
   loadgen run scenario.yaml                 run it; the exit code is the verdict
   loadgen compare BASE.json NEW.json        the regression gate between two reports
