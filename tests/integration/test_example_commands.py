@@ -10,7 +10,7 @@ From a folder where `loadgen/examples/…` resolves as in a clone, with `loadgen
 - `loadgen validate loadgen/examples/X.yaml`: exit 0;
 - `pip install -e ".[extra]"`: the extra exists and what it installs imports here;
 - `docker run … -p 4318:4318 …` (an OTLP receiver): stood in for by the tests' loopback receiver on that port, which
-  must then have received the run's spans;
+  must then have received the run's summary;
 - `vllm serve …`: not run: it needs a GPU and the model's weights; the simulator command beside it is run instead.
 
 Any other command fails: add what stands in for it. ~80 s for the ten on 2 cores.
@@ -101,7 +101,8 @@ def test_the_examples_commands_run_as_written(example: Path, tmp_path: Path) -> 
             _run(cmd, work, env, example.name)
     if receiver is not None:
         _, received = otlp
-        assert received.spans, f"{example.name}: nothing reached the OTLP receiver"
+        # The run's summary always; spans only for the sampled tenth of a 1 s run's few requests, maybe none.
+        assert received.points, f"{example.name}: nothing reached the OTLP receiver"
 
 
 class _nothing:  # noqa: N801 (a stand-in for a context manager: nothing to start)
