@@ -10,8 +10,9 @@ Every tool sends /v1/completions to the bench server (bench/server.py: 20 ms to 
 
 - fidelity: closed loop, 32 streams, k = 1 and 4; with the server's token counts per chunk and without, where the tool
   has that option (GuideLLM always asks for them).
-- capacity: the same at 128 and 512 streams: each tool's requests and chunks per second on its one core up to the
-  last step where its added TTFT p99 stays within ACCURATE_TTFT_P99_MS.
+- capacity: the same from 32 streams up to 128, 256, 512 while the tool's added TTFT p99 stays within
+  ACCURATE_TTFT_P99_MS, or down to 8 and 2 until it does: its requests and chunks per second on its one core at the
+  highest step that stays accurate.
 - arrivals: open loop at a fixed rate (each tool's constant-rate mode): the arrival sequence the server saw.
 - loadgen-capacity: loadgen's own ceiling on one core at k = 1 and 4 (bench/capacity.py's sweeps, loop lag bound).
 
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -41,7 +43,12 @@ from bench.runners import CLIENTS, Job, Result
 TOOLS = ("loadgen", "guidellm", "inference-perf", "aiperf")
 PARTS = ("fidelity", "capacity", "arrivals", "loadgen-capacity")
 STREAMS = 32
-LADDER = (128, 512)
+# From the fidelity step's 32 streams, a tool climbs while its added TTFT stays within the bound, or descends until it
+# does: the highest accurate step is its throughput on one core.
+UP, DOWN = (128, 256, 512), (8, 2)
+# loadgen's own ceiling: bench/capacity.py's sweeps, from loads well under it.
+CHUNK_ITLS_MS = (24.0, 16.0, 12.0, 8.0, 6.0, 4.0, 3.0, 2.0, 1.5, 1.0)
+REQUEST_STREAMS = (4, 8, 16, 32, 64, 96, 128)
 ITL_MS, TTFT_MS, OUTPUT_TOKENS = 10.0, 20.0, 64
 RATE = 50.0  # requests/s for the open-loop arrival check
 ACCURATE_TTFT_P99_MS = 5.0
@@ -89,7 +96,8 @@ def run_one(
 ) -> dict[str, Any]:
     tag = f"{part}-{tool}-k{k}-{'usage' if usage else 'text'}-{f'r{rate:g}' if rate else f's{streams}'}"
     wd = work / tag
-    wd.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(wd, ignore_errors=True)  # a previous run's files (loadgen's raw shards) would be read as this one's
+    wd.mkdir(parents=True)
     samples: list[tuple[float, float]] = []
     row: dict[str, Any] = {"part": part, "tool": tool, "k": k, "usage": usage, "streams": streams, "rate": rate}
     _progress(tag)
@@ -135,7 +143,8 @@ def capacity_summary(runs: list[dict[str, Any]], tools: list[str]) -> dict[str, 
                 key=lambda r: r["streams"],
             )
             good = [r for r in steps if _accurate(r)]
-            bad = next((r for r in steps if not _accurate(r)), None)
+            top = max((r["streams"] for r in good), default=0)
+            bad = next((r for r in steps if not _accurate(r) and r["streams"] > top), None)
 
             def point(r: dict[str, Any] | None) -> dict[str, Any] | None:
                 if r is None:
@@ -191,7 +200,8 @@ def main(argv: list[str] | None = None) -> int:
             "output_tokens": OUTPUT_TOKENS,
             "prompt_tokens": 32,
             "streams": STREAMS,
-            "ladder": list(LADDER),
+            "ladder_up": list(UP),
+            "ladder_down": list(DOWN),
             "rate": RATE,
             "seconds": a.seconds,
             "server_cpu": a.server_cpu,
@@ -232,17 +242,21 @@ def main(argv: list[str] | None = None) -> int:
         done("fidelity")
     if part("capacity"):
         for k in (1, 4):
-            # A tool already past its accurate point at the fidelity step's 32 streams climbs no further.
-            first = [r for r in runs if r["part"] == "fidelity" and r["k"] == k and r["usage"]]
-            stopped: set[str] = {r["tool"] for r in first if not _accurate(r)}
-            for n in LADDER:
-                for t in tools:
-                    if t in stopped:
-                        continue
+            first = {r["tool"]: _accurate(r) for r in runs if r["part"] == "fidelity" and r["k"] == k and r["usage"]}
+            climbing = {t for t in tools if first.get(t)}
+            descending = {t for t in tools if t in first and not first[t]}
+            for n in UP:
+                for t in sorted(climbing):
                     row = run_one(t, "capacity", k, True, cores, work, a.seconds, streams=n, rate=0)
                     runs.append(row)
                     if not _accurate(row):
-                        stopped.add(t)  # past its accurate point: higher steps would only cost time
+                        climbing.discard(t)  # past its accurate point: higher steps would only cost time
+            for n in DOWN:
+                for t in sorted(descending):
+                    row = run_one(t, "capacity", k, True, cores, work, a.seconds, streams=n, rate=0)
+                    runs.append(row)
+                    if _accurate(row):
+                        descending.discard(t)
         done("capacity")
         results["capacity"] = capacity_summary(runs, tools)
     if part("arrivals"):
@@ -253,8 +267,8 @@ def main(argv: list[str] | None = None) -> int:
         rows: list[capacity.CapacityRow] = []
         for k in (1, 4):
             _progress(f"loadgen capacity, k={k}")
-            rows += capacity.sweep_chunks(a.seconds, cores, work / f"lg-cap-k{k}", k=k)
-            rows += capacity.sweep_requests(a.seconds, cores, work / f"lg-cap-k{k}", k=k)
+            rows += capacity.sweep_chunks(a.seconds, cores, work / f"lg-cap-k{k}", itls=CHUNK_ITLS_MS, k=k)
+            rows += capacity.sweep_requests(a.seconds, cores, work / f"lg-cap-k{k}", streams=REQUEST_STREAMS, k=k)
         done("loadgen-capacity")
         best = {}
         for k in (1, 4):
