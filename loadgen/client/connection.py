@@ -230,6 +230,7 @@ class StreamConnection:
         "requests_on_conn",
         "last_rx",
         "location",
+        "captured",
     )
 
     def __init__(
@@ -260,6 +261,8 @@ class StreamConnection:
         # Location header when it was a redirect.
         self.last_rx = 0.0
         self.location: str | None = None
+        # The last response's value of the header `post_stream` was asked to capture (None: absent, or not asked).
+        self.captured: str | None = None
 
     def close(self) -> None:
         self._session = None
@@ -330,15 +333,18 @@ class StreamConnection:
         return ("\r\n".join(lines) + "\r\n").encode("latin-1")
 
     def post_stream(
-        self, head: bytes, extra_head: bytes, body: bytes, consumer: BodyConsumer
+        self, head: bytes, extra_head: bytes, body: bytes, consumer: BodyConsumer, capture: str | None = None
     ) -> tuple[float, int, bytes]:
         """Send the request and stream a 200 response body into `consumer` as it arrives.
 
         Returns (sent_time, status, error_body); error_body holds the first bytes of a non-200 response. Raises
         TransportError; whatever the consumer already got stays with it (partial streams keep their timings).
+        `capture`: a response header whose value to keep in `captured` (a router's session token): llhttp parses
+        every header of the head anyway, so this costs one lookup, made only when asked.
         """
         request = b"".join((head, extra_head, b"Content-Length: %d\r\n\r\n" % len(body), body))
         self.location = None
+        self.captured = None
         for attempt in (0, 1):
             reused = self._sock is not None
             sock = self._sock if self._sock is not None else self._connect()
@@ -350,7 +356,7 @@ class StreamConnection:
             consumer.on_sent(sent)
             try:
                 self._send(sock, request, reused and attempt == 0)
-                status, error_body = self._read_response(sock, consumer, reused and attempt == 0)
+                status, error_body = self._read_response(sock, consumer, reused and attempt == 0, capture)
                 return sent, status, error_body
             except _StaleConnection:
                 # The server closed an idle keep-alive connection before our request: nothing was received, so a
@@ -390,9 +396,14 @@ class StreamConnection:
         except OSError as e:
             raise TransportError(ErrorKind.STREAM_INTERRUPTED, f"socket error while sending: {e}") from e
 
-    def _read_response(self, sock: gsocket.socket, consumer: BodyConsumer, may_be_stale: bool) -> tuple[int, bytes]:
+    def _read_response(
+        self, sock: gsocket.socket, consumer: BodyConsumer, may_be_stale: bool, capture: str | None = None
+    ) -> tuple[int, bytes]:
         parser = _Parser(consumer)
         self._read_in_reactor(sock._sock, parser, may_be_stale)
+        if capture is not None:
+            value = parser.get(capture)  # a header sent twice comes as a list: the last one counts
+            self.captured = value[-1] if isinstance(value, list) else value
         if parser.message_complete:
             self.requests_on_conn += 1
             if parser.should_close():

@@ -42,6 +42,7 @@ from loadgen.config.images import image_issues
 from loadgen.config.live_metrics import LiveMetrics
 from loadgen.config.overrides import Override, apply_overrides
 from loadgen.config.quality import Quality
+from loadgen.config.routing import routing_issues
 from loadgen.config.slo import SLO, default_slos
 from loadgen.config.stop_when import StopWhen
 from loadgen.config.tools import tool_issues
@@ -205,6 +206,7 @@ class Scenario(BaseModel):
         issues += image_issues(self.traffic, self.variants)
         issues += whole_reply_issues(self.variants, self.slos, self.goodput, self.traffic.cancel)
         issues += tool_issues(self.traffic.mixes, self.variants)
+        issues += routing_issues(self.variants, self.traffic.classes, self.goodput)
         issues += [
             (("variants", i, field), "reads the cluster Prometheus: give metrics.prometheus {url, queries}")
             for i, variant in enumerate(self.variants)

@@ -21,6 +21,7 @@ from loadgen.config.credentials import ENV_NAME, credential_key
 from loadgen.config.errors import SubpathIssues
 from loadgen.config.k8s_target import K8sSelector, ResolvedFrom
 from loadgen.config.output_length import ExactOutput
+from loadgen.config.routing import Routing
 from loadgen.config.types import NAME_PATTERN, Duration, PositiveFloat
 from loadgen.protocol.dialects import DIALECT_NAMES, MODEL_PER_REQUEST_DIALECTS, POOLING_DIALECTS, WHOLE_REPLY_DIALECTS
 from loadgen.registry import UnknownNameError
@@ -86,6 +87,13 @@ class Variant(ExactOutput):
         "variable holding the value, e.g. `{api-key: AZURE_OPENAI_KEY}` (Azure API Management and gateways that "
         "take a key header). Reports, logs and manifests hold the variable's name, never its value; on Kubernetes "
         "the chart fills the variable from a Secret (`apiKeySecrets`).",
+    )
+    routing: Routing | None = Field(
+        default=None,
+        description="Headers for a router in front of the variant's replicas: each multi-turn session's id "
+        "(`session_header`), the router's session token captured from responses and sent back on the session's "
+        "next turns (`token_header`), each request's TTFT / TPOT targets (`slo_headers`); `preset: dynamo`, "
+        "`llm-d` or `llm-d-session-id` for those routers. Null: none of them.",
     )
     connect_timeout: Duration = Field(
         default=10.0, gt=0, description="Longest wait to open a connection (seconds, or e.g. `10s`)."

@@ -22,6 +22,7 @@ from loadgen.config.adapters import AdapterPlan
 from loadgen.config.cancel import CancelPlan
 from loadgen.config.classes import sends_priority
 from loadgen.config.credentials import credential_values, redact, redact_bytes
+from loadgen.config.routing import slo_header_values
 from loadgen.config.scenario import Scenario, Variant
 from loadgen.config.tools import ToolsPlan, tools_by_mix
 from loadgen.measure.fates import sent_in_warmup
@@ -36,6 +37,7 @@ from loadgen.protocol.traceparent import TraceContext
 from loadgen.protocol.whole_reply import WholeReplyAccumulator
 from loadgen.traffic.sampler import RequestSampler, RequestSpec, sampler_for
 from loadgen.traffic.senders import senders_per_variant, weighted_turns
+from loadgen.traffic.sessions import SessionHeaders
 
 __all__ = [
     "OPEN_LOOP_STREAM",
@@ -138,6 +140,7 @@ class RequestStream:
         "_cancel",
         "_tools",
         "_adapters",
+        "_sessions",
         "keep_text",
     )
 
@@ -180,6 +183,10 @@ class RequestStream:
             "User-Agent": "loadgen",
             **variant.headers,
         }
+        routing = variant.routing
+        if routing is not None and routing.slo_headers is not None:
+            # The same targets on every request: written once into the head, nothing per request.
+            headers.update(slo_header_values(routing.slo_headers, scenario.goodput))
         credentials = variant.credential_headers()
         headers.update(credentials)
         self._secrets = credential_values(credentials)
@@ -206,6 +213,9 @@ class RequestStream:
         self._tools = ToolsPlan(tools, scenario.seed) if tools else None
         # `variants[].adapters`: the model each request names (the same for every variant listing the same ones).
         self._adapters = AdapterPlan(variant.adapters, scenario.seed, variant.model) if variant.adapters else None
+        # `variants[].routing`: each session's id and router token (None: its requests carry neither).
+        on_sessions = routing is not None and (routing.session_header or routing.token_header)
+        self._sessions = SessionHeaders(routing, scenario.seed, stream_id) if on_sessions and routing else None
 
     def close(self) -> None:
         self._conn.close()
@@ -287,6 +297,11 @@ class RequestStream:
         if self._trace is not None:
             rec.traceparent = traceparent = self._trace.next()
             extra += b"traceparent: " + traceparent.encode() + b"\r\n"
+        sessions = self._sessions
+        capture = None
+        if sessions is not None and spec.turns:
+            extra += sessions.head(spec)
+            capture = sessions.wants(spec)
         activity = self._activity
         state = activity.cold(time.monotonic(), self._idle_gap)  # before this request counts as in flight
         activity.in_flight += 1
@@ -300,8 +315,10 @@ class RequestStream:
         timeout = gevent.Timeout(self._request_timeout, _Deadline)
         timeout.start()
         try:
-            _, status, err_body = self._conn.post_stream(self._head, extra, body, acc)
+            _, status, err_body = self._conn.post_stream(self._head, extra, body, acc, capture)
             rec.status = status
+            if capture is not None and sessions is not None:
+                sessions.took(spec, self._conn.captured)
             # Ends at the arrival stamp of the last read, like every chunk time (a stream without an end marker of
             # its own, Triton's, ends there).
             if status == 200:

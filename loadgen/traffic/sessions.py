@@ -21,18 +21,80 @@ turn would have sent (same seeded words and length).
 
 Pure state on the hot path (a list of messages grows by two per turn): no I/O, no sleeping; the Locust user sends
 the turns and waits the think time between them.
+
+Sessions on the wire (`variants[].routing`, config/routing.py): `session_id` names a session for a router, and
+`SessionHeaders` writes a stream's session headers turn by turn — the id, and the token the router handed back on
+the session's latest turn.
 """
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any, cast
 
 from loadgen.traffic.sampler import RequestSpec
 
 if TYPE_CHECKING:
+    from loadgen.config.routing import Routing
     from loadgen.traffic.sampler import RequestSampler
 
-__all__ = ["Conversation"]
+__all__ = ["Conversation", "SessionHeaders", "session_id"]
+
+# A header value worth sending back: visible ASCII, spaces inside only (what a router's token is; anything else,
+# a control character or a value the request head cannot carry as written, is not replayed).
+_TOKEN_VALUE = re.compile(r"[\x21-\x7e](?:[ \t\x21-\x7e]*[\x21-\x7e])?")
+
+
+def session_id(seed: int, stream: int, index: int) -> str:
+    """The id of the session that request `index` of stream `stream` opens: its pair key (measure/pairs.py), so the
+    same session has the same id on every variant; unique across users and workers, as (stream, index) is (closed
+    loop: the stream holds the worker's index; open loop: the index is the schedule's, all workers together); and
+    the same in every run of the seed, as its prompts are."""
+    return f"lg-{seed}-{stream}-{index}"
+
+
+class SessionHeaders:
+    """The session headers of one request stream's requests: `head(spec)` is what a turn adds to its request head
+    (nothing for a request outside a session), `took(spec, token)` hands over what the response's header `wants(spec)`
+    named held. A stream runs one session at a time; a turn of another session than the last one starts afresh, so no
+    session's token ever rides on another's requests."""
+
+    __slots__ = ("_capture", "_seed", "_stream", "_id_name", "_replay", "_index", "_lines", "_token")
+
+    def __init__(self, routing: Routing, seed: int, stream: int) -> None:
+        self._capture = routing.token_header  # the response header to capture (None: nothing is)
+        self._seed = seed
+        self._stream = stream
+        self._id_name = None if routing.session_header is None else routing.session_header.encode("ascii")
+        self._replay = None if routing.replay_header is None else routing.replay_header.encode("ascii")
+        self._index = -1  # the session of the last turn seen (its request index), -1: none yet
+        self._lines = b""  # its id header line
+        self._token = b""  # its token header line, once a response brought one
+
+    def head(self, spec: RequestSpec) -> bytes:
+        """The header lines `spec` carries: a session's id and its latest token; b"" outside a session."""
+        if not spec.turns:
+            return b""
+        if spec.turn == 1 or spec.index != self._index:
+            self._index = spec.index
+            self._token = b""
+            name = self._id_name
+            value = session_id(self._seed, self._stream, spec.index)
+            self._lines = b"" if name is None else name + b": " + value.encode("ascii") + b"\r\n"
+        return self._lines + self._token
+
+    def wants(self, spec: RequestSpec) -> str | None:
+        """The response header to capture for `spec`: a turn with a next one, when a token header is set."""
+        return self._capture if spec.turns and spec.turn < spec.turns else None
+
+    def took(self, spec: RequestSpec, token: str | None) -> None:
+        """The response to `spec` held `token` in the captured header (None: it did not): the session's next turns
+        carry it, until a later response brings another."""
+        if token is None or spec.index != self._index or self._replay is None:
+            return
+        token = token.strip()
+        if _TOKEN_VALUE.fullmatch(token):
+            self._token = self._replay + b": " + token.encode("ascii") + b"\r\n"
 
 
 class Conversation:
