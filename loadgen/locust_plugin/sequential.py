@@ -73,6 +73,12 @@ def run_sequential(sc: Scenario, raw: dict[str, Any], opts: RunOptions, report_d
             _say(f"sequential: variant {name!r} wrote no report (exit {code}); see the logs in {out}/locust-*.log")
             return code or ExitCode.RUN_FAILED  # (a phase with no report failed: run_scenario settled its code)
         report = orjson.loads(report_file.read_bytes())
+        if (report.get("run") or {}).get("interrupted"):
+            # Ctrl-C / SIGTERM stops the run, not the phase: the variants after it are not run, and no combined
+            # report holds a comparison of variants that did not all run (the phase's own report says what it got).
+            rest = ", ".join(repr(d[0]) for d in docs[i + 1 :]) or "none"
+            _say(f"sequential: interrupted during variant {name!r} (its report: {out}); not run: {rest}")
+            return code or ExitCode.RUN_FAILED
         phases.append(Phase(name, report, read_aggregate(agg_file), str(out), code))
         _say(f"sequential: variant {name!r} done (exit {code})")
     combined, agg = combine_phases(sc, phases, pause)

@@ -130,3 +130,40 @@ def test_a_master_killed_mid_run_leaves_shards_that_loadgen_report_turns_into_a_
 
 def run_children(pid: int) -> list[psutil.Process]:
     return [c for c in _children(pid) if "locust" in " ".join(c.cmdline())]
+
+
+def test_ctrl_c_in_a_sequential_run_stops_the_run_not_its_phase(tmp_path: Path) -> None:
+    # load.sequential: `loadgen run` runs each variant in a Locust run of its own. Ctrl-C during the first stops the
+    # whole run (exit 4): the first phase's report marked interrupted, the second variant never sent a request, no
+    # combined report.
+    with start_sim_process(["a=baseline", "b=baseline"], truth_log=tmp_path / "truth.jsonl") as sim:
+        scenario = write_scenario(
+            tmp_path / "s.yaml",
+            {"a": sim.base_url("a"), "b": sim.base_url("b")},
+            load={"users": 4, "duration": "60s", "sequential": True},
+        )
+        raw = tmp_path / "raw"
+        cmd = [sys.executable, "-m", "loadgen.cli", "run", str(scenario), "--quiet", "--workers", "1"]
+        run = subprocess.Popen(
+            [*cmd, "--raw-records", str(raw), "--report-dir", str(tmp_path / "report")],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        try:
+            _wait_for_rows(raw / "a", shards=1)
+            os.killpg(run.pid, signal.SIGINT)
+            _, err = run.communicate(timeout=90)
+        finally:
+            if run.poll() is None:
+                os.killpg(run.pid, signal.SIGKILL)
+        time.sleep(1.5)  # the simulator flushes its truth log every second
+    stderr = err.decode()
+    assert run.returncode == 4, stderr[-3000:]
+    assert "interrupted during variant 'a'" in stderr and "not run: 'b'" in stderr, stderr[-3000:]
+    phase = read_report(next((tmp_path / "report" / "phases").glob("*-a")))
+    assert phase["run"]["interrupted"] is True
+    assert not (tmp_path / "report" / "report.json").exists()
+    assert not list((tmp_path / "report" / "phases").glob("*-b/report.json"))
+    truth = [orjson.loads(line) for line in (tmp_path / "truth.jsonl").read_bytes().splitlines() if line.strip()]
+    assert truth and all(t["variant"] == "a" for t in truth), {t["variant"] for t in truth}
