@@ -3,10 +3,14 @@
 Not a mock of loadgen: it speaks the API server's wire protocol (paths, label selectors, list / create / delete /
 patch, pod logs, the service proxy) to the real `kubernetes` client, which a generated kubeconfig points here.
 Tests shape the cluster's behaviour with hooks (what a created Job's pods do, what the proxy answers).
+kubectl's own requests are understood too: it sends built-in objects as protobuf (`create namespace`, `create
+secret generic`: the two decoded here, `_from_protobuf`), and with ``strict_namespaces`` an object is created only
+in a namespace that exists, as the API server does.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 from collections.abc import Callable, Iterator
@@ -30,6 +34,7 @@ COLLECTIONS = {
     "jobs": ("Job", "/apis/batch/v1"),
     "deployments": ("Deployment", "/apis/apps/v1"),
     "endpointslices": ("EndpointSlice", "/apis/discovery.k8s.io/v1"),
+    "namespaces": ("Namespace", "/api/v1"),  # cluster-scoped: kept under namespace ""
 }
 
 
@@ -76,6 +81,7 @@ class FakeCluster:
     # replicas -> how many PATCHes of deployments/scale to that count fail with a 500 before one succeeds
     scale_failures: dict[int, int] = field(default_factory=dict)
     proxy_headers: list[dict[str, str]] = field(default_factory=list)  # the headers of each proxied request
+    strict_namespaces: bool = False  # refuse (404) an object in a namespace not created first, as the API server does
     lock: threading.RLock = field(default_factory=threading.RLock)
 
     def put(self, collection: str, obj: dict[str, Any]) -> dict[str, Any]:
@@ -83,9 +89,13 @@ class FakeCluster:
         obj.setdefault("kind", kind)
         obj.setdefault("apiVersion", prefix.rsplit("/", 2)[-2] + "/v1" if "apis" in prefix else "v1")
         meta = obj.setdefault("metadata", {})
-        meta.setdefault("namespace", "default")
         meta.setdefault("labels", {})
-        self.objects[(collection, meta["namespace"], meta["name"])] = obj
+        if collection == "namespaces":  # cluster-scoped
+            meta.pop("namespace", None)
+            ns = ""
+        else:
+            ns = meta.setdefault("namespace", "default")
+        self.objects[(collection, ns, meta["name"])] = obj
         return obj
 
     def names(self, collection: str) -> list[str]:
@@ -149,6 +159,75 @@ def endpoint_slice(
     }
 
 
+PROTOBUF = "application/vnd.kubernetes.protobuf"
+
+
+def _fields(buf: bytes) -> list[tuple[int, int | bytes]]:
+    """A protobuf message's (field number, value) pairs, in order: varints as ints, the rest as bytes."""
+    out: list[tuple[int, int | bytes]] = []
+    i = 0
+
+    def varint() -> int:
+        nonlocal i
+        value = shift = 0
+        while True:
+            byte = buf[i]
+            i += 1
+            value |= (byte & 0x7F) << shift
+            if byte < 0x80:
+                return value
+            shift += 7
+
+    while i < len(buf):
+        key = varint()
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            out.append((number, varint()))
+            continue
+        size = varint() if wire == 2 else {1: 8, 5: 4}[wire]
+        out.append((number, buf[i : i + size]))
+        i += size
+    return out
+
+
+def _entries(fields: list[tuple[int, int | bytes]], number: int) -> dict[str, bytes]:
+    """A `map<string, …>` field: its entries (key 1, value 2)."""
+    out = {}
+    for n, v in fields:
+        if n == number and isinstance(v, bytes):
+            entry = dict(_fields(v))
+            out[bytes(entry.get(1, b"")).decode()] = bytes(entry.get(2, b""))  # type: ignore[arg-type]
+    return out
+
+
+def _from_protobuf(raw: bytes) -> dict[str, Any] | None:
+    """The JSON form of an object kubectl sent as protobuf (k8s.io/apimachinery's `runtime.Unknown` envelope):
+    a Namespace or a Secret, the kinds its `create namespace` and `create secret generic` send; None for another
+    (answered 415)."""
+    if raw[:4] != b"k8s\x00":
+        return None
+    envelope = dict(_fields(raw[4:]))
+    type_meta = dict(_fields(bytes(envelope.get(1, b""))))  # type: ignore[arg-type]
+    kind, api_version = bytes(type_meta.get(2, b"")).decode(), bytes(type_meta.get(1, b"")).decode()  # type: ignore[arg-type]
+    fields = _fields(bytes(envelope.get(2, b"")))  # type: ignore[arg-type]
+    meta_fields = _fields(next((bytes(v) for n, v in fields if n == 1 and isinstance(v, bytes)), b""))
+    text = {n: bytes(v).decode() for n, v in meta_fields if n in (1, 3) and isinstance(v, bytes)}
+    meta: dict[str, Any] = {"name": text.get(1, "")}
+    if text.get(3):
+        meta["namespace"] = text[3]
+    labels = {k: v.decode() for k, v in _entries(meta_fields, 11).items()}
+    if labels:
+        meta["labels"] = labels
+    obj: dict[str, Any] = {"apiVersion": api_version, "kind": kind, "metadata": meta}
+    if kind == "Namespace":
+        return obj
+    if kind == "Secret":
+        obj["data"] = {k: base64.b64encode(v).decode() for k, v in _entries(fields, 2).items()}
+        obj["type"] = next((bytes(v).decode() for n, v in fields if n == 3 and isinstance(v, bytes)), "") or "Opaque"
+        return obj
+    return None
+
+
 def _handler(cluster: FakeCluster) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -174,14 +253,15 @@ def _handler(cluster: FakeCluster) -> type[BaseHTTPRequestHandler]:
                 self.wfile.flush()
             self.wfile.write(b"0\r\n\r\n")
 
-        def _status(self, code: int, reason: str) -> None:
-            self._reply(
-                code, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": reason, "code": code}
-            )
+        def _status(self, code: int, reason: str, message: str = "") -> None:
+            doc = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": reason, "code": code}
+            self._reply(code, doc | ({"message": message} if message else {}))
 
         def _body(self) -> Any:
             n = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(n) if n else b""
+            if raw and self.headers.get("Content-Type") == PROTOBUF:
+                return _from_protobuf(raw)
             return json.loads(raw) if raw else None
 
         def _handle(self, method: str) -> None:
@@ -194,8 +274,10 @@ def _handler(cluster: FakeCluster) -> type[BaseHTTPRequestHandler]:
             # /api/v1/... or /apis/GROUP/VERSION/...
             rest = parts[2:] if parts[:1] == ["api"] else parts[3:]
             ns = None
-            if rest[:1] == ["namespaces"] and len(rest) >= 2:
+            if rest[:1] == ["namespaces"] and len(rest) >= 3:
                 ns, rest = rest[1], rest[2:]
+            elif rest[:1] == ["namespaces"]:  # the namespaces themselves: /api/v1/namespaces[/NAME]
+                ns = ""
             if not rest or rest[0] not in COLLECTIONS:
                 return self._status(404, "NotFound")
             coll, name, sub = rest[0], (rest[1] if len(rest) > 1 else None), rest[2:]
@@ -219,6 +301,10 @@ def _handler(cluster: FakeCluster) -> type[BaseHTTPRequestHandler]:
                     kind = COLLECTIONS[coll][0]
                     return self._reply(200, {"kind": kind + "List", "apiVersion": "v1", "metadata": {}, "items": items})
                 if name is None and method == "POST":
+                    if body is None:
+                        return self._status(415, "UnsupportedMediaType")
+                    if ns and cluster.strict_namespaces and ("namespaces", "", ns) not in cluster.objects:
+                        return self._status(404, "NotFound", f'namespaces "{ns}" not found')
                     body.setdefault("metadata", {})["namespace"] = ns
                     if (coll, ns, body["metadata"]["name"]) in cluster.objects:
                         return self._status(409, "AlreadyExists")
