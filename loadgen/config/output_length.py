@@ -3,7 +3,8 @@
 Kept apart from scenario.py (whose `Variant` inherits this field and its check) so that no module passes 500 lines.
 The switch is carried to the dialect as `ignore_eos: true` in the variant's `extra_body`: the one key every server
 family that can enforce length understands (vLLM, SGLang, TensorRT-LLM, llama.cpp, Triton's vLLM backend), and the
-dialect adds its per-request field (`min_tokens` = max_tokens for openai-* and triton). So the user's own
+dialect adds its per-request field (`min_tokens` = max_tokens for openai-chat, openai-completions and triton;
+openai-responses sends `ignore_eos` alone, which vLLM's and llama.cpp's Responses endpoints take). So the user's own
 `extra_body: {ignore_eos: ...}` and `exact_output` are one setting: given both, they must agree.
 """
 
@@ -36,11 +37,11 @@ class ExactOutput(BaseModel):
         default=None,
         description="Ask the server to generate exactly `max_tokens` per request, ignoring end-of-sequence (what "
         "benchmarks want: vLLM bench serve's --ignore-eos). Sent as `ignore_eos: true` (openai-*, llamacpp, "
-        "triton) plus `min_tokens` = max_tokens (openai-*, triton). tgi and ollama-* have no such option: "
-        "max_tokens is only a cap there and may not be true. The report gives each variant's `output_length`: "
-        "`enforced` or `max_only`. Requests that carry tools or a response_format are sent without it (their "
-        "structure ends the reply). Null: on where the dialect can, except for hosts that reject unknown fields "
-        "(api.openai.com, *.openai.azure.com); `extra_body.ignore_eos`, when given, decides instead.",
+        "triton) plus `min_tokens` = max_tokens (openai-chat, openai-completions, triton). tgi and ollama-* have "
+        "no such option: max_tokens is only a cap there and may not be true. The report gives each variant's "
+        "`output_length`: `enforced` or `max_only`. Requests that carry tools or a response_format are sent "
+        "without it (their structure ends the reply). Null: on where the dialect can, except for hosts that reject "
+        "unknown fields (api.openai.com, *.openai.azure.com); `extra_body.ignore_eos`, when given, decides instead.",
     )
 
     @model_validator(mode="after")

@@ -8,8 +8,9 @@ Which requests carry them is drawn from the request's identity (stream, index, s
 from every other draw (`ToolsPlan.draw`): the same requests carry tools for every variant, and the prompts and
 lengths are the same with tools or without.
 
-Only openai-chat requests can carry them (`tool_issues` refuses the rest, naming the field). A session mix with
-tools is an agent: a turn after a tool call sends the call back with the tool's result (traffic/sessions.py).
+Only openai-chat and openai-responses requests can carry them (the latter in the Responses API's shapes:
+dialects/responses.py); `tool_issues` refuses the rest, naming the field. A session mix with tools is an agent: a
+turn after a tool call sends the call back with the tool's result (traffic/sessions.py).
 """
 
 from __future__ import annotations
@@ -29,12 +30,14 @@ if TYPE_CHECKING:
 
 __all__ = ["TOOL_DIALECTS", "Tools", "ToolsPlan", "function_schemas", "tool_issues"]
 
-# The dialects whose requests carry tools and response_format (OpenAI's chat API, as vLLM / SGLang serve it).
-TOOL_DIALECTS: tuple[str, ...] = ("openai-chat",)
+# The dialects whose requests carry tools and response_format (OpenAI's chat API, as vLLM / SGLang serve it, and
+# its Responses API, as OpenAI, vLLM and llama.cpp serve it).
+TOOL_DIALECTS: tuple[str, ...] = ("openai-chat", "openai-responses")
 TOOLS_DOC = (
     "Tools and structured output: a share of this mix's requests carries `tools` (synthetic function schemas) "
     "with a `tool_choice`, and/or a `response_format`, e.g. {share: 0.5, functions: 4, tool_choice: required}; the "
-    "report then gives time to the first tool call apart from the first content token (openai-chat only). With "
+    "report then gives time to the first tool call apart from the first content token (openai-chat and "
+    "openai-responses only). With "
     "`sessions`, an agent: a turn after a tool call sends the call back with the tool's result (`role: tool`). "
     "These requests are sent without the variant's exact_output (their structure ends the reply; max_tokens is a "
     "cap), and a response_format's replies are judged valid JSON of the schema or not. Null: plain requests."

@@ -11,10 +11,12 @@
  *   to the socket's armed `TokenChunkCounter`, if it has one. A read the counter does not count whole comes back
  *   to Python as (fd, time, bytes | errno), untouched, for the full parser.
  * - `TokenChunkCounter` is one request's fast half: while armed, it counts reads of whole token chunks straight
- *   into the request's record. Armed by Python only when the chunked decoder is at a chunk boundary and the SSE
- *   parser holds nothing (after the response head, and after any read Python parsed). A read is counted only if
- *   *every* chunk in it is a lone `data:` event whose JSON is valid and of the plain token shape (the strict
- *   reader in _wire_json.c says so); otherwise nothing is changed, the counter disarms, and Python gets the read.
+ *   into the request's record (OpenAI chat or completions chunks, or the Responses API's answer deltas, whose
+ *   event may also have its `event: response.output_text.delta` line). Armed by Python only when the chunked
+ *   decoder is at a chunk boundary and the SSE parser holds nothing (after the response head, and after any read
+ *   Python parsed). A read is counted only if *every* chunk in it is a lone `data:` event whose JSON is valid and
+ *   of the plain token shape (the strict reader in _wire_json.c says so); otherwise nothing is changed, the
+ *   counter disarms, and Python gets the read.
  *   All-or-nothing keeps one source of truth for every odd case (errors, usage-only and final chunks, a chunk
  *   with a finish_reason, [DONE], llama.cpp timings, escapes in keys, surrogates, bools as counts).
  *
@@ -71,8 +73,12 @@ static PyObject *s_prompt_tokens, *s_output_tokens, *s_token_source;
 static int Counter_init(TokenChunkCounter *self, PyObject *args, PyObject *kw) {
     static char *names[] = {"record", "chat", "server_source", NULL};
     PyObject *record, *server_source;
-    int chat;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OpO", names, &record, &chat, &server_source)) return -1;
+    int chat; /* the kind: LG_COMPLETIONS, LG_CHAT (True) or LG_RESPONSES */
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OiO", names, &record, &chat, &server_source)) return -1;
+    if (chat < LG_COMPLETIONS || chat > LG_RESPONSES) {
+        PyErr_Format(PyExc_ValueError, "unknown token chunk kind %d", chat);
+        return -1;
+    }
     Py_INCREF(server_source);
     Py_XSETREF(self->server_source, server_source);
     PyObject *times = PyObject_GetAttrString(record, "chunk_times");
@@ -145,7 +151,7 @@ static int counter_scan(TokenChunkCounter *self, double t, const unsigned char *
     int count = 0;
     Py_ssize_t pos = 0;
     /* Pass 1: every chunk must be `<hex>\r\ndata: <payload>\n\n\r\n`, size = len(payload) + 8, no CR in the
-     * payload, and the payload a token chunk. */
+     * payload, and the payload a token chunk; a Responses API delta's may have its `event:` line before `data:`. */
     while (pos < n) {
         if (count == MAX_CHUNKS) return 0;
         Py_ssize_t i = pos;
@@ -153,6 +159,14 @@ static int counter_scan(TokenChunkCounter *self, double t, const unsigned char *
         while (i < n && i - pos < 16 && lg_hexval(data[i]) >= 0) size = size * 16 + lg_hexval(data[i++]);
         if (i == pos || n - i < 2 || data[i] != '\r' || data[i + 1] != '\n') return 0;
         i += 2;
+        Py_ssize_t event_line = 0;
+        if (self->chat == LG_RESPONSES) {
+            static const char ev[] = "event: response.output_text.delta\n";
+            if (n - i >= (Py_ssize_t)sizeof ev - 1 && memcmp(data + i, ev, sizeof ev - 1) == 0) {
+                event_line = (Py_ssize_t)sizeof ev - 1;
+                i += event_line;
+            }
+        }
         if (n - i < 6 || memcmp(data + i, "data: ", 6) != 0) return 0;
         const unsigned char *payload = data + i + 6;
         const unsigned char *nl = memchr(payload, '\n', (size_t)(n - (i + 6)));
@@ -160,7 +174,7 @@ static int counter_scan(TokenChunkCounter *self, double t, const unsigned char *
         Py_ssize_t plen = nl - payload;
         Py_ssize_t after = (nl - data);
         if (n - after < 4 || memcmp(nl, "\n\n\r\n", 4) != 0) return 0;
-        if (size != (unsigned long long)plen + 8 || memchr(payload, '\r', (size_t)plen)) return 0;
+        if (size != (unsigned long long)(plen + 8 + event_line) || memchr(payload, '\r', (size_t)plen)) return 0;
         if (lg_parse_token_chunk(payload, plen, self->chat, &chunks[count]) < 0) return 0;
         count++;
         pos = after + 4;

@@ -413,13 +413,33 @@ static int top_member(Cur *c, const unsigned char *k, ptrdiff_t n, void *ctx) {
     return skip_any(c);
 }
 
+/* The Responses API's answer delta (dialects/responses.py `parse`): `type` decides, `delta`'s truth is the output;
+ * duplicate keys are read as orjson does (the last one wins). Whatever else Python reads there is Python's. */
+static int responses_member(Cur *c, const unsigned char *k, ptrdiff_t n, void *ctx) {
+    LgChunk *ch = (LgChunk *)ctx;
+    if (key_is(k, n, "type")) {
+        const unsigned char *s;
+        ptrdiff_t sn;
+        int esc;
+        ch->saw_choices = 0;
+        if (c->p >= c->end || *c->p != '"') return skip_any(c);
+        if (str(c, &s, &sn, &esc) < 0) return -1;
+        ch->saw_choices = !esc && key_is(s, sn, "response.output_text.delta");
+        return 0;
+    }
+    if (key_is(k, n, "delta")) return any_truthy(c, &ch->has_output);
+    /* llama.cpp's timings_per_token (its count), an error, a response object: Python's. */
+    if (key_is(k, n, "timings") || key_is(k, n, "error") || key_is(k, n, "response")) return -1;
+    return skip_any(c);
+}
+
 int lg_parse_token_chunk(const unsigned char *p, ptrdiff_t n, int chat, LgChunk *ch) {
     ch->chat = chat;
     ch->has_output = ch->saw_choices = ch->usage_dict = 0;
     ch->pt = ch->ct = -1;
     Cur c = {p, p + n, 0};
     ws(&c);
-    if (members(&c, top_member, ch) < 0) return -1;
+    if (members(&c, chat == LG_RESPONSES ? responses_member : top_member, ch) < 0) return -1;
     ws(&c);
     if (c.p != c.end || !ch->saw_choices) return -1;
     return 0;

@@ -14,11 +14,17 @@
 #define LG_INTERNAL
 #endif
 
+/* The shapes a token chunk is read as (`TokenChunkCounter`'s kind; accumulator.py `_FAST_DIALECTS`). */
+#define LG_COMPLETIONS 0 /* text_completion: choices[0].text */
+#define LG_CHAT 1        /* chat.completion.chunk: choices[0].delta */
+#define LG_RESPONSES 2   /* the Responses API's response.output_text.delta event: delta */
+
 /* What one token chunk told us. */
 typedef struct {
-    int chat;            /* chat.completion.chunk (delta) rather than text completion (text) */
+    int chat;            /* the shape read (LG_COMPLETIONS, LG_CHAT, LG_RESPONSES) */
     int has_output;      /* the first choice carries generated tokens (the dialect's `_choice_output`) */
-    int saw_choices;     /* the last "choices" was a non-empty array starting with an object */
+    int saw_choices;     /* the last "choices" was a non-empty array starting with an object (LG_RESPONSES: the
+                          * last "type" was "response.output_text.delta") */
     int usage_dict;      /* the last "usage" was an object */
     long long pt, ct;    /* usage.prompt_tokens / completion_tokens; -1: absent or not an integer */
 } LgChunk;
@@ -33,7 +39,8 @@ static inline int lg_hexval(unsigned char ch) {
 
 /* 0: the n bytes at p are one JSON object of the plain token chunk shape (a non-empty "choices" list starting
  * with an object, no "error"/"timings", no string finish_reason, no escaped keys, nothing orjson might read
- * differently) and *ch says what it held; -1: anything else, left to Python (*ch then means nothing). */
+ * differently; for LG_RESPONSES: "type" the string "response.output_text.delta", no "error"/"timings"/"response")
+ * and *ch says what it held; -1: anything else, left to Python (*ch then means nothing). */
 LG_INTERNAL int lg_parse_token_chunk(const unsigned char *p, ptrdiff_t n, int chat, LgChunk *ch);
 
 #endif

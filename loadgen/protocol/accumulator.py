@@ -34,17 +34,19 @@ from loadgen.protocol import native
 from loadgen.protocol.dialects import Chunk, Dialect, describe_error_body
 from loadgen.protocol.dialects._base import error_message
 from loadgen.protocol.dialects.openai import OpenAIChat, OpenAICompletions
+from loadgen.protocol.dialects.responses import OpenAIResponses
 from loadgen.protocol.native import fast_path_available
 from loadgen.protocol.ndjson import NDJSONParser
-from loadgen.protocol.output_text import text_reader, tool_call_piece
+from loadgen.protocol.output_text import call_reader, text_reader
 from loadgen.protocol.sse import EventTooLarge, SSEEvent, SSEParser
 
 __all__ = ["StreamAccumulator", "fast_path_available"]
 
 _wire = native.wire
 
-# Dialects whose token chunks `_wire.TokenChunkCounter` accounts exactly as `parse` + `_on_chunk` would (True: chat).
-_FAST_DIALECTS: dict[type, bool] = {OpenAIChat: True, OpenAICompletions: False}
+# Dialects whose token chunks `_wire.TokenChunkCounter` accounts exactly as `parse` + `_on_chunk` would, by the
+# kind the counter reads them as (_wire_json.h: 0 completions, 1 chat, 2 Responses API).
+_FAST_DIALECTS: dict[type, int] = {OpenAIChat: 1, OpenAICompletions: 0, OpenAIResponses: 2}
 
 
 _NEVER = 1 << 62  # `cancel_at` of a stream the client lets finish
@@ -140,13 +142,13 @@ class StreamAccumulator:
         `fast_path_available()`). The reader arms it through `arm_fast_path` and disarms it through
         `disarm_fast_path`: between the two, the counter holds the token count and where counts come from, and the
         record gets its chunks directly."""
-        chat = _FAST_DIALECTS.get(type(self._dialect))
+        kind = _FAST_DIALECTS.get(type(self._dialect))
         # A stream that keeps its text stays on the Python path: the C counter would have to decode the content
         # strings (JSON escapes, \u sequences) exactly as orjson does to keep parity, for the few streams that
         # need text (sessions, tokenizer counts). The cost is the Python path's, ~4 us a chunk instead of ~0.7.
-        if chat is None or not self._sse or _wire is None or self._text_of is not None or self.cancel_at != _NEVER:
+        if kind is None or not self._sse or _wire is None or self._text_of is not None or self.cancel_at != _NEVER:
             return None
-        self._counter = _wire.TokenChunkCounter(self.record, chat, TokenSource.SERVER)
+        self._counter = _wire.TokenChunkCounter(self.record, kind, TokenSource.SERVER)
         return self._counter
 
     def disarm_fast_path(self) -> None:
@@ -287,10 +289,12 @@ class StreamAccumulator:
                 if rec.tool_call_chunks is None:
                     rec.tool_call_chunks = array("l")
                 rec.tool_call_chunks.append(len(rec.chunk_times))
-                if text_of is not None:  # a session sends the call back (traffic/sessions.py)
-                    self._keep_call(payload)
             rec.chunk_times.append(t)
             rec.chunk_tokens.append(k)
+        if chunk.tool_call and text_of is not None:
+            # A session sends the call back (traffic/sessions.py): every piece, also one that carried no token
+            # (the Responses API's `output_item.added` with the call's id and name).
+            self._keep_call(payload)
         timings = chunk.server_timings
         if timings is not None:
             rec.server_timings = timings
@@ -361,7 +365,7 @@ class StreamAccumulator:
 
     def _keep_call(self, payload: bytes) -> None:
         """The reply's tool call, piece by piece, into `record.tool_call_reply` (id, name, arguments)."""
-        call_id, name, arguments = tool_call_piece(payload)
+        call_id, name, arguments = call_reader(self._dialect.name)(payload)
         kept = self.record.tool_call_reply
         if kept is None:
             kept = self.record.tool_call_reply = {"id": "", "name": "", "arguments": ""}

@@ -4,9 +4,10 @@ tokens of each chunk when the server streams no counts).
 
 The text is the reply's visible content: OpenAI chat `delta.content` (a `refusal` streamed with `content: null`
 too), completions `text`, llama.cpp `content`, TGI `token.text` (not of special tokens: EOS is not output text),
-Ollama `message.content` / `response`, Triton `text_output`. Reasoning and tool calls are not: a session's history
-holds the answer, not the thoughts. A chunk that carried only those has no text here, which the tokenizer count
-sees (a token chunk without text) and then leaves the stream's counts as they were.
+Ollama `message.content` / `response`, Triton `text_output`, the Responses API's `response.output_text.delta`.
+Reasoning and tool calls are not: a session's history holds the answer, not the thoughts. A chunk that carried only
+those has no text here, which the tokenizer count sees (a token chunk without text) and then leaves the stream's
+counts as they were.
 
 A dialect's `parse` does not hand its decoded object out (dialects are shared, stateless and on the hot path), so
 a kept stream decodes each payload a second time: about a microsecond a chunk, paid only by streams that keep text.
@@ -19,7 +20,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["TEXT_DIALECTS", "text_reader", "tool_call_piece"]
+__all__ = ["TEXT_DIALECTS", "call_reader", "text_reader", "tool_call_piece"]
 
 
 def _load(payload: bytes) -> dict[str, Any] | None:
@@ -69,6 +70,28 @@ def tool_call_piece(payload: bytes) -> tuple[str, str, str]:
     return _str(call.get("id")), _str(fn.get("name")), _str(fn.get("arguments"))
 
 
+def _responses_call_piece(payload: bytes) -> tuple[str, str, str]:
+    """A Responses event's piece of a function call: its `call_id` and name from the `response.output_item.added`
+    that opens it, its arguments from `response.function_call_arguments.delta`."""
+    obj = _load(payload)
+    kind = obj.get("type") if obj is not None else None
+    if kind == "response.function_call_arguments.delta":
+        return "", "", _str(obj.get("delta"))  # type: ignore[union-attr]
+    item = obj.get("item") if kind == "response.output_item.added" else None  # type: ignore[union-attr]
+    if type(item) is not dict or item.get("type") != "function_call":
+        return "", "", ""
+    return _str(item.get("call_id")), _str(item.get("name")), _str(item.get("arguments"))
+
+
+def _openai_responses(payload: bytes) -> str:
+    """The answer's text: `response.output_text.delta` (and a refusal's `response.refusal.delta`)."""
+    obj = _load(payload)
+    kind = obj.get("type") if obj is not None else None
+    if kind == "response.output_text.delta" or kind == "response.refusal.delta":
+        return _str(obj.get("delta"))  # type: ignore[union-attr]
+    return ""
+
+
 def _openai_completions(payload: bytes) -> str:
     if payload == b"[DONE]":
         return ""
@@ -113,6 +136,7 @@ def _triton(payload: bytes) -> str:
 _READERS: dict[str, Callable[[bytes], str]] = {
     "openai-chat": _openai_chat,
     "openai-completions": _openai_completions,
+    "openai-responses": _openai_responses,
     "llamacpp": _llamacpp,
     "tgi": _tgi,
     "ollama-chat": _ollama_chat,
@@ -120,6 +144,14 @@ _READERS: dict[str, Callable[[bytes], str]] = {
     "triton": _triton,
 }
 TEXT_DIALECTS: tuple[str, ...] = tuple(_READERS)
+# A dialect's reader of tool-call pieces (its id, its name, its arguments' piece), for sessions that send the call
+# back; the chat API's by default.
+_CALL_READERS: dict[str, Callable[[bytes], tuple[str, str, str]]] = {"openai-responses": _responses_call_piece}
+
+
+def call_reader(dialect_name: str) -> Callable[[bytes], tuple[str, str, str]]:
+    """The function from one payload of `dialect_name`'s stream to its piece of a tool call (`tool_call_piece`'s)."""
+    return _CALL_READERS.get(dialect_name, tool_call_piece)
 
 
 def text_reader(dialect_name: str) -> Callable[[bytes], str]:

@@ -21,7 +21,7 @@ traffic:
     - {name: plain}
 """
 # The dialects whose servers take a request's scheduling priority in the body.
-IN_BODY = {"openai-chat", "openai-completions"}
+IN_BODY = {"openai-chat", "openai-completions", "openai-responses"}
 
 
 def _scenario(dialect: str, base_url: str = "http://127.0.0.1:1", classes: str = CLASSES, extra: str = "") -> Scenario:

@@ -69,6 +69,7 @@ def test_registry_names_and_unknown_name() -> None:
     assert set(DIALECT_NAMES) == {
         "openai-chat",
         "openai-completions",
+        "openai-responses",
         "tgi",
         "triton",
         "llamacpp",

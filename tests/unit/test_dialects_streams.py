@@ -89,7 +89,7 @@ class Case:
     @property
     def dialect(self) -> str:
         stem = self.fixture.removesuffix(".txt")
-        for name in ("openai-completions", "openai-chat", "ollama-chat", "ollama-generate"):
+        for name in ("openai-completions", "openai-chat", "openai-responses", "ollama-chat", "ollama-generate"):
             if stem.startswith(name + "-"):
                 return name
         return stem.split("-")[0]
@@ -286,6 +286,73 @@ CASES = [
         done_event=4,
         finish="stop",
         timings={"prompt_ms": 42.0, "predicted_ms": 90.0, "predicted_per_token_ms": 15.0},
+    ),
+    # The Responses API (dialects/responses.py). llama.cpp, stopped at EOS: only the two answer deltas carry tokens
+    # (the opening and closing events none); the usage's 3 is the deltas and EOS (not spread); status completed.
+    Case(
+        "openai-responses-llamacpp-eos.txt",
+        [4, 5],
+        [1, 1],
+        3,
+        38,
+        done_event=9,
+        timings={"cache_n": 24, "predicted_n": 3, "predicted_per_token_ms": 29.878},
+        finish="stop",
+    ),
+    # llama.cpp with timings_per_token: a cumulative timings.predicted_n in every delta (" café" one token here).
+    Case(
+        "openai-responses-llamacpp-timings.txt",
+        [4, 5, 6, 7, 8],
+        [1, 1, 1, 1, 1],
+        5,
+        35,
+        TokenSource.SERVER,
+        done_event=12,
+        timings={"prompt_n": 35, "predicted_n": 5, "predicted_ms": 83.31},
+        finish="stop",
+    ),
+    # OpenAI: a reasoning summary's deltas (thinking) before the answer's, sequence numbers, and max_output_tokens
+    # reached: `response.incomplete` (length), its 8 output tokens spread over the 4 token events.
+    Case(
+        "openai-responses-openai-incomplete.txt",
+        [3, 4, 8, 9],
+        [2, 2, 2, 2],
+        8,
+        20,
+        TokenSource.USAGE_SPREAD,
+        done_event=13,
+        finish="length",
+    ),
+    # A failed response after two deltas, and an `error` event: both failed requests, classified server_error.
+    Case(
+        "openai-responses-failed.txt",
+        [4, 5],
+        [1, 1],
+        None,
+        None,
+        error=ErrorKind.SERVER_ERROR,
+        detail="server_error: The model failed to generate a response.",
+    ),
+    Case(
+        "openai-responses-error-event.txt",
+        [2],
+        [1],
+        None,
+        None,
+        error=ErrorKind.SERVER_ERROR,
+        detail="rate_limit_exceeded: Rate limit reached",
+    ),
+    # vLLM with a tool parser: the call opens with its output_item.added (no token), its arguments come in deltas;
+    # completed with a function call in the output: finish reason tool_calls.
+    Case(
+        "openai-responses-vllm-tool-call.txt",
+        [3, 4, 5],
+        [4, 5, 5],
+        14,
+        57,
+        TokenSource.USAGE_SPREAD,
+        done_event=8,
+        finish="tool_calls",
     ),
 ]
 

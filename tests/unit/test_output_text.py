@@ -33,6 +33,11 @@ EXPECTED = {
     # The empty chunk whose count moved (a character held back) is a token chunk with no text of its own.
     "openai-chat-vllm-continuous": ("Bonjour à tous, 👋", [7, 15, 15, 17, 17]),
     "openai-completions-trtllm": (" Paris, the capital", [6, 7, 11, 19]),
+    "openai-responses-llamacpp-eos": ("Yes.", [3, 4]),
+    "openai-responses-llamacpp-timings": ("The café is called Caf", [3, 8, 11, 18, 22]),
+    # A reasoning summary's deltas are token chunks without reply text; a tool call's arguments are no text either.
+    "openai-responses-openai-incomplete": ("One, two", [0, 0, 3, 8]),
+    "openai-responses-vllm-tool-call": ("", [0, 0, 0]),
     "tgi-eos": (" The sky ☀", [4, 8, 8, 10, 10]),
     "triton-trtllm": (" Machine learning is a", [8, 17, 20, 22]),
     "triton-vllm-counts": (" Triton serves models on 🚀.", [7, 24, 24, 26, 27]),

@@ -10,6 +10,7 @@ One module per server family:
 |---|---|---|---|
 | `openai-chat` | `/v1/chat/completions` | SSE | `[DONE]` |
 | `openai-completions` | `/v1/completions` | SSE | `[DONE]` |
+| `openai-responses` | `/v1/responses` | SSE (named events) | `response.completed` / `.incomplete` / `.failed` |
 | `tgi` | `/generate_stream` | SSE | the event with `generated_text` |
 | `triton` | `/v2/models/{model}/generate_stream` | SSE | the complete HTTP body |
 | `llamacpp` | `/completion` | SSE | the event with `stop: true` |
@@ -46,6 +47,7 @@ from loadgen.protocol.dialects.llamacpp import LlamaCppCompletion
 from loadgen.protocol.dialects.ollama import OllamaChat, OllamaGenerate
 from loadgen.protocol.dialects.openai import OpenAIChat, OpenAICompletions
 from loadgen.protocol.dialects.pooling import POOLING_DIALECTS, OpenAIEmbeddings, Rerank, TEIRerank
+from loadgen.protocol.dialects.responses import OpenAIResponses
 from loadgen.protocol.dialects.tgi import TGIGenerate
 from loadgen.protocol.dialects.triton import TritonGenerate
 from loadgen.registry import Registry, UnknownNameError
@@ -72,6 +74,7 @@ __all__ = [
 _DIALECTS: tuple[Dialect, ...] = (
     OpenAIChat(),
     OpenAICompletions(),
+    OpenAIResponses(),
     TGIGenerate(),
     TritonGenerate(),
     LlamaCppCompletion(),
@@ -124,6 +127,8 @@ def dialect_for(name: str, max_tokens_field: str | None = None, stream: bool = T
         return dialect
     if isinstance(dialect, OpenAIChat):
         return OpenAIChat(max_tokens_key=max_tokens_field or "max_tokens", stream=stream)
+    if isinstance(dialect, OpenAIResponses):
+        return OpenAIResponses(stream=stream)
     return OpenAICompletions(stream=stream)
 
 
