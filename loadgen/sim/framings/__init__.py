@@ -3,6 +3,7 @@
 | route (`POST`) | framing | stream | end of stream |
 |---|---|---|---|
 | `/v1/chat/completions`, `/v1/completions` | OpenAI, as vLLM | SSE, one event per engine step | `[DONE]` |
+| `/v1/responses` | OpenAI Responses (`responses.py`) | SSE, named events, a delta per step | `response.incomplete` |
 | `/generate_stream` | TGI | SSE (`data:` without a space), one event per token | the event with `generated_text` |
 | `/generate` | TGI | none: one JSON body | |
 | `/api/chat`, `/api/generate` | Ollama | NDJSON (`stream` defaults to true), one line per token | `done: true` |
@@ -34,6 +35,7 @@ from loadgen.sim.framings.base import (
 from loadgen.sim.framings.ollama import OllamaChat, OllamaGenerate
 from loadgen.sim.framings.openai import OpenAIChat, OpenAICompletions
 from loadgen.sim.framings.pooling import Embeddings, RerankRoute
+from loadgen.sim.framings.responses import OpenAIResponses
 from loadgen.sim.framings.tgi import TGIGenerate
 
 __all__ = [
@@ -51,6 +53,7 @@ __all__ = [
 FRAMINGS: dict[str, Framing] = {
     "/v1/chat/completions": OpenAIChat(),
     "/v1/completions": OpenAICompletions(),
+    "/v1/responses": OpenAIResponses(),
     "/generate_stream": TGIGenerate(stream=True),
     "/generate": TGIGenerate(stream=False),
     "/api/chat": OllamaChat(),
