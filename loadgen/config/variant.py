@@ -262,6 +262,16 @@ class Variant(ExactOutput):
         return self
 
     @model_validator(mode="after")
+    def _check_usage_stats(self) -> Variant:
+        if self.continuous_usage_stats and self.dialect == "openai-responses":
+            message = (
+                "openai-responses streams no per-event usage (the Responses API has no stream_options): its counts "
+                "come from the final usage, a tokenizer, or llama.cpp's extra_body {timings_per_token: true}"
+            )
+            raise SubpathIssues([(("continuous_usage_stats",), message)])
+        return self
+
+    @model_validator(mode="after")
     def _check_adapters(self) -> Variant:
         if self.adapters and self.dialect not in MODEL_PER_REQUEST_DIALECTS:
             message = (

@@ -11,7 +11,8 @@ from typing import Any
 import orjson
 import pytest
 
-from loadgen.config.scenario import Variant
+from loadgen.config.errors import ConfigError
+from loadgen.config.scenario import Variant, parse_scenario
 from loadgen.measure.records import ErrorKind, RequestRecord
 from loadgen.protocol.accumulator import StreamAccumulator
 from loadgen.protocol.dialects import dialect_for, get_dialect, output_length
@@ -335,3 +336,40 @@ def test_whole_reply() -> None:
     refused, _ = whole.parse_whole(b'{"error": {"message": "bad input", "type": "invalid_request_error"}}')
     assert refused.error == "invalid_request_error: bad input" and not refused.malformed
     assert whole.parse_whole(b'{"id": "x"}')[0].malformed
+
+
+# ---- the scenario: what a variant of this dialect may ask, refused before any load (exit 2) ---------------------
+
+_RESPONSES = "variants:\n  - {name: r, base_url: 'http://h:1', model: m, dialect: openai-responses%s}\n"
+
+
+def _issues(text: str) -> dict[str, str]:
+    with pytest.raises(ConfigError) as err:
+        parse_scenario(text, "s.yaml")
+    return {i.path: i.message for i in err.value.issues}
+
+
+def test_tools_and_a_response_format_are_carried() -> None:
+    tools = "traffic: {mixes: [{name: chat, tools: {functions: 2, response_format: json_schema}}]}\n"
+    assert parse_scenario(_RESPONSES % "" + tools).traffic.mixes[0].tools is not None
+
+
+@pytest.mark.parametrize(
+    ("fields", "extra", "path", "message"),
+    [
+        (", continuous_usage_stats: true", "", "variants[0].continuous_usage_stats", "no per-event usage"),
+        (", max_tokens_field: max_completion_tokens", "", "variants[0].max_tokens_field", "only openai-chat"),
+        (
+            "",
+            "traffic: {mixes: [{name: vis}], custom_mixes: {vis: {buckets: [{name: s, prompt_tokens: [20, 30]}], "
+            "output_tokens: [5, 9], images: {share: 1, sizes: [[64, 64]]}}}}\n",
+            "variants[0].dialect",
+            "images",
+        ),
+    ],
+)
+def test_what_the_dialect_cannot_do_is_refused_naming_the_field(
+    fields: str, extra: str, path: str, message: str
+) -> None:
+    issues = _issues(_RESPONSES % fields + extra)
+    assert path in issues and message in issues[path], issues
