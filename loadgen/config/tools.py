@@ -9,8 +9,9 @@ from every other draw (`ToolsPlan.draw`): the same requests carry tools for ever
 lengths are the same with tools or without.
 
 Only openai-chat and openai-responses requests can carry them (the latter in the Responses API's shapes:
-dialects/responses.py); `tool_issues` refuses the rest, naming the field. A session mix with tools is an agent: a
-turn after a tool call sends the call back with the tool's result (traffic/sessions.py).
+dialects/responses.py), and anthropic-messages requests tools alone (in Anthropic's shapes: dialects/anthropic.py;
+the Messages API has no response_format); `tool_issues` refuses the rest, naming the field. A session mix with tools
+is an agent: a turn after a tool call sends the call back with the tool's result (traffic/sessions.py).
 """
 
 from __future__ import annotations
@@ -28,17 +29,18 @@ from loadgen.config.types import TokenRange
 if TYPE_CHECKING:
     from loadgen.config.variant import Variant
 
-__all__ = ["TOOL_DIALECTS", "Tools", "ToolsPlan", "function_schemas", "tool_issues"]
+__all__ = ["FORMAT_DIALECTS", "TOOL_DIALECTS", "Tools", "ToolsPlan", "function_schemas", "tool_issues"]
 
-# The dialects whose requests carry tools and response_format (OpenAI's chat API, as vLLM / SGLang serve it, and
-# its Responses API, as OpenAI, vLLM and llama.cpp serve it).
-TOOL_DIALECTS: tuple[str, ...] = ("openai-chat", "openai-responses")
+# The dialects whose requests carry tools (OpenAI's chat API, as vLLM / SGLang serve it, and its Responses API, as
+# OpenAI, vLLM and llama.cpp serve it; Anthropic's Messages API), and those of them that also carry a response_format.
+TOOL_DIALECTS: tuple[str, ...] = ("openai-chat", "openai-responses", "anthropic-messages")
+FORMAT_DIALECTS: tuple[str, ...] = ("openai-chat", "openai-responses")
 TOOLS_DOC = (
     "Tools and structured output: a share of this mix's requests carries `tools` (synthetic function schemas) "
     "with a `tool_choice`, and/or a `response_format`, e.g. {share: 0.5, functions: 4, tool_choice: required}; the "
-    "report then gives time to the first tool call apart from the first content token (openai-chat and "
-    "openai-responses only). With "
-    "`sessions`, an agent: a turn after a tool call sends the call back with the tool's result (`role: tool`). "
+    "report then gives time to the first tool call apart from the first content token (openai-chat, "
+    "openai-responses; anthropic-messages: tools only). With `sessions`, an agent: a turn after a tool call sends "
+    "the call back with the tool's result (`role: tool`). "
     "These requests are sent without the variant's exact_output (their structure ends the reply; max_tokens is a "
     "cap), and a response_format's replies are judged valid JSON of the schema or not. Null: plain requests."
 )
@@ -189,7 +191,8 @@ def tools_by_mix(mixes: Sequence[_MixRef]) -> dict[str, Tools]:
 
 
 def tool_issues(mixes: Sequence[_MixRef], variants: list[Variant]) -> list[tuple[tuple[str | int, ...], str]]:
-    """A mix with tools sent to a variant whose dialect cannot carry them."""
+    """A mix with tools sent to a variant whose dialect cannot carry them, or with a response_format to one whose
+    dialect carries tools only."""
     issues: list[tuple[tuple[str | int, ...], str]] = []
     for i, ref in enumerate(mixes):
         if ref.tools is None:
@@ -201,6 +204,15 @@ def tool_issues(mixes: Sequence[_MixRef], variants: list[Variant]) -> list[tuple
                         ("traffic", "mixes", i, "tools"),
                         f"variant {v.name!r} speaks {v.dialect}, whose requests carry no tools or response_format "
                         f"(only {', '.join(TOOL_DIALECTS)})",
+                    )
+                )
+                break
+            if ref.tools.response_format is not None and v.dialect not in FORMAT_DIALECTS:
+                issues.append(
+                    (
+                        ("traffic", "mixes", i, "tools", "response_format"),
+                        f"variant {v.name!r} speaks {v.dialect}, whose requests carry tools but no response_format "
+                        f"(only {', '.join(FORMAT_DIALECTS)})",
                     )
                 )
                 break

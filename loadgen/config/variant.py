@@ -23,7 +23,13 @@ from loadgen.config.k8s_target import K8sSelector, ResolvedFrom
 from loadgen.config.output_length import ExactOutput
 from loadgen.config.routing import Routing
 from loadgen.config.types import NAME_PATTERN, Duration, PositiveFloat
-from loadgen.protocol.dialects import DIALECT_NAMES, MODEL_PER_REQUEST_DIALECTS, POOLING_DIALECTS, WHOLE_REPLY_DIALECTS
+from loadgen.protocol.dialects import (
+    DIALECT_NAMES,
+    MODEL_PER_REQUEST_DIALECTS,
+    POOLING_DIALECTS,
+    WHOLE_REPLY_DIALECTS,
+    get_dialect,
+)
 from loadgen.registry import UnknownNameError
 
 __all__ = ["OPENAI_HOSTS", "Variant"]
@@ -73,7 +79,8 @@ class Variant(ExactOutput):
         default=None,
         json_schema_extra={"pattern": ENV_NAME},
         description="NAME of the environment variable holding the API key (e.g. `OPENAI_API_KEY`, or one filled "
-        "from a Kubernetes Secret). The key itself never goes in the scenario. Null: no auth.",
+        "from a Kubernetes Secret), sent as `Authorization: Bearer KEY` (anthropic-messages: `x-api-key: KEY`). The "
+        "key itself never goes in the scenario. Null: no auth.",
     )
     headers: dict[str, str] = Field(
         default_factory=dict,
@@ -269,6 +276,12 @@ class Variant(ExactOutput):
                 "come from the final usage, a tokenizer, or llama.cpp's extra_body {timings_per_token: true}"
             )
             raise SubpathIssues([(("continuous_usage_stats",), message)])
+        if self.continuous_usage_stats and self.dialect == "anthropic-messages":
+            message = (
+                "anthropic-messages streams no per-chunk usage (the Messages API counts the output once, in "
+                "message_delta): each delta is one token, or a tokenizer counts them"
+            )
+            raise SubpathIssues([(("continuous_usage_stats",), message)])
         return self
 
     @model_validator(mode="after")
@@ -381,10 +394,8 @@ class Variant(ExactOutput):
         for key in self.headers_from_env:
             if key.lower() in literal:
                 issues.append((("headers_from_env", key), f"{key} is in headers too: give it in one place"))
-            elif key.lower() == "authorization" and self.api_key_env:
-                issues.append(
-                    (("headers_from_env", key), "api_key_env sends the Authorization header already: give one")
-                )
+            elif key.lower() == get_dialect(self.dialect).key_header.lower() and self.api_key_env:
+                issues.append((("headers_from_env", key), f"api_key_env sends the {key} header already: give one"))
         if issues:
             raise SubpathIssues(issues)
         return self
@@ -395,7 +406,8 @@ class Variant(ExactOutput):
         refuses such a run before load)."""
         env = os.environ if environ is None else environ
         key = env.get(self.api_key_env, "") if self.api_key_env else ""
-        out = {"Authorization": f"Bearer {key}"} if key else {}
+        dialect = get_dialect(self.dialect)  # `x-api-key: KEY` for anthropic-messages
+        out = {dialect.key_header: dialect.key_scheme + key} if key else {}
         out.update({h: env[n] for h, n in self.headers_from_env.items() if env.get(n)})
         return out
 

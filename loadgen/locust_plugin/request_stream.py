@@ -181,6 +181,8 @@ class RequestStream:
             "Content-Type": "application/json",
             "Accept": self._dialect.accept,
             "User-Agent": "loadgen",
+            # The dialect's own (anthropic-version), unless the variant names one of them in any case.
+            **{k: v for k, v in self._dialect.headers.items() if k.lower() not in {h.lower() for h in variant.headers}},
             **variant.headers,
         }
         routing = variant.routing

@@ -4,7 +4,8 @@ tokens of each chunk when the server streams no counts).
 
 The text is the reply's visible content: OpenAI chat `delta.content` (a `refusal` streamed with `content: null`
 too), completions `text`, llama.cpp `content`, TGI `token.text` (not of special tokens: EOS is not output text),
-Ollama `message.content` / `response`, Triton `text_output`, the Responses API's `response.output_text.delta`.
+Ollama `message.content` / `response`, Triton `text_output`, the Responses API's `response.output_text.delta`,
+the Messages API's `text_delta`.
 Reasoning and tool calls are not: a session's history holds the answer, not the thoughts. A chunk that carried only
 those has no text here, which the tokenizer count sees (a token chunk without text) and then leaves the stream's
 counts as they were.
@@ -92,6 +93,28 @@ def _openai_responses(payload: bytes) -> str:
     return ""
 
 
+def _anthropic(payload: bytes) -> str:
+    """The answer's text: a Messages stream's `text_delta`."""
+    obj = _load(payload)
+    delta = obj.get("delta") if obj is not None and obj.get("type") == "content_block_delta" else None
+    return _str(delta.get("text")) if type(delta) is dict and delta.get("type") == "text_delta" else ""
+
+
+def _anthropic_call_piece(payload: bytes) -> tuple[str, str, str]:
+    """A Messages event's piece of a tool call: its id and name from the `content_block_start` of its `tool_use`
+    block, its input's JSON from `input_json_delta`."""
+    obj = _load(payload)
+    kind = obj.get("type") if obj is not None else None
+    if kind == "content_block_delta":
+        delta = obj.get("delta")  # type: ignore[union-attr]
+        ok = type(delta) is dict and delta.get("type") == "input_json_delta"
+        return ("", "", _str(delta.get("partial_json"))) if ok else ("", "", "")  # type: ignore[union-attr]
+    block = obj.get("content_block") if kind == "content_block_start" else None  # type: ignore[union-attr]
+    if type(block) is not dict or block.get("type") != "tool_use":
+        return "", "", ""
+    return _str(block.get("id")), _str(block.get("name")), ""
+
+
 def _openai_completions(payload: bytes) -> str:
     if payload == b"[DONE]":
         return ""
@@ -136,6 +159,7 @@ def _triton(payload: bytes) -> str:
 _READERS: dict[str, Callable[[bytes], str]] = {
     "openai-chat": _openai_chat,
     "openai-completions": _openai_completions,
+    "anthropic-messages": _anthropic,
     "openai-responses": _openai_responses,
     "llamacpp": _llamacpp,
     "tgi": _tgi,
@@ -146,7 +170,10 @@ _READERS: dict[str, Callable[[bytes], str]] = {
 TEXT_DIALECTS: tuple[str, ...] = tuple(_READERS)
 # A dialect's reader of tool-call pieces (its id, its name, its arguments' piece), for sessions that send the call
 # back; the chat API's by default.
-_CALL_READERS: dict[str, Callable[[bytes], tuple[str, str, str]]] = {"openai-responses": _responses_call_piece}
+_CALL_READERS: dict[str, Callable[[bytes], tuple[str, str, str]]] = {
+    "openai-responses": _responses_call_piece,
+    "anthropic-messages": _anthropic_call_piece,
+}
 
 
 def call_reader(dialect_name: str) -> Callable[[bytes], tuple[str, str, str]]:

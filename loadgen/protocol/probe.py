@@ -64,17 +64,28 @@ class Family:
 FAMILIES: dict[str, Family] = {
     f.key: f
     for f in (
-        Family("vllm", "vLLM", "openai-chat", True, also="openai-completions"),
+        Family("vllm", "vLLM", "openai-chat", True, also="openai-completions, openai-responses"),
         Family("sglang", "SGLang", "openai-chat", True, also="openai-completions"),
         # timings_per_token: a cumulative token count in every chunk (llama.cpp has no continuous usage).
         Family(
-            "llamacpp", "llama.cpp", "openai-chat", False, {"timings_per_token": True}, "openai-completions, llamacpp"
+            "llamacpp",
+            "llama.cpp",
+            "openai-chat",
+            False,
+            {"timings_per_token": True},
+            "openai-completions, openai-responses, llamacpp, anthropic-messages",
         ),
         Family("tensorrt-llm", "TensorRT-LLM (trtllm-serve)", "openai-chat", True, also="openai-completions"),
         # TGI's own route: its Messages API (openai-chat) needs a chat template and cannot ask for exact lengths.
         Family("tgi", "Text Generation Inference", "tgi", also="openai-chat (its Messages API)"),
         Family("ollama", "Ollama", "ollama-chat", also="ollama-generate, openai-chat (its /v1 routes)"),
-        Family("loadgen-sim", "loadgen's simulator", "openai-chat", True, also="openai-completions, tgi, ollama-chat"),
+        Family(
+            "loadgen-sim",
+            "loadgen's simulator",
+            "openai-chat",
+            True,
+            also="openai-completions, openai-responses, anthropic-messages, tgi, ollama-chat",
+        ),
         Family("openai-compatible", "an OpenAI-compatible server", "openai-chat", also="openai-completions"),
     )
 }

@@ -70,6 +70,7 @@ def test_registry_names_and_unknown_name() -> None:
         "openai-chat",
         "openai-completions",
         "openai-responses",
+        "anthropic-messages",
         "tgi",
         "triton",
         "llamacpp",

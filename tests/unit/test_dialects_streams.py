@@ -89,7 +89,8 @@ class Case:
     @property
     def dialect(self) -> str:
         stem = self.fixture.removesuffix(".txt")
-        for name in ("openai-completions", "openai-chat", "openai-responses", "ollama-chat", "ollama-generate"):
+        names = ("openai-completions", "openai-chat", "openai-responses", "anthropic-messages", "ollama-chat")
+        for name in (*names, "ollama-generate"):
             if stem.startswith(name + "-"):
                 return name
         return stem.split("-")[0]
@@ -353,6 +354,29 @@ CASES = [
         TokenSource.USAGE_SPREAD,
         done_event=8,
         finish="tool_calls",
+    ),
+    # Anthropic's Messages API (dialects/anthropic.py; its marks and cached tokens: test_anthropic_streams.py):
+    # thinking, text and a tool call (an empty first input piece and the signature carry no token), 89 output
+    # tokens spread over the 6 token chunks; the prompt is input_tokens plus cache reads.
+    Case(
+        "anthropic-messages-api-thinking-tool.txt",
+        [3, 4, 8, 9, 13, 14],
+        [14, 15, 15, 15, 15, 15],
+        89,
+        2460,
+        TokenSource.USAGE_SPREAD,
+        done_event=17,
+        finish="tool_calls",
+    ),
+    # Overloaded mid-stream (`event: error`): a failed request that keeps its timings.
+    Case(
+        "anthropic-messages-error.txt",
+        [3, 4],
+        [1, 1],
+        None,
+        25,
+        error=ErrorKind.SERVER_ERROR,
+        detail="overloaded_error: Overloaded",
     ),
 ]
 

@@ -33,6 +33,8 @@ EXPECTED = {
     # The empty chunk whose count moved (a character held back) is a token chunk with no text of its own.
     "openai-chat-vllm-continuous": ("Bonjour à tous, 👋", [7, 15, 15, 17, 17]),
     "openai-completions-trtllm": (" Paris, the capital", [6, 7, 11, 19]),
+    # Thinking deltas and a tool call's input pieces are token chunks without reply text.
+    "anthropic-messages-api-thinking-tool": ("Let me check the weather.", [0, 0, 12, 25, 25, 25]),
     "openai-responses-llamacpp-eos": ("Yes.", [3, 4]),
     "openai-responses-llamacpp-timings": ("The café is called Caf", [3, 8, 11, 18, 22]),
     # A reasoning summary's deltas are token chunks without reply text; a tool call's arguments are no text either.

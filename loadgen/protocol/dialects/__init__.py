@@ -10,6 +10,7 @@ One module per server family:
 |---|---|---|---|
 | `openai-chat` | `/v1/chat/completions` | SSE | `[DONE]` |
 | `openai-completions` | `/v1/completions` | SSE | `[DONE]` |
+| `anthropic-messages` | `/v1/messages` | SSE (named events) | `message_stop` (`anthropic.py`) |
 | `openai-responses` | `/v1/responses` | SSE (named events) | `response.completed` / `.incomplete` / `.failed` |
 | `tgi` | `/generate_stream` | SSE | the event with `generated_text` |
 | `triton` | `/v2/models/{model}/generate_stream` | SSE | the complete HTTP body |
@@ -25,7 +26,7 @@ Messages API and hosted OpenAI-compatible APIs (TLS, key from `api_key_env`).
 
 Output length (`output_length`): `enforced` when the dialect can ask its server for exactly max_tokens and the
 variant does (`ignore_eos: true` in its extra body: openai-*, llamacpp, triton), else `max_only`: max_tokens is a
-cap and a request may stop early at EOS (tgi and ollama-* have no such option).
+cap and a request may stop early at EOS (tgi, ollama-* and anthropic-messages have no such option).
 
 Whole replies (`replies_whole`): openai-chat and openai-completions can ask for one JSON reply instead of a stream
 (`stream: false`, a variant's `stream`); the pooling dialects (embeddings, rerank, tei-rerank) only ever get one;
@@ -43,6 +44,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from loadgen.protocol.dialects._base import Chunk, Dialect, RequestLike, describe_error_body, exact_output
+from loadgen.protocol.dialects.anthropic import AnthropicMessages
 from loadgen.protocol.dialects.llamacpp import LlamaCppCompletion
 from loadgen.protocol.dialects.ollama import OllamaChat, OllamaGenerate
 from loadgen.protocol.dialects.openai import OpenAIChat, OpenAICompletions
@@ -74,6 +76,7 @@ __all__ = [
 _DIALECTS: tuple[Dialect, ...] = (
     OpenAIChat(),
     OpenAICompletions(),
+    AnthropicMessages(),
     OpenAIResponses(),
     TGIGenerate(),
     TritonGenerate(),

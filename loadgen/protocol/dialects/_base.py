@@ -130,6 +130,11 @@ class Dialect(Protocol):
     # The server wraps the request's messages in its chat template: the prompt tokens it counts are the content's
     # plus the template's (the sampler's `template_overhead`, added to a record's `prompt_tokens_target`).
     chat_template: bool
+    # The header the variant's API key (`api_key_env`) goes in, and what precedes the key in it.
+    key_header: str
+    key_scheme: str
+    # Headers every request of the dialect carries (Anthropic's `anthropic-version`); a variant's own win.
+    headers: dict[str, str]
 
     def path_for(self, model: str) -> str: ...
 
@@ -160,6 +165,9 @@ class DialectBase:
     takes_images = False
     model_per_request = True
     chat_template = False
+    key_header = "Authorization"
+    key_scheme = "Bearer "
+    headers: dict[str, str] = {}
 
     def parse_whole(self, body: bytes) -> tuple[Chunk, str]:
         raise NotImplementedError(f"{self.name} requests are always streamed")
