@@ -17,6 +17,7 @@
  *   Python parsed). A read is counted only if *every* chunk in it is a lone `data:` event whose JSON is valid and
  *   of the plain token shape (the strict reader in _wire_json.c says so); otherwise nothing is changed, the
  *   counter disarms, and Python gets the read.
+ *   The Messages API's `text_delta` events (with their `event: content_block_delta` line) are counted alike.
  *   All-or-nothing keeps one source of truth for every odd case (errors, usage-only and final chunks, a chunk
  *   with a finish_reason, [DONE], llama.cpp timings, escapes in keys, surrogates, bools as counts).
  *
@@ -73,9 +74,9 @@ static PyObject *s_prompt_tokens, *s_output_tokens, *s_token_source;
 static int Counter_init(TokenChunkCounter *self, PyObject *args, PyObject *kw) {
     static char *names[] = {"record", "chat", "server_source", NULL};
     PyObject *record, *server_source;
-    int chat; /* the kind: LG_COMPLETIONS, LG_CHAT (True) or LG_RESPONSES */
+    int chat; /* the kind: LG_COMPLETIONS, LG_CHAT (True), LG_RESPONSES or LG_ANTHROPIC */
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OiO", names, &record, &chat, &server_source)) return -1;
-    if (chat < LG_COMPLETIONS || chat > LG_RESPONSES) {
+    if (chat < LG_COMPLETIONS || chat > LG_ANTHROPIC) {
         PyErr_Format(PyExc_ValueError, "unknown token chunk kind %d", chat);
         return -1;
     }
@@ -151,7 +152,8 @@ static int counter_scan(TokenChunkCounter *self, double t, const unsigned char *
     int count = 0;
     Py_ssize_t pos = 0;
     /* Pass 1: every chunk must be `<hex>\r\ndata: <payload>\n\n\r\n`, size = len(payload) + 8, no CR in the
-     * payload, and the payload a token chunk; a Responses API delta's may have its `event:` line before `data:`. */
+     * payload, and the payload a token chunk; a Responses API delta's or a Messages API delta's may have its
+     * `event:` line before `data:`. */
     while (pos < n) {
         if (count == MAX_CHUNKS) return 0;
         Py_ssize_t i = pos;
@@ -162,6 +164,13 @@ static int counter_scan(TokenChunkCounter *self, double t, const unsigned char *
         Py_ssize_t event_line = 0;
         if (self->chat == LG_RESPONSES) {
             static const char ev[] = "event: response.output_text.delta\n";
+            if (n - i >= (Py_ssize_t)sizeof ev - 1 && memcmp(data + i, ev, sizeof ev - 1) == 0) {
+                event_line = (Py_ssize_t)sizeof ev - 1;
+                i += event_line;
+            }
+        }
+        if (self->chat == LG_ANTHROPIC) {
+            static const char ev[] = "event: content_block_delta\n";
             if (n - i >= (Py_ssize_t)sizeof ev - 1 && memcmp(data + i, ev, sizeof ev - 1) == 0) {
                 event_line = (Py_ssize_t)sizeof ev - 1;
                 i += event_line;

@@ -433,13 +433,70 @@ static int responses_member(Cur *c, const unsigned char *k, ptrdiff_t n, void *c
     return skip_any(c);
 }
 
+/* The Messages API's answer delta (dialects/anthropic.py `parse`): a content_block_delta whose delta is a
+ * text_delta with a string text (its truth is the output). Thinking and tool input deltas mark their chunks, and
+ * any other delta carries nothing: Python's. Duplicate keys are read as orjson does (the last one wins). */
+typedef struct {
+    int is_text, text_str, text_truthy;
+} AnthDelta;
+
+typedef struct {
+    LgChunk *ch;
+    int is_delta, delta_ok;
+} Anth;
+
+/* *is: the string at c->p is `word` (unescaped); a value that is not a string is skipped and is not it. */
+static int str_is(Cur *c, const char *word, int *is) {
+    const unsigned char *s;
+    ptrdiff_t sn;
+    int esc;
+    *is = 0;
+    if (c->p >= c->end || *c->p != '"') return skip_any(c);
+    if (str(c, &s, &sn, &esc) < 0) return -1;
+    *is = !esc && key_is(s, sn, word);
+    return 0;
+}
+
+static int anthropic_delta_member(Cur *c, const unsigned char *k, ptrdiff_t n, void *ctx) {
+    AnthDelta *d = (AnthDelta *)ctx;
+    if (key_is(k, n, "type")) return str_is(c, "text_delta", &d->is_text);
+    if (key_is(k, n, "text")) {
+        d->text_str = c->p < c->end && *c->p == '"';
+        if (!d->text_str) return skip_any(c);
+        return any_truthy(c, &d->text_truthy);
+    }
+    return skip_any(c);
+}
+
+static int anthropic_member(Cur *c, const unsigned char *k, ptrdiff_t n, void *ctx) {
+    Anth *a = (Anth *)ctx;
+    if (key_is(k, n, "type")) return str_is(c, "content_block_delta", &a->is_delta);
+    if (key_is(k, n, "delta")) {
+        a->delta_ok = 0;
+        if (c->p >= c->end || *c->p != '{') return skip_any(c);
+        AnthDelta d = {0, 0, 0};
+        if (members(c, anthropic_delta_member, &d) < 0) return -1;
+        a->delta_ok = d.is_text && d.text_str;
+        a->ch->has_output = d.text_truthy;
+        return 0;
+    }
+    if (key_is(k, n, "error")) return -1;
+    return skip_any(c);
+}
+
 int lg_parse_token_chunk(const unsigned char *p, ptrdiff_t n, int chat, LgChunk *ch) {
     ch->chat = chat;
     ch->has_output = ch->saw_choices = ch->usage_dict = 0;
     ch->pt = ch->ct = -1;
     Cur c = {p, p + n, 0};
     ws(&c);
-    if (members(&c, chat == LG_RESPONSES ? responses_member : top_member, ch) < 0) return -1;
+    if (chat == LG_ANTHROPIC) {
+        Anth a = {ch, 0, 0};
+        if (members(&c, anthropic_member, &a) < 0) return -1;
+        ch->saw_choices = a.is_delta && a.delta_ok;
+    } else if (members(&c, chat == LG_RESPONSES ? responses_member : top_member, ch) < 0) {
+        return -1;
+    }
     ws(&c);
     if (c.p != c.end || !ch->saw_choices) return -1;
     return 0;

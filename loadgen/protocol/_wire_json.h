@@ -18,13 +18,14 @@
 #define LG_COMPLETIONS 0 /* text_completion: choices[0].text */
 #define LG_CHAT 1        /* chat.completion.chunk: choices[0].delta */
 #define LG_RESPONSES 2   /* the Responses API's response.output_text.delta event: delta */
+#define LG_ANTHROPIC 3   /* the Messages API's content_block_delta event: delta.text of a text_delta */
 
 /* What one token chunk told us. */
 typedef struct {
     int chat;            /* the shape read (LG_COMPLETIONS, LG_CHAT, LG_RESPONSES) */
     int has_output;      /* the first choice carries generated tokens (the dialect's `_choice_output`) */
     int saw_choices;     /* the last "choices" was a non-empty array starting with an object (LG_RESPONSES: the
-                          * last "type" was "response.output_text.delta") */
+                          * last "type" was "response.output_text.delta"; LG_ANTHROPIC: a text_delta's event) */
     int usage_dict;      /* the last "usage" was an object */
     long long pt, ct;    /* usage.prompt_tokens / completion_tokens; -1: absent or not an integer */
 } LgChunk;
@@ -39,7 +40,8 @@ static inline int lg_hexval(unsigned char ch) {
 
 /* 0: the n bytes at p are one JSON object of the plain token chunk shape (a non-empty "choices" list starting
  * with an object, no "error"/"timings", no string finish_reason, no escaped keys, nothing orjson might read
- * differently; for LG_RESPONSES: "type" the string "response.output_text.delta", no "error"/"timings"/"response")
+ * differently; for LG_RESPONSES: "type" the string "response.output_text.delta", no "error"/"timings"/"response";
+ * for LG_ANTHROPIC: "type" "content_block_delta", "delta" an object of "type" "text_delta" with a string "text")
  * and *ch says what it held; -1: anything else, left to Python (*ch then means nothing). */
 LG_INTERNAL int lg_parse_token_chunk(const unsigned char *p, ptrdiff_t n, int chat, LgChunk *ch);
 

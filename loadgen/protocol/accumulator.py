@@ -33,6 +33,7 @@ from loadgen.measure.records import ErrorKind, RequestRecord, TokenSource
 from loadgen.protocol import native
 from loadgen.protocol.dialects import Chunk, Dialect, describe_error_body
 from loadgen.protocol.dialects._base import error_message
+from loadgen.protocol.dialects.anthropic import AnthropicMessages
 from loadgen.protocol.dialects.openai import OpenAIChat, OpenAICompletions
 from loadgen.protocol.dialects.responses import OpenAIResponses
 from loadgen.protocol.native import fast_path_available
@@ -45,8 +46,8 @@ __all__ = ["StreamAccumulator", "fast_path_available"]
 _wire = native.wire
 
 # Dialects whose token chunks `_wire.TokenChunkCounter` accounts exactly as `parse` + `_on_chunk` would, by the
-# kind the counter reads them as (_wire_json.h: 0 completions, 1 chat, 2 Responses API).
-_FAST_DIALECTS: dict[type, int] = {OpenAIChat: 1, OpenAICompletions: 0, OpenAIResponses: 2}
+# kind the counter reads them as (_wire_json.h: 0 completions, 1 chat, 2 Responses API, 3 Messages API).
+_FAST_DIALECTS: dict[type, int] = {OpenAIChat: 1, OpenAICompletions: 0, OpenAIResponses: 2, AnthropicMessages: 3}
 
 
 _NEVER = 1 << 62  # `cancel_at` of a stream the client lets finish
