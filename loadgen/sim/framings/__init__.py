@@ -3,6 +3,7 @@
 | route (`POST`) | framing | stream | end of stream |
 |---|---|---|---|
 | `/v1/chat/completions`, `/v1/completions` | OpenAI, as vLLM | SSE, one event per engine step | `[DONE]` |
+| `/v1/messages` | Anthropic (`anthropic.py`) | SSE, named events, one delta per token | `message_stop` |
 | `/v1/responses` | OpenAI Responses (`responses.py`) | SSE, named events, a delta per step | `response.incomplete` |
 | `/generate_stream` | TGI | SSE (`data:` without a space), one event per token | the event with `generated_text` |
 | `/generate` | TGI | none: one JSON body | |
@@ -14,8 +15,8 @@ engine step, the end of the stream, the non-streamed body, error bodies and the 
 (a mid-stream error event, a truncated event). Timing, ground-truth records and fault decisions stay in
 ``loadgen.sim.stream`` and ``loadgen.sim.server`` and are the same for every framing: everything an engine step
 produced for a request leaves in one write, so a step of k tokens is one OpenAI event carrying k tokens, or k
-consecutive TGI events / Ollama lines in that write (TGI and Ollama send one event per token); the truth log records
-each event with its token count.
+consecutive TGI events / Ollama lines / Anthropic deltas in that write (those send one event per token); the truth
+log records each event with its token count.
 
 Every request generates exactly its token budget (benchmark mode), so ``finish_reason`` / ``done_reason`` is always
 ``length``.
@@ -23,6 +24,7 @@ Every request generates exactly its token budget (benchmark mode), so ``finish_r
 
 from __future__ import annotations
 
+from loadgen.sim.framings.anthropic import AnthropicMessages
 from loadgen.sim.framings.base import (
     DEFAULT_MAX_TOKENS,
     ApiError,
@@ -53,6 +55,7 @@ __all__ = [
 FRAMINGS: dict[str, Framing] = {
     "/v1/chat/completions": OpenAIChat(),
     "/v1/completions": OpenAICompletions(),
+    "/v1/messages": AnthropicMessages(),
     "/v1/responses": OpenAIResponses(),
     "/generate_stream": TGIGenerate(stream=True),
     "/generate": TGIGenerate(stream=False),
