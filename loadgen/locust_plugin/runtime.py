@@ -215,6 +215,10 @@ class Runtime:
         has no drain: its answer is known, and what is in flight is cut (and counted) at once."""
         deadline = time.monotonic() + (0.0 if self.stopped_early_now else self.scenario.load.drain)
         d = self.dispatcher
+        # The arrivals the stop has just handed to waiting senders (`end_schedule`, from this greenlet) are switched
+        # to as the loop's next callbacks: neither queued nor in flight yet. Yield once, so that they go out and are
+        # in flight before the senders are judged idle (else they are written, then cut by the stop at once).
+        gevent.sleep(0)
         while (self.in_flight or (d is not None and d.queued)) and time.monotonic() < deadline:
             gevent.sleep(_DRAIN_POLL)
 
