@@ -34,7 +34,7 @@ from typing import Any
 import orjson
 
 from bench import capacity
-from bench.common import Cores, bench_server, busy_fraction, fmt, machine_info, print_table, write_results
+from bench.common import RESULTS, Cores, bench_server, busy_fraction, fmt, machine_info, print_table, write_results
 from bench.peer_grade import TruthIndex, arrival_parity, grade
 from bench.peer_install import PEERS, ensure, version
 from bench.peer_outputs import READERS, read_loadgen
@@ -52,6 +52,10 @@ REQUEST_STREAMS = (4, 8, 16, 32, 64, 96, 128)
 ITL_MS, TTFT_MS, OUTPUT_TOKENS = 10.0, 20.0, 64
 RATE = 50.0  # requests/s for the open-loop arrival check
 ACCURATE_TTFT_P99_MS = 5.0
+NOT_QUIET = (
+    "other work shared the CPUs: a load average of 1 or more before the first part, or 1 CPU or more busy with other "
+    "work before a part"
+)
 # Tools with an option to count tokens from the server's usage instead of the text (and what it is).
 USAGE_OPTION = {
     "loadgen": "continuous_usage_stats: true (variant)",
@@ -175,6 +179,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--client-cpu", default="1")
     p.add_argument("--out", default="/tmp/loadgen-bench-peers", help="work folder: every run's files")
     p.add_argument("--keep", default="peers", help="bench/results/NAME.json to write ('' = none)")
+    p.add_argument(
+        "--update",
+        action="store_true",
+        help="replace only the parts run now in the kept file (a part another job disturbed), keeping the others",
+    )
     a = p.parse_args(argv)
     if a.install is not None:
         for name in a.install or PEERS:
@@ -285,14 +294,38 @@ def main(argv: list[str] | None = None) -> int:
     quiet = bool(starts) and starts[0]["start"][0] < 1.0 and all(v["others_busy_cpus_at_start"] < 1.0 for v in starts)
     results["quiet"] = quiet
     if not quiet:
-        results["note"] = "other work shared the CPUs: a load average of 1 or more before the first part, or 1 CPU or "
-        results["note"] += "more busy with other work before a part"
+        results["note"] = NOT_QUIET
     work.mkdir(parents=True, exist_ok=True)
     (work / "peers.json").write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
     _print_table(runs)
     if a.keep:
+        if a.update and (RESULTS / f"{a.keep}.json").exists():
+            old = orjson.loads((RESULTS / f"{a.keep}.json").read_bytes())
+            results = _merged(old["results"], results, parts, old["machine"].get("commit"), machine.get("commit"))
         print(f"kept: {write_results(a.keep, results, machine)}")
     return 0
+
+
+def _merged(
+    old: dict[str, Any], new: dict[str, Any], parts: list[str], old_commit: str | None, new_commit: str | None
+) -> dict[str, Any]:
+    """The kept results with the parts just run replaced (runs, load averages, summaries), the others as they were;
+    `parts_measured` says when and at which commit each part was."""
+    out = dict(old)
+    out["runs"] = [r for r in old["runs"] if r["part"] not in parts] + new["runs"]
+    out["load_average"] = {**old["load_average"], **new["load_average"]}
+    before = old.get("parts_measured") or {p: {"commit": old_commit} for p in old["load_average"]}
+    now = {p: {"commit": new_commit, "at": time.strftime("%Y-%m-%dT%H:%M:%S%z")} for p in parts}
+    out["parts_measured"] = {**before, **now}
+    for key, part in (("capacity", "capacity"), ("loadgen_capacity", "loadgen-capacity")):
+        if part in parts and key in new:
+            out[key] = new[key]
+    starts = list(out["load_average"].values())
+    out["quiet"] = starts[0]["start"][0] < 1.0 and all(v["others_busy_cpus_at_start"] < 1.0 for v in starts)
+    out.pop("note", None)
+    if not out["quiet"]:
+        out["note"] = NOT_QUIET
+    return out
 
 
 def _print_table(runs: list[dict[str, Any]]) -> None:
