@@ -94,8 +94,10 @@ def tls_server(pki: Path) -> Iterator[int]:
 
 def _run(tmp_path: Path, port: int, **tls: Any) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
     variant = {"base_url": f"https://localhost:{port}", "api_key_env": KEY_ENV, "continuous_usage_stats": False}
+    # Loose trust limits: these runs judge TLS, not timing (a loaded machine's lag must not make them exit 3).
+    trust = {"loop_lag_p99_ms": 500, "cpu_percent_p90": 400, "schedule_slip_p99_ms": 500}
     scenario = write_scenario(
-        tmp_path / "s.yaml", {"hosted": variant | tls}, load={"users": 2, "duration": "2s"}, slos=[]
+        tmp_path / "s.yaml", {"hosted": variant | tls}, load={"users": 2, "duration": "2s"}, slos=[], run_trust=trust
     )
     proc = run_loadgen(
         scenario, "--workers", "0", "--raw-records", str(tmp_path / "raw"), env={**os.environ, KEY_ENV: KEY}
