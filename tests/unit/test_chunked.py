@@ -93,9 +93,16 @@ def test_lone_events_take_whole_chunks_of_one_data_line_each() -> None:
     one = b"%x\r\n%s\r\n" % (len(ev), ev)
     assert ChunkedDecoder().lone_events(one) == ([b'{"x":1}'], b"")
     assert ChunkedDecoder().lone_events(one + one + b"0\r\n\r\n") == ([b'{"x":1}'] * 2, b"0\r\n\r\n")
+    # An event's type line (the Responses and Messages APIs name every event): the payload all the same.
+    named = b"%x\r\nevent: e\n%s\r\n" % (len(ev) + 9, ev)
+    assert ChunkedDecoder().lone_events(named + one + named) == ([b'{"x":1}'] * 3, b"")
     for other in [
         b"%x\r\n%s\r\n" % (len(ev) + 1, ev + b"\n"),  # size that does not match
-        b"%x\r\nevent: e\n%s\r\n" % (len(ev) + 9, ev),  # an event type
+        b"%x\r\nevent: e\n%s\r\n" % (len(ev) + 8, ev),  # nor with an event type
+        b"%x\r\nevent: error\n%s\r\n" % (len(ev) + 13, ev),  # an error event: the SSE parser names it
+        b"%x\r\nevent: e\r\n%s\r\n" % (len(ev) + 10, ev),  # a CR is a line end in SSE
+        b"%x\r\nevent:e\n%s\r\n" % (len(ev) + 8, ev),  # no space: the SSE parser's to read
+        b"%x\r\nid: 1\n%s\r\n" % (len(ev) + 6, ev),  # any other field
         b"%x\r\ndata: a\rb\n\n\r\n" % 11,  # a CR is a line end in SSE
         b"%x;ext\r\n%s\r\n" % (len(ev), ev),  # chunk extension
         one[:-1],
@@ -120,3 +127,11 @@ def test_lone_events_then_feed_give_the_body(events: list[bytes]) -> None:
     payloads, rest = dec.lone_events(wire)
     body = b"".join(b"data: %s\n\n" % p for p in payloads) + b"".join(dec.feed(rest))
     assert body == b"".join(events) and dec.complete
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from([b"", b"event: e\n", b"event: response.output_text.delta\n"]), max_size=6))
+def test_named_and_unnamed_events_alike(names: list[bytes]) -> None:
+    wire = _encode([name + b'data: {"d":%d}\n\n' % i for i, name in enumerate(names)])
+    payloads, rest = ChunkedDecoder().lone_events(wire)
+    assert payloads == [b'{"d":%d}' % i for i in range(len(names))] and rest == b"0\r\n\r\n"
