@@ -1,13 +1,15 @@
 """Commands as the README and the example scenarios write them, found in the text and run as written.
 
 - `readme_blocks`: the README's shell blocks, each with the marker in the HTML comment above it (invisible on the
-  forge and the site) that says how the tests run it (tests/unit/test_readme_commands.py lists the markers);
+  forge and the site) that says how the tests run it (tests/unit/test_readme_commands.py lists the markers); the
+  task pages' blocks the same way, their marker `page-test` (tests/integration/test_task_page_blocks.py);
 - `comment_commands`: the commands in an example scenario's opening comment (indented lines, `\\` continuations);
 - `shell_env`: an environment in which a pasted command runs against this checkout: PATH starts with `loadgen`,
   `locust` and `python` shims (this interpreter, this checkout on PYTHONPATH). Two test hooks, each visible where a
   test uses it: `test_args`, flags the `loadgen` shim appends to `loadgen demo` and `loadgen run` (a shorter run:
-  the only change made to a command); and `blocked`, top-level modules whose import fails in every process of the
-  session (a `sitecustomize` on PYTHONPATH), as in an environment that never installed them;
+  the only change made to a command; or, as a mapping, to each subcommand it names: `{"sweep": "--max-steps 2"}`);
+  and `blocked`, top-level modules whose import fails in every process of the session (a `sitecustomize` on
+  PYTHONPATH), as in an environment that never installed them;
 - `extras_only_modules`: what to block so that a session has only what `pip install -e .` (plus the extras named)
   installs: the modules of every distribution an extra adds that loadgen's own dependencies do not bring.
 """
@@ -19,7 +21,7 @@ import re
 import shlex
 import sys
 import tomllib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -62,13 +64,13 @@ class Block:
     line: int
 
 
-_BLOCK = re.compile(r"(?:<!--\s*readme-test:\s*(?P<marker>.*?)\s*-->\n)?```(?:bash|sh|console)\n(?P<code>.*?)```", re.S)
+_BLOCK = r"(?:<!--\s*{marker}:\s*(?P<marker>.*?)\s*-->\n)?```(?:bash|sh|console)\n(?P<code>.*?)```"
 
 
-def readme_blocks(markdown: str) -> list[Block]:
-    """Every shell block, in order; a block without a marker has kind ''."""
+def readme_blocks(markdown: str, marker: str = "readme-test") -> list[Block]:
+    """Every shell block, in order; a block without a marker (`<!-- MARKER: kind arg -->`) has kind ''."""
     out = []
-    for m in _BLOCK.finditer(markdown):
+    for m in re.finditer(_BLOCK.format(marker=re.escape(marker)), markdown, flags=re.S):
         kind, _, arg = (m.group("marker") or "").partition(" ")
         arg = arg.strip().removeprefix(",").strip()
         out.append(Block(kind.rstrip(","), arg, m.group("code"), markdown.count("\n", 0, m.start("code")) + 1))
@@ -112,12 +114,14 @@ def comment_commands(text: str) -> list[str]:
 
 
 _LOADGEN_SHIM = """#!/bin/sh
-# loadgen as this checkout runs it; $LOADGEN_TEST_ARGS appended to `demo` and `run` (tests/commands.py)
-if [ -n "$LOADGEN_TEST_ARGS" ] && { [ "$1" = demo ] || [ "$1" = run ]; }; then
-  exec PYTHON -m loadgen "$@" $LOADGEN_TEST_ARGS
-fi
-exec PYTHON -m loadgen "$@"
+# loadgen as this checkout runs it; $LOADGEN_TEST_ARGS_<command> appended to that command (tests/commands.py)
+case "$1" in
+  demo|run|sweep) eval "extra=\\${LOADGEN_TEST_ARGS_$1-}" ;;
+  *) extra= ;;
+esac
+exec PYTHON -m loadgen "$@" $extra
 """
+SHORTENED = ("demo", "run", "sweep")  # the commands whose flags a test may append
 
 _SITECUSTOMIZE = """# Written by tests/commands.py: these modules cannot be imported, as if never installed.
 import sys
@@ -138,9 +142,10 @@ sys.meta_path.insert(0, _Absent)
 """
 
 
-def shell_env(tmp: Path, blocked: Iterable[str] = (), test_args: str = "") -> dict[str, str]:
+def shell_env(tmp: Path, blocked: Iterable[str] = (), test_args: str | Mapping[str, str] = "") -> dict[str, str]:
     """The environment of a session in `tmp`: the shims first on PATH, this checkout on PYTHONPATH (after the
-    blocking `sitecustomize` when `blocked` names any module)."""
+    blocking `sitecustomize` when `blocked` names any module); `test_args`, appended to `loadgen demo` and `loadgen
+    run`, or to each command (`demo`, `run`, `sweep`) a mapping names."""
     bin_dir, site = tmp / ".shims", tmp / ".site"
     bin_dir.mkdir(parents=True, exist_ok=True)
     python = shlex.quote(sys.executable)
@@ -157,10 +162,11 @@ def shell_env(tmp: Path, blocked: Iterable[str] = (), test_args: str = "") -> di
         site.mkdir(exist_ok=True)
         (site / "sitecustomize.py").write_text(_SITECUSTOMIZE.format(blocked=sorted(blocked)), encoding="utf-8")
         paths.insert(0, str(site))
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "LOADGEN_TEST_ARGS")}
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.startswith("LOADGEN_TEST_ARGS")}
     env |= {"PATH": f"{bin_dir}{os.pathsep}{env.get('PATH', '')}", "PYTHONPATH": os.pathsep.join(paths)}
-    if test_args:
-        env["LOADGEN_TEST_ARGS"] = test_args
+    appended = {"demo": test_args, "run": test_args} if isinstance(test_args, str) else dict(test_args)
+    assert set(appended) <= set(SHORTENED), f"the loadgen shim appends flags to {SHORTENED} only: {appended}"
+    env |= {f"LOADGEN_TEST_ARGS_{command}": flags for command, flags in appended.items() if flags}
     return env
 
 

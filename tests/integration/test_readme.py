@@ -13,7 +13,7 @@ blocks run is what that line installs. Each block's marker (an HTML comment abov
 
 `pip install` is not run (it would install into the test environment): a shim checks that it installs this checkout
 (`.`) with extras that exist. `loadgen demo` and `loadgen run` get `--duration 5s` and looser run-trust bounds
-appended (the `loadgen` shim's LOADGEN_TEST_ARGS, the one change made to a command: tests/commands.py's LOOSE_TRUST
+appended (by the `loadgen` shim, the one change made to a command: tests/commands.py's LOOSE_TRUST
 says why). ~40 s on an otherwise idle 2-core VM, ~90 s under other tests' load.
 """
 

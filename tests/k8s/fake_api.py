@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import json
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -367,11 +368,18 @@ def _handler(cluster: FakeCluster) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hung up (a `loadgen` or `kubectl` process ending with a kept-alive connection) is no error."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 @contextmanager
 def fake_api(tmp: Path, namespace: str = "llm") -> Iterator[tuple[FakeCluster, Path]]:
     """A running fake API server and a kubeconfig (token auth, default namespace ``namespace``) pointing at it."""
     cluster = FakeCluster()
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(cluster))
+    httpd = _Server(("127.0.0.1", 0), _handler(cluster))
     httpd.daemon_threads = True
     thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()

@@ -3,9 +3,10 @@
 Each shell block's commands must be known: a `loadgen` command parses with loadgen's own
 parser; one that names a scenario file of the repository (`loadgen/examples/demo.yaml`) has that file, with its
 `--set` flags applied, validated as the command would validate it, and a sweep's plan parsed; a `loadgen sim` in the
-same block serves every variant that scenario sends to (its name on the port of its base_url). The runs themselves
-are the integration tests' (test_sweep.py, test_concurrency_sweep.py, test_demo.py, tests/k8s/test_run.py). The CI
-pages' workflows pass actionlint, as .github/workflows/ do (tests/k8s_chart/test_release.py)."""
+same block serves every variant that scenario sends to (its name on the port of its base_url). Every block says how
+tests/integration/test_task_page_blocks.py runs it, as pasted (a marker above it: `<!-- page-test: KIND … -->`), so
+a new block without one fails here. The CI pages' workflows pass actionlint, as .github/workflows/ do
+(tests/k8s_chart/test_release.py)."""
 
 from __future__ import annotations
 
@@ -90,6 +91,23 @@ def test_every_command_parses_and_every_scenario_it_names_validates(page: str) -
                 checked += 1
     if page != "nightly-ci.md":  # its scenario is the reader's own, in the cluster
         assert checked, f"{page}: no command runs a scenario of the repository against the simulator"
+
+
+MARKER_KINDS = ("run", "cluster", "cluster-setup")  # tests/integration/test_task_page_blocks.py's KINDS
+
+
+@pytest.mark.parametrize("page", TASK_PAGES)
+def test_every_block_says_how_it_is_run(page: str) -> None:
+    from tests.commands import readme_blocks
+
+    blocks = readme_blocks((DOCS / page).read_text(encoding="utf-8"), "page-test")
+    assert len(blocks) == len(_blocks(page))
+    unmarked = [(b.line, b.code.strip()) for b in blocks if b.kind not in MARKER_KINDS]
+    assert unmarked == [], f"{page}: blocks with no `<!-- page-test: {'|'.join(MARKER_KINDS)} -->` above: {unmarked}"
+    for b in blocks:
+        assert b.arg == "" or re.fullmatch(r"given( \S+)+", b.arg), f"{page} line {b.line}: {b.arg!r}"
+        clustered = any(c.startswith(("kubectl ", "loadgen k8s ")) for c in commands(b.code))
+        assert clustered == b.kind.startswith("cluster"), f"{page} line {b.line}: a cluster command is `cluster`"
 
 
 def test_a_wrong_command_is_caught() -> None:
