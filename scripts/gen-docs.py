@@ -7,6 +7,8 @@
   real render of a small synthetic run puts on its samples.
 - helm-values.md: every value of charts/loadgen/values.yaml with its `# key -- description` comment, read the way
   scripts/gen-chart-docs.py reads it, and its type from the chart's values.schema.json.
+- ../comparison.md: loadgen beside GuideLLM, inference-perf and AIPerf, every figure from bench/results/peers.json
+  (`python -m bench.peers` measures them; bench/comparison_page.py renders the page).
 - exit-codes.md: `loadgen.exit_codes` (each code's meaning, and what gives it in each command) and the request
   error classes (`loadgen.measure.records.ErrorKind`), the names the troubleshooting page explains.
 
@@ -693,6 +695,18 @@ def fates_page() -> str:
     return "\n".join(lines) + "\n"
 
 
+def comparison_page() -> str:
+    """docs/comparison.md: loadgen beside its peers, every figure from bench/results/peers.json."""
+    spec = importlib.util.spec_from_file_location("comparison_page", ROOT / "bench" / "comparison_page.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return str(module.page())
+
+
+# Generated pages outside docs/reference/, by their path under docs/.
+SITE_PAGES = {"comparison.md": comparison_page}
+
 PAGES = {
     "scenario.md": scenario_page,
     "prometheus.md": prometheus_page,
@@ -708,8 +722,8 @@ PAGES = {
 def stale_pages() -> dict[Path, str]:
     """The generated pages whose file differs from what would be written, with their text."""
     out = {}
-    for name, build in PAGES.items():
-        path = REFERENCE / name
+    pages = [(REFERENCE / name, build) for name, build in PAGES.items()]
+    for path, build in pages + [(ROOT / "docs" / name, build) for name, build in SITE_PAGES.items()]:
         text = build()
         if not path.exists() or path.read_text(encoding="utf-8") != text:
             out[path] = text
