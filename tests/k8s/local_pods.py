@@ -82,11 +82,15 @@ class LocalPods:
 
     # -- the network --------------------------------------------------------------------------------------------
     def port(self, ns: str, service: str, port: int) -> int:
+        """The port of 127.0.0.1 that stands for ``service``'s ``port``: one, whichever pod (thread) asks first."""
         key = (ns, service, port)
-        if key not in self._ports:
-            assert ("services", ns, service) in self.cluster.objects, f"no Service {ns}/{service}"
-            self._ports[key] = free_port()
-        return self._ports[key]
+        with self.cluster.lock:
+            if key not in self._ports:
+                assert ("services", ns, service) in self.cluster.objects, f"no Service {ns}/{service}"
+                while (free := free_port()) in self._ports.values():
+                    pass  # the kernel may hand out a port it handed out before: one port per Service port
+                self._ports[key] = free
+            return self._ports[key]
 
     def _service_of(self, ns: str, labels: dict[str, str]) -> str:
         """The Service whose selector selects a pod with ``labels`` (the one its ports are reached through)."""
