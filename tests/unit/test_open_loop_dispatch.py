@@ -9,6 +9,7 @@ import pytest
 
 from loadgen.locust_plugin.open_loop import Arrival, ArrivalDispatcher
 from loadgen.traffic.arrivals import ArrivalSchedule, Handoff, times_until
+from tests.fresh_interpreter import run_fresh
 
 
 def test_an_arrival_goes_to_the_most_recently_idle_sender_and_only_to_one() -> None:
@@ -276,35 +277,47 @@ def test_an_arrival_due_during_a_wave_of_reads_is_sent_within_one_read_not_after
     assert got[0] - due < 0.012, (got[0] - due) * 1e3
 
 
+_DRAIN_WAITS = """
+import json, time
+from types import SimpleNamespace
+
+import gevent
+
+from loadgen.locust_plugin.open_loop import Arrival, ArrivalDispatcher
+from loadgen.locust_plugin.runtime import Runtime
+from loadgen.traffic.arrivals import ArrivalSchedule
+
+d = ArrivalDispatcher(ArrivalSchedule("constant", 1.0), 0, 0, 1, time.monotonic(), ["v"], "late", print)
+rt = SimpleNamespace(in_flight=0, dispatcher=d, stopped_early_now=False)
+rt.scenario = SimpleNamespace(load=SimpleNamespace(drain=5.0))
+done = []
+
+def sender():
+    arrival = d.next_arrival("v")
+    assert arrival is not None
+    rt.in_flight += 1
+    gevent.sleep(0.2)  # the request
+    rt.in_flight -= 1
+    done.append(arrival)
+
+def stop():
+    d.dispatch(Arrival(0, time.monotonic()))  # as end_schedule dispatches an overdue arrival
+    Runtime.drain_in_flight(rt)
+
+user = gevent.spawn(sender)
+gevent.sleep(0.01)  # the sender waits for its arrival
+gevent.spawn(stop).join(timeout=5)
+finished = [a.index for a in done]  # when the drain ended
+user.kill()
+print(json.dumps(finished))
+"""
+
+
 def test_the_drain_waits_for_an_arrival_the_stop_handed_to_a_sender() -> None:
     # The stop (Locust's test_stopping, a greenlet of its own) dispatches the arrivals already due (end_schedule):
     # one handed to a waiting sender goes out as the loop's next callback, so at the moment the drain starts it is
     # neither queued nor in flight. The drain must still wait for it: seen in a 4-worker chart run as a request
     # written 15 ms before the users were killed, cut by the stop, its variant's TTFT and E2E p99 censored (exit 1).
-    from types import SimpleNamespace
-
-    from loadgen.locust_plugin.runtime import Runtime
-
-    d = ArrivalDispatcher(ArrivalSchedule("constant", 1.0), 0, 0, 1, time.monotonic(), ["v"], "late", print)
-    rt = SimpleNamespace(in_flight=0, dispatcher=d, stopped_early_now=False)
-    rt.scenario = SimpleNamespace(load=SimpleNamespace(drain=5.0))
-    done: list[Arrival] = []
-
-    def sender() -> None:
-        arrival = d.next_arrival("v")
-        assert arrival is not None
-        rt.in_flight += 1
-        gevent.sleep(0.2)  # the request
-        rt.in_flight -= 1
-        done.append(arrival)
-
-    def stop() -> None:
-        d.dispatch(Arrival(0, time.monotonic()))  # as end_schedule dispatches an overdue arrival
-        Runtime.drain_in_flight(rt)  # type: ignore[arg-type]
-
-    user = gevent.spawn(sender)
-    gevent.sleep(0.01)  # the sender waits for its arrival
-    gevent.spawn(stop).join(timeout=5)
-    finished = list(done)  # when the drain ended
-    user.kill()
-    assert [a.index for a in finished] == [0], "the drain ended before the request the stop handed out had finished"
+    # In a fresh interpreter: Runtime imports Locust, whose monkey-patching of threads inside a pytest-xdist worker
+    # left it waiting on a patched Event for its next test forever (gevent's LoopExit, the tier's internal error).
+    assert run_fresh(_DRAIN_WAITS) == [0], "the drain ended before the request the stop handed out had finished"
