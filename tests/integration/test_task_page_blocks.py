@@ -29,9 +29,9 @@ flag. They shorten the run and loosen the run-trust bounds (tests/commands.py's 
 - `loadgen k8s run`: nothing: the stand-in scenario is 6 s long (1 s warm-up), and it sets the loose bounds.
 
 What the blocks leave is checked too: each sweep's sweep.json (every variant's knee, the shortened plan), the cost
-run's Cost and energy figures, the cluster run's reports and pods, the comparison. ~3.5 min for the three pages on
-this 2-core VM: sweep.md ~110 s, cost.md ~55 s, nightly-ci.md ~55 s (two cluster runs of ~23 s: the baseline's and
-the block's, each a master, four workers and `validate` started here).
+run's Cost and energy figures, the cluster run's reports and pods, the comparison. ~3-3.5 min for the three pages
+on this 2-core VM: sweep.md ~100-110 s, cost.md ~55 s, nightly-ci.md ~30-55 s (two cluster runs of 12-23 s: the
+baseline's and the block's, each a master, four workers and `validate` started here).
 """
 
 from __future__ import annotations
