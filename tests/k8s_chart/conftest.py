@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.locust_guard import _locust_stays_out_of_this_process  # noqa: F401
+
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "loadgen"
 CI_VALUES = sorted((CHART / "ci").glob("*-values.yaml"))
