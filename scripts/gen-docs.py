@@ -656,6 +656,7 @@ def locust_page() -> str:
 def fates_page() -> str:
     """The fate table (`loadgen.measure.fates.FATES`): every way a request ends, and what it counts for."""
     from loadgen.measure.fates import FATES, LATENCY_METRICS
+    from loadgen.measure.sessions import SESSION_FATES as SESSIONS
 
     def yes(flag: bool) -> str:
         return "yes" if flag else "no"
@@ -672,8 +673,8 @@ def fates_page() -> str:
         "figures.",
         "",
         "| fate | meaning | TTFT | ITL | TPOT | E2E | success rate | in the window | goodput "
-        "| pairs | slices | fit, quality | timeline | early stop |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| pairs | slices | fit, quality | timeline | early stop | its agent session |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in FATES.values():
         cells = [
@@ -688,10 +689,23 @@ def fates_page() -> str:
             yes(row.complete),
             yes(row.in_timeline),
             row.early_stop,
+            row.session,
         ]
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "Why each row is what it is:", ""]
     lines += [f"- `{row.fate.value}`: {row.why}." for row in FATES.values()]
+    lines += [
+        "",
+        "## Agent sessions",
+        "",
+        "An agent task (`traffic.mixes[].agent`) is a session of the verdict as well: its fate is read from its",
+        "steps' (sub-agents' included) through the last column above, and the stop between two steps cuts it.",
+        "A session's duration is measured when it completed and censored otherwise, as a request's E2E is.",
+        "",
+        "| session fate | duration | in the window | meaning |",
+        "|---|---|---|---|",
+        *(f"| `{f.value}` | {use} | {yes(inside)} | {_cell(meaning)} |" for f, (use, inside, meaning) in SESSIONS.items()),
+    ]
     return "\n".join(lines) + "\n"
 
 

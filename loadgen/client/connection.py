@@ -264,6 +264,20 @@ class StreamConnection:
         # The last response's value of the header `post_stream` was asked to capture (None: absent, or not asked).
         self.captured: str | None = None
 
+    def twin(self) -> StreamConnection:
+        """A connection of its own to the same endpoint, the same settings, dialer and reactor (not yet open): an
+        agent's sub-agent runs beside its parent, on a connection of its own as a real agent's does."""
+        tls = self._tls or (None, True)
+        return StreamConnection(
+            self._ep,
+            self._connect_timeout,
+            self._read_timeout,
+            tls[0],
+            tls[1],
+            dialer=self._dialer,
+            reactor=None if self._own_reactor else self._reactor,
+        )
+
     def close(self) -> None:
         self._session = None
         try:

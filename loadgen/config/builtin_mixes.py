@@ -1,4 +1,4 @@
-"""The built-in traffic mixes (chat, rag, code) as data: DESIGN.md's reference workloads.
+"""The built-in traffic mixes (chat, rag, code, agent) as data: DESIGN.md's reference workloads.
 
 Bucket bounds and weights follow DESIGN.md's reference table. The shared system prompts are our choice: a short
 instruction for chat, a long one for rag (instructions plus a retrieval preamble reused across questions: what
@@ -13,6 +13,10 @@ feeds on) + a question that fills the rest of the drawn length. The buckets stay
 too short for 4 documents plus a 16-token question takes as many as fit: a short request (200-500 tokens, 150 of
 them the system prompt) carries one document from 416 tokens on and none below; a medium one (500-2000) one to
 four; every long one (2000-8000) four, its question the rest.
+
+agent is a coding agent's task (config/agent.py): a long shared system prompt (instructions and tool descriptions,
+the same for every task: what a prefix cache keeps), a task of repository snippets and an instruction, and short
+replies (tool calls); its later steps grow from there.
 
 Plain data, so the scenario model can check mix names against it without importing the traffic stage;
 `loadgen.traffic.mixes` builds the `MixDef`s from it.
@@ -60,6 +64,17 @@ BUILTIN_TABLE: tuple[
         80,
         (("short", 100, 300, 0.3), ("medium", 300, 1500, 0.4), ("long", 1500, 6000, 0.3)),
         (200, 2000),
+        1,
+        None,
+        "code",
+    ),
+    (
+        "agent",
+        "Coding agent: tasks of many steps over a growing context of code, tool calls and their results "
+        "(sent as agent sessions: `traffic.mixes[].agent`).",
+        2000,
+        (("task", 2500, 8000, 1.0),),
+        (50, 500),
         1,
         None,
         "code",

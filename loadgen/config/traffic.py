@@ -18,6 +18,7 @@ from pydantic import (
     model_validator,
 )
 
+from loadgen.config.agent import AGENT_DOC, Agent
 from loadgen.config.builtin_mixes import BUILTIN_MIX_NAMES, TextKind
 from loadgen.config.cancel import Cancel
 from loadgen.config.classes import Classes
@@ -233,6 +234,15 @@ class MixRef(BaseModel):
         "TTFT by turn. The weight then counts sessions. Null: single requests.",
     )
     tools: Tools | None = Field(default=None, description=TOOLS_DOC)
+    agent: Agent | None = Field(default=None, description=AGENT_DOC)
+
+    @model_validator(mode="after")
+    def _agent(self) -> MixRef:
+        if self.agent is not None and self.sessions is not None:
+            raise SubpathIssues([(("agent",), "an agent's task is its session: give `agent` or `sessions`, not both")])
+        if self.name == "agent" and "agent" not in self.model_fields_set and self.sessions is None:
+            self.agent = Agent()  # the built-in agent mix is sent as agent tasks unless told otherwise
+        return self
 
 
 class DatasetReplay(BaseModel):
@@ -357,6 +367,9 @@ class Traffic(BaseModel):
                 issues.append((("mixes", i, "sessions"), "a dataset replays its own conversations: no sessions"))
             if ref.sessions is not None and self.trace is not None and ref.name == self.trace.name:
                 issues.append((("mixes", i, "sessions"), "a trace's rows are single requests: no sessions"))
+            replayed = {r.name for r in (self.dataset, self.trace) if r is not None}
+            if ref.agent is not None and ref.name in replayed:
+                issues.append((("mixes", i, "agent"), "a dataset's or trace's rows are their own requests: no agent"))
             seen.add(ref.name)
         if issues:
             raise SubpathIssues(issues)

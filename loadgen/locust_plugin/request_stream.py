@@ -9,6 +9,7 @@ request, so the per-request work on the event loop is: draw a spec, dump JSON, s
 from __future__ import annotations
 
 import contextlib
+import copy
 import ssl
 import time
 from typing import Any
@@ -222,6 +223,15 @@ class RequestStream:
     def close(self) -> None:
         self._conn.close()
 
+    def fork(self) -> RequestStream:
+        """The same stream on a connection of its own (an agent's sub-agent, sent beside its parent); its session
+        headers start afresh (a sub-agent carries its task's session id: traffic/sessions.py)."""
+        twin = copy.copy(self)
+        twin._conn = self._conn.twin()
+        if self._sessions is not None:
+            twin._sessions = self._sessions.fresh()
+        return twin
+
     @property
     def sampler(self) -> RequestSampler:
         """This stream's fork of the scenario's sampler (a session's follow-ups are drawn from it)."""
@@ -262,8 +272,9 @@ class RequestStream:
         misbehaviour."""
         if spec is None:
             spec = self.draw(index)
-        # A session's later turns share its index: the turn keeps their ids apart.
-        rid = f"{self._rid_prefix}-{spec.index}" + (f"-t{spec.turn}" if spec.turn > 1 else "")
+        # A session's later turns share its index: the turn keeps their ids apart (and an agent's sub-agent path).
+        rid = f"{self._rid_prefix}-{spec.index}" + (f"-b{spec.branch}" if spec.branch else "")
+        rid += f"-t{spec.turn}" if spec.turn > 1 else ""
         rec = RequestRecord(
             rid,
             self.variant,

@@ -35,6 +35,7 @@ from loadgen.measure.goodput import goodput_misses
 from loadgen.measure.health import HealthStats
 from loadgen.measure.records import RequestRecord, TokenSource
 from loadgen.measure.request_timeline import RequestTimelineSample, itl_bound_ms
+from loadgen.measure.sessions import SessionTally
 from loadgen.measure.token_counts import apply_token_ends
 from loadgen.measure.wall_clock import WALL_CLOCK
 from loadgen.traffic.scenario_schedule import schedule_of
@@ -105,12 +106,13 @@ class Runtime:
         self.request_timeline = self._timeline_sample()  # sampled requests' course, for the report's lanes
         self.spans: SpanExport | None = None  # `tracing.otlp_endpoint`: sampled requests as spans (live/otlp.py)
         self.in_flight = 0  # requests being sent or streamed by this process's users
-        self._pending: deque[tuple[RequestRecord, Callable[[RequestRecord], None]]] = deque()
+        self._pending: deque[tuple[RequestRecord | SessionTally, Callable[[RequestRecord], None]]] = deque()
         self._recorder: gevent.Greenlet | None = None
         # The scenario's tokenizer, to count the chunks of replies whose server streamed no counts (the streams
         # keep their text for it: request_stream.StreamAssigner). Loaded when the scenario was validated (once per
         # process), so this is a cache hit.
         self._goodput = scenario.goodput.bounds() if scenario.goodput is not None else {}
+        self._agent_mixes = {ref.name for ref in scenario.traffic.mixes if ref.agent is not None}
         self._tokenizer: PromptTokenizer | None = None
         if scenario.tokenizer is not None and scenario.tokenizer != SERVER_TOKENIZER:
             self._tokenizer = load_tokenizer(scenario.tokenizer)
@@ -237,6 +239,8 @@ class Runtime:
         group = self.aggregate.group(variant, mix)
         group.arrivals[outcome] = group.arrivals.get(outcome, 0) + 1
         group.add_not_sent(in_warmup=outcome == "in_warmup")
+        if outcome != "in_warmup" and mix in self._agent_mixes:  # a task never started: a session of the verdict
+            self.aggregate.session(variant, mix).add_not_sent()
         if outcome != "in_warmup" and self.stop_counts is not None:
             self.stop_counts.add_not_sent(variant)
 
@@ -297,8 +301,7 @@ class Runtime:
         pending = self._pending
         while pending:
             rec, after = pending.popleft()
-            self.record(rec)
-            after(rec)
+            self._record_item(rec, after)
 
     def _record_pending(self) -> None:
         pending = self._pending
@@ -308,8 +311,21 @@ class Runtime:
                 if not pending:
                     break
             rec, after = pending.popleft()
-            self.record(rec)
-            after(rec)
+            self._record_item(rec, after)
+
+    def _record_item(self, item: RequestRecord | SessionTally, after: Callable[[RequestRecord], None]) -> None:
+        if isinstance(item, SessionTally):
+            self.aggregate.add_session(item, bool(self._goodput))
+            return
+        self.record(item)
+        after(item)
+
+    def submit_session(self, tally: SessionTally) -> None:
+        """Record an agent task that ended, however it ended: after its steps' records (submitted before it, so their
+        fates and goodput are stamped when the session reads them)."""
+        self._pending.append((tally, _no_after))
+        if self._recorder is None or self._recorder.dead:
+            self._recorder = gevent.spawn(self._record_pending)
 
     def report_since_last(self, final: bool = False) -> dict[str, Any]:
         """What a worker ships to the master: health every time, and the aggregate's delta since it last shipped one
@@ -387,3 +403,7 @@ def runtime_of(environment: Environment) -> Runtime:
         raise RuntimeError("loadgen is not initialised: run the locustfile with --scenario FILE")
     assert isinstance(rt, Runtime)
     return rt
+
+
+def _no_after(_: RequestRecord) -> None:
+    """A session has no Locust event of its own: its steps fired theirs."""

@@ -18,6 +18,7 @@ from loadgen.measure.latency_samples import LatencySamples
 from loadgen.measure.outputs import OutputSamples
 from loadgen.measure.pairs import PairSamples
 from loadgen.measure.records import RequestRecord
+from loadgen.measure.sessions import SessionStats, SessionTally
 from loadgen.measure.slices import BucketStats, merge_slices, slice_at, slices_wire
 from loadgen.measure.timeline import Timeline
 from loadgen.metric_names import METRICS
@@ -36,7 +37,8 @@ __all__ = [
 
 # 7: the per-variant timeline (measure/timeline.py). 8: per (variant, priority class) groups ("classes"). 9: samples
 # for the variants' paired comparison ("pairs", measure/pairs.py). 10: per (variant, LoRA adapter) ("adapters").
-WIRE_VERSION = 10
+# 11: agent sessions per (variant, mix) ("sessions", measure/sessions.py).
+WIRE_VERSION = 11
 # What a (variant, mix, bucket) and a (variant, mix, turn) keep: few histograms, so these add little to each delta.
 BUCKET_METRICS: tuple[str, ...] = ("ttft", "e2e")
 # The maps of `BucketStats` by (variant, mix, bucket / turn / images carried); on the wire, [*key, stats] rows.
@@ -63,6 +65,7 @@ class Aggregate:
         "classes",
         "adapters",
         "starts",
+        "sessions",
         "timeline",
         "variant_timeline",
         "pairs",
@@ -80,6 +83,7 @@ class Aggregate:
         self.classes: dict[tuple[str, str], GroupStats] = {}
         self.adapters: dict[tuple[str, str], GroupStats] = {}
         self.starts: dict[tuple[str, str], BucketStats] = {}  # (variant, "warm" or `RequestRecord.cold`)
+        self.sessions: dict[tuple[str, str], SessionStats] = {}  # agent sessions by (variant, mix)
         self.timeline: dict[int, list[int]] = {}
         self.variant_timeline = Timeline()
         # Hash-sampled per-request values, for the variants' paired comparison (report/compare.py).
@@ -110,6 +114,13 @@ class Aggregate:
 
     def start(self, variant: str, state: str) -> BucketStats:
         return self.starts.get((variant, state)) or self.starts.setdefault((variant, state), BucketStats())
+
+    def session(self, variant: str, mix: str) -> SessionStats:
+        return self.sessions.get((variant, mix)) or self.sessions.setdefault((variant, mix), SessionStats())
+
+    def add_session(self, tally: SessionTally, judged: bool) -> None:
+        """An agent task that ended, after its steps' records were added (measure/sessions.py)."""
+        self.session(tally.variant, tally.mix).add(tally, self.window_end, judged)
 
     def add(self, rec: RequestRecord, wall_time: float) -> None:
         self.group(rec.variant, rec.mix).add(rec, self.window_start, self.window_end)
@@ -143,7 +154,16 @@ class Aggregate:
             row[2] += rec.output_token_count
 
     def is_empty(self) -> bool:
-        slices = (self.groups, self.buckets, self.turns, self.classes, self.adapters, self.starts, self.timeline)
+        slices = (
+            self.groups,
+            self.buckets,
+            self.turns,
+            self.classes,
+            self.adapters,
+            self.starts,
+            self.sessions,
+            self.timeline,
+        )
         samples = (self.variant_timeline, self.pairs, self.latency_samples, self.outputs)
         return not any(slices) and all(s.is_empty() for s in samples)
 
@@ -155,6 +175,7 @@ class Aggregate:
             "classes": [[v, c, cs.to_wire(histograms)] for (v, c), cs in self.classes.items()],
             "adapters": [[v, a, s.to_wire(histograms)] for (v, a), s in self.adapters.items()],
             "starts": [[v, st, ss.to_wire(histograms)] for (v, st), ss in self.starts.items()],
+            "sessions": [[v, m, ss.to_wire()] for (v, m), ss in self.sessions.items()],
             "timeline": [[s, *row] for s, row in self.timeline.items()],
             "variant_timeline": self.variant_timeline.to_wire(),
             "pairs": self.pairs.to_wire(),
@@ -178,6 +199,7 @@ class Aggregate:
                 g.reset_counters()
             for bs in (*self.buckets.values(), *self.turns.values(), *self.images.values(), *self.starts.values()):
                 bs.reset_counters()
+        self.sessions = {}  # few and small: shipped whole every delta
         self.timeline = {}
         self.variant_timeline = Timeline()
         self.pairs.clear_rows()  # every delta: few values per request, and the level must go on rising
@@ -196,6 +218,8 @@ class Aggregate:
             self.adapter(v, a).merge(s)
         for (v, st), ss in other.starts.items():
             self.start(v, st).merge(ss)
+        for (v, m), sess in other.sessions.items():
+            self.session(v, m).merge(sess)
         self._merge_timeline([[s, *row] for s, row in other.timeline.items()])
         self.variant_timeline.merge(other.variant_timeline)
         self.pairs.merge(other.pairs)
@@ -215,6 +239,8 @@ class Aggregate:
             self.adapter(v, a).merge_wire(aw)
         for v, st, sw in wire.get("starts", []):
             self.start(v, st).merge_wire(sw)
+        for v, m, sw in wire.get("sessions", []):
+            self.session(v, m).merge_wire(sw)
         self._merge_timeline(wire.get("timeline", []))
         self.variant_timeline.merge_wire(wire.get("variant_timeline", {}))
         self.pairs.merge_wire(wire.get("pairs", {}))

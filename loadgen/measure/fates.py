@@ -97,6 +97,10 @@ class FateRow:
     # stop_when's counts: "success", "failure" or "none".
     early_stop: str
     why: str
+    # What a step of this fate makes its agent session (measure/sessions.py): "goes on", "fails it" (the session
+    # failed: its duration censored), "cuts it" (ended by the stop or the client: censored), "leaves it out" (the
+    # session opened before the window).
+    session: str = "goes on"
 
     @property
     def in_timeline(self) -> bool:
@@ -127,6 +131,7 @@ def _ended(fate: Fate, meaning: str, outcome: str, why: str) -> FateRow:
         complete=ok,
         early_stop=outcome,
         why=why,
+        session="goes on" if ok else "fails it",
     )
 
 
@@ -147,6 +152,7 @@ def _unfinished(fate: Fate, meaning: str, why: str) -> FateRow:
         complete=False,
         early_stop="none",
         why=why,
+        session="cuts it",
     )
 
 
@@ -209,6 +215,7 @@ FATES: dict[Fate, FateRow] = {
             complete=False,
             early_stop="failure",
             why="what the client could not send is part of the verdict; it has no record, so no key to pair",
+            session="fails it",
         ),
         FateRow(
             Fate.IN_WARMUP,
@@ -226,6 +233,7 @@ FATES: dict[Fate, FateRow] = {
             early_stop="as it ended",
             why="the window is the requests sent in it: the ramp's queueing stays out of TTFT; its tokens that "
             "arrived inside the window still count for throughput",
+            session="leaves it out",
         ),
     )
 }

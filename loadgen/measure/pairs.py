@@ -40,17 +40,22 @@ CENSORED = -2
 
 
 def pair_key(rec: RequestRecord) -> str | None:
-    """`{stream}-{index}-{turn}` from the record's id, None when the id is not of the request-stream form."""
+    """`{stream}-{index}-{turn}` from the record's id (`{stream}-{index}-b{path}-{turn}` for a step of an agent's
+    sub-agent), None when the id is not of the request-stream form."""
     rid = rec.request_id
     if rec.turn > 1:
         suffix = f"-t{rec.turn}"
         if not rid.endswith(suffix):
             return None
         rid = rid[: -len(suffix)]
+    branch = ""
+    head, _, last = rid.rpartition("-")
+    if last.startswith("b") and last[1:].replace(".", "").isdigit():
+        rid, branch = head, f"-{last}"
     parts = rid.rsplit("-", 2)
     if len(parts) != 3 or not parts[1].isdigit() or not parts[2].isdigit():
         return None
-    return f"{parts[1]}-{parts[2]}-{rec.turn}"
+    return f"{parts[1]}-{parts[2]}{branch}-{rec.turn}"
 
 
 def _us(seconds: float | None) -> int:

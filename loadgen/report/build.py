@@ -46,6 +46,7 @@ from loadgen.report.pooling import pooling_json
 from loadgen.report.provenance import environment, safe_url, scenario_record
 from loadgen.report.quality import quality_section
 from loadgen.report.reasoning import reasoning_json
+from loadgen.report.sessions import sessions_json
 from loadgen.report.slos import evaluate_slos
 from loadgen.report.speculative import tokens_per_chunk
 from loadgen.report.tool_calls import tool_calls_entry
@@ -175,6 +176,9 @@ def build_report(
         cost_energy = cost_energy_json(v, window_s, merged.output_tokens, good_tokens)
         if cost_energy is not None:
             entry["cost_energy"] = cost_energy
+        sessions = sessions_json(agg, v, window_s, senders[v.name])
+        if sessions is not None:  # agent tasks (`traffic.mixes[].agent`) as a unit of their own
+            entry["sessions"] = sessions
         open_loop = open_loop_json(scenario, merged, window_s, senders[v.name])
         if open_loop is not None:
             entry["open_loop"] = open_loop

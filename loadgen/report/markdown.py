@@ -31,6 +31,7 @@ from loadgen.report.pooling import pooling_lines
 from loadgen.report.quality_render import quality_markdown_lines
 from loadgen.report.reasoning import reasoning_lines
 from loadgen.report.server_metrics_report import server_metrics_lines
+from loadgen.report.sessions import session_lines
 from loadgen.report.stopped_early import stopped_early_text
 from loadgen.report.tool_calls import tool_calls_lines
 from loadgen.report.whole_replies import whole_reply_lines
@@ -205,6 +206,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         lines += rows
     lines += _bucket_lines(report)
     lines += _turn_lines(report)
+    lines += session_lines(report)
     lines += image_lines(report)
     lines += _class_lines(report)
     lines += adapter_lines(report)

@@ -40,5 +40,8 @@ class RequestSpec:
     priority_class: str = ""
     # A dataset row's reference answer (`expected`), judged against the reply where replies are kept (`quality:`).
     reference: Reference | None = None
+    # An agent task's sub-agent this request belongs to (traffic/agent.py): "" the task's top-level agent (and every
+    # request outside an agent task), else its path ("1", "1.2": the first sub-agent's second own sub-agent).
+    branch: str = ""
     # Its images as data URLs (the pool's shared strings; `images` of its mix); None: its mix carries none.
     images: tuple[str, ...] | None = None

@@ -55,6 +55,7 @@ import struct
 from itertools import accumulate
 from typing import TYPE_CHECKING
 
+from loadgen.config.agent import Agent
 from loadgen.config.scenario import MixDef
 from loadgen.config.traffic import MIN_QUESTION_TOKENS, Sessions
 from loadgen.traffic.code_text import CodeBlock, code_block
@@ -107,10 +108,12 @@ class RequestSampler:
         datasets: dict[str, DatasetTable | TraceTable] | None = None,
         sessions: dict[str, Sessions] | None = None,
         classes: dict[str, float] | None = None,
+        agents: dict[str, Agent] | None = None,
     ) -> None:
         """``datasets``: mixes replayed from a dataset or a trace, by name (each with a weight, and no entry in
         ``mixes``). ``sessions``: the mixes sent as multi-turn sessions, by name. ``classes``: priority classes by
-        name, each with its share (None or empty: no classes)."""
+        name, each with its share (None or empty: no classes). ``agents``: the mixes sent as agent tasks, by name
+        (traffic/agent.py)."""
         datasets = datasets or {}
         if not weights:
             raise ValueError("no mixes to draw from: weights is empty")
@@ -122,6 +125,7 @@ class RequestSampler:
         self.seed = seed
         self.stream = stream
         self.sessions = sessions or {}
+        self.agents = agents or {}
         self.tokenizer = tokenizer
         self.exact_lengths = tokenizer is not None
         pool = WORDS if tokenizer is None else tokenizer.one_token_words()
@@ -294,7 +298,44 @@ class RequestSampler:
         if sessions is not None:  # the request opens a session: how many turns it has, from a hash of its own
             low, high = sessions.turns
             spec.turn, spec.turns = 1, low + below(self._turn_draws(index, 1)[0], high - low + 1)
+        agent = self.agents.get(table.name)
+        if agent is not None:  # the request opens an agent's task: its steps, from the task's own draws
+            low, high = agent.steps
+            spec.turn, spec.turns = 1, low + below(self.agent_draws(index, "", 0)[0], high - low + 1)
         return spec
+
+    def agent_draws(self, index: int, branch: str, step: int, salt: str = "") -> tuple[int, ...]:
+        """Six draws for step ``step`` of the agent task ``index`` opens (``branch``: "" the task's top-level agent,
+        else its sub-agent's path), apart from every other draw of the request (traffic/agent.py)."""
+        key = f"{self._prefix}{index}\x1fa{branch}/{step}{salt}"
+        return DRAWS.unpack(hashlib.blake2b(key.encode(), digest_size=48).digest())
+
+    def system_tokens(self, mix: str) -> int:
+        """The length of the mix's system prompt (words; with a tokenizer, its tokens)."""
+        table = next(t for t in self._tables if t.name == mix)
+        assert isinstance(table, MixTable)
+        return table.system_words
+
+    def output_range(self, mix: str) -> tuple[int, int]:
+        """The mix's [min, max] max_tokens."""
+        table = next(t for t in self._tables if t.name == mix)
+        assert isinstance(table, MixTable)
+        return table.output
+
+    def joiner(self, mix: str) -> str:
+        """What joins two texts of the mix's kind without adding a token: a space between prose, nothing between
+        code (each code unit opens with its own whitespace)."""
+        return "" if mix in self._code_blocks else " "
+
+    def filler(self, mix: str, draw: int, n_words: int) -> str:
+        """``n_words`` words (with a tokenizer, exactly that many tokens) of the mix's kind of text (code or prose)
+        from a point ``draw`` picks: an agent's tool results and summaries."""
+        if n_words <= 0:
+            return ""
+        code = self._code_blocks.get(mix)
+        if code is not None:
+            return code.window(below(draw, _BLOCK_WORDS), n_words)
+        return self._window(below(draw, _BLOCK_WORDS), n_words)
 
     def _turn_draws(self, index: int, turn: int) -> tuple[int, ...]:
         # Apart from the request's own draws, so a mix's requests are the same with sessions on or off.
@@ -367,4 +408,5 @@ def sampler_for(scenario: Scenario, stream: int) -> RequestSampler:
         datasets[replay.name] = table
     sessions = {ref.name: ref.sessions for ref in scenario.traffic.mixes if ref.sessions is not None}
     classes = {c.name: c.share for c in scenario.traffic.classes}
-    return RequestSampler(mixes, weights, scenario.seed, stream, tokenizer, datasets, sessions, classes)
+    agents = {ref.name: ref.agent for ref in scenario.traffic.mixes if ref.agent is not None}
+    return RequestSampler(mixes, weights, scenario.seed, stream, tokenizer, datasets, sessions, classes, agents)

@@ -29,6 +29,7 @@ the session's latest turn.
 
 from __future__ import annotations
 
+import copy
 import re
 from typing import TYPE_CHECKING, Any, cast
 
@@ -70,6 +71,12 @@ class SessionHeaders:
         self._index = -1  # the session of the last turn seen (its request index), -1: none yet
         self._lines = b""  # its id header line
         self._token = b""  # its token header line, once a response brought one
+
+    def fresh(self) -> SessionHeaders:
+        """The same headers for another stream of the same requests (an agent's sub-agent), with no session yet."""
+        twin = copy.copy(self)
+        twin._index, twin._lines, twin._token = -1, b"", b""
+        return twin
 
     def head(self, spec: RequestSpec) -> bytes:
         """The header lines `spec` carries: a session's id and its latest token; b"" outside a session."""

@@ -210,7 +210,7 @@ def test_unknown_mix_lists_known_ones() -> None:
     )
     issue = one_issue(text)
     assert (issue.path, issue.line) == ("traffic.mixes[1].name", 8)
-    assert issue.message == "mix 'chatt' is not registered. Available mixs: ['chat', 'code', 'mine', 'rag']"
+    assert issue.message == "mix 'chatt' is not registered. Available mixs: ['agent', 'chat', 'code', 'mine', 'rag']"
 
 
 def test_duplicate_variant_names() -> None:

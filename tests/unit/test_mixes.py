@@ -39,8 +39,8 @@ def test_registry_is_fresh_and_names_constant() -> None:
     first = builtin_mixes()
     first.register("extra", first.get("chat"))
     assert "extra" not in builtin_mixes()
-    assert sorted(BUILTIN_MIX_NAMES) == builtin_mixes().names() == ["chat", "code", "rag"]
-    with pytest.raises(UnknownNameError, match=r"mix 'nope' is not registered. Available mixs: \['chat'"):
+    assert sorted(BUILTIN_MIX_NAMES) == builtin_mixes().names() == ["agent", "chat", "code", "rag"]
+    with pytest.raises(UnknownNameError, match=r"mix 'nope' is not registered. Available mixs: \[.agent."):
         builtin_mixes().get("nope")
 
 

@@ -1,0 +1,148 @@
+"""Runs one agent task (traffic/agent.py) for a Locust user: its steps, its tools' time, its sub-agents.
+
+The task's top-level agent sends its steps on the user's own request stream, one after another; after each reply it
+waits for its tools (and its harness's pause), and starts the sub-agents the step spawned at once, each on a
+stream of its own (`RequestStream.fork`: a connection of its own), running beside the tools. It sends its next step
+when the tools are done and every sub-agent has ended, with their final replies in its context. Every step is a
+request of the verdict like any other (recorded as it ends); the task is a session of it (`SessionTally`, recorded
+after its steps, however it ended: measure/sessions.py).
+
+A failed step ends its agent (a sub-agent's failure ends the task at the join: the task failed). The stop ends a task
+wherever it is: a step in flight is cut (and recorded as cut), a wait for tools or sub-agents is left, sub-agents
+still running are killed, and the session is recorded as cut.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+import gevent
+
+from loadgen.locust_plugin.request_stream import CutByStop
+from loadgen.measure.sessions import SessionTally
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from loadgen.locust_plugin.open_loop import Arrival
+    from loadgen.locust_plugin.request_stream import RequestStream
+    from loadgen.locust_plugin.runtime import Runtime
+    from loadgen.measure.records import RequestRecord
+    from loadgen.traffic.agent import AgentSession
+
+__all__ = ["run_task"]
+
+
+class _Stopped(Exception):
+    """The window ended between two steps: the task goes no further."""
+
+
+def run_task(
+    rt: Runtime,
+    stream: RequestStream,
+    session: AgentSession,
+    fire: Callable[[RequestRecord], None],
+    arrival: Arrival | None = None,
+) -> None:
+    """Run the task `session` opens (open loop: the scheduled `arrival` its first step is) to its end, and record
+    it; a task whose first step never went out is an arrival not sent (counted so), no session."""
+    first = session.first
+    tally = SessionTally(f"{stream.stream_id}-{first.index}", stream.variant, first.mix)
+    try:
+        _run(rt, stream, session, fire, tally, arrival)
+    except _Stopped:
+        tally.stopped = True
+    except gevent.GreenletExit as stop:
+        tally.stopped = True
+        if tally.records:
+            rt.submit_session(tally)
+        if isinstance(stop, CutByStop):  # recorded here: the user's own handler of a cut request must not again
+            raise gevent.GreenletExit from None
+        raise
+    if tally.records:
+        rt.submit_session(tally)
+
+
+def _run(
+    rt: Runtime,
+    stream: RequestStream,
+    session: AgentSession,
+    fire: Callable[[RequestRecord], None],
+    tally: SessionTally,
+    arrival: Arrival | None = None,
+) -> tuple[str, int] | None:
+    """One agent (the top-level one, or a sub-agent on its own stream): its steps to its last; its final reply
+    (text, tokens), or None when a step failed (the task failed)."""
+    top = not session.first.branch
+    spec = session.first
+    scheduled = None if arrival is None else arrival.at
+    while True:
+        if rt.stopping:
+            raise _Stopped
+        stream.keep_text = True  # every reply goes back into the context
+        rt.in_flight += 1  # what the drain at the stop waits for
+        try:
+            rec = stream.send_next(rt.warmup_end, scheduled=scheduled, spec=spec)
+        except CutByStop as cut:
+            if arrival is not None and scheduled is not None and not cut.written:
+                # Stopped before the task's opening request went out: an arrival never sent, not a request cut.
+                rt.count_unsent(stream.variant, arrival, "unsent_at_stop")
+            else:
+                tally.records.append(cut.record)
+                rt.submit(cut.record, _nothing)
+            raise
+        finally:
+            rt.in_flight -= 1
+        scheduled = None
+        tally.records.append(rec)
+        rt.submit(rec, fire)
+        if not rec.ok or rec.cancelled:
+            return None
+        pause = session.after(rec.output_text, rec.output_token_count, rec.tool_call_reply)
+        if session.over:
+            if top:
+                tally.ended = rec.done
+            tally.compactions += session.compactions if top else 0
+            return rec.output_text, rec.output_token_count
+        tally.subagents += len(pause.children)
+        children = [gevent.spawn(_child, rt, stream.fork(), child, fire, tally) for child in pause.children]
+        began = time.monotonic()
+        try:
+            gevent.sleep(pause.wait_s)
+            waited = time.monotonic() - began
+            gevent.joinall(children)
+        finally:
+            gevent.killall([c for c in children if not c.dead])
+        if top:
+            tally.tool_s += waited
+            tally.subagent_s += max(time.monotonic() - began - waited, 0.0)
+        joined = [c.value for c in children]
+        if any(j is None for j in joined):
+            return None  # a sub-agent failed: so did the task
+        step = session.next_step([j for j in joined if j is not None])
+        assert step is not None  # not over, so there is a next step
+        spec = step
+
+
+def _child(
+    rt: Runtime,
+    stream: RequestStream,
+    session: AgentSession,
+    fire: Callable[[RequestRecord], None],
+    tally: SessionTally,
+) -> tuple[str, int] | None:
+    """A sub-agent's greenlet: its task on its own connection, closed when it ends."""
+    try:
+        result = _run(rt, stream, session, fire, tally)
+        tally.compactions += session.compactions
+        return result
+    except _Stopped:
+        tally.stopped = True
+        return None
+    finally:
+        stream.close()
+
+
+def _nothing(_: RequestRecord) -> None:
+    """A step cut by the stop is recorded, but it is no Locust request: not a sample, not a failure."""

@@ -1,0 +1,199 @@
+"""Agent sessions as a unit of the verdict: one task (traffic/agent.py), its steps and sub-agents together.
+
+A worker's agent runner keeps a `SessionTally` while the task runs (its steps' records, the time it waited on its
+tools and on its sub-agents) and hands it to the recorder when the task ends, however it ended; the recorder
+(after the steps' own records, so their fates and goodput are stamped) adds it to the `SessionStats` of its
+(variant, mix).
+
+How a session ended is read from its steps' fates, through the fate table (measure/fates.py, its `session` column):
+- opened before the window ended its warm-up (its first step `in_warmup`): left out, as its requests are;
+- a step failed (an error, a timeout) or an arrival never sent: `failed`;
+- a step cut by the stop or given up by the client, or the stop between two steps (the agent was running its tools
+  or waiting on sub-agents): `cut`;
+- else `completed`.
+A completed session's duration (first step sent to last step ended) is measured; a failed or cut one is censored:
+above every measured value, so a variant whose slow sessions were cut by the stop cannot report a better session
+p95 than one that finished them (inference-perf leaves its truncated sessions out of the duration percentiles,
+which is exactly that bias). A session is good when it completed and every one of its steps met every per-request
+SLO (`goodput:`); sessions per hour count those completed inside the window.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from loadgen.measure.fates import FATES, fate_of
+from loadgen.measure.histogram import LatencyHistogram, merge_encoded_into
+from loadgen.measure.records import RequestRecord
+from loadgen.measure.slices import add_counts
+
+__all__ = ["SESSION_FATES", "SessionFate", "SessionStats", "SessionTally", "session_fate"]
+
+
+class SessionFate(StrEnum):
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CUT = "cut"
+    NOT_SENT = "not_sent"
+    IN_WARMUP = "in_warmup"
+
+
+# How each session fate enters the session figures: (duration use, in the window's count, meaning).
+SESSION_FATES: dict[SessionFate, tuple[str, bool, str]] = {
+    SessionFate.COMPLETED: ("measured", True, "every step ended as the target meant it to"),
+    SessionFate.FAILED: ("censored", True, "a step failed or timed out: the task did not finish"),
+    SessionFate.CUT: ("censored", True, "the stop (or the client) ended a step or the wait between two"),
+    SessionFate.NOT_SENT: ("censored", True, "open loop: the task's opening arrival was never sent"),
+    SessionFate.IN_WARMUP: ("left out", False, "opened before the warm-up ended"),
+}
+
+
+@dataclass(slots=True)
+class SessionTally:
+    """One task as it runs on a worker: its step records in the order sent (sub-agents' too), and the time its
+    top-level agent spent waiting on its tools and on sub-agents beyond them."""
+
+    key: str  # the task's pair key, `{stream}-{index}`: the same task on every variant
+    variant: str
+    mix: str
+    records: list[RequestRecord] = field(default_factory=list)
+    tool_s: float = 0.0
+    subagent_s: float = 0.0
+    subagents: int = 0
+    compactions: int = 0
+    stopped: bool = False  # the stop came between two steps (or while sub-agents ran)
+    ended: float | None = None  # when its last step ended (monotonic), None when it did not end
+
+    @property
+    def started(self) -> float | None:
+        return self.records[0].sent if self.records else None
+
+
+def session_fate(tally: SessionTally) -> SessionFate:
+    """How the task ended, from its steps' fates (the fate table's `session` column) and the stop."""
+    if not tally.records:
+        return SessionFate.CUT
+    uses = [FATES[fate_of(r)].session for r in tally.records]
+    if uses[0] == "leaves it out":
+        return SessionFate.IN_WARMUP
+    if "fails it" in uses:
+        return SessionFate.FAILED
+    if "cuts it" in uses or tally.stopped or tally.ended is None:
+        return SessionFate.CUT
+    return SessionFate.COMPLETED
+
+
+_SUMS = (
+    "steps",
+    "subagents",
+    "compactions",
+    "input_tokens",
+    "output_tokens",
+    "cached_tokens",
+    "cache_reported_tokens",
+    "completed_in_window",
+    "good",
+    "goodput_judged",
+)
+_SECONDS = ("model_s", "tool_s", "subagent_s", "duration_s")
+
+
+@dataclass(slots=True)
+class SessionStats:
+    """The sessions of one (variant, mix): counts by fate, the duration histogram (completed sessions; the others
+    censored), and sums over the completed sessions (steps, tokens, the split of their time) for their means."""
+
+    fates: dict[str, int] = field(default_factory=dict)
+    duration: LatencyHistogram = field(default_factory=lambda: LatencyHistogram(highest_s=86_400.0))
+    censored: int = 0
+    # Over completed sessions:
+    completed: int = 0
+    steps: int = 0
+    subagents: int = 0
+    compactions: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    cache_reported_tokens: int = 0  # input tokens of the steps whose usage said how many were cached
+    model_s: float = 0.0
+    tool_s: float = 0.0
+    subagent_s: float = 0.0
+    duration_s: float = 0.0
+    # Of the window's sessions:
+    completed_in_window: int = 0
+    good: int = 0
+    goodput_judged: int = 0  # completed sessions whose steps were all judged against `goodput:`
+
+    def add(self, tally: SessionTally, window_end: float, judged: bool) -> SessionFate:
+        """A task that ended (`judged`: the scenario has per-request SLOs, stamped on its steps' records)."""
+        fate = session_fate(tally)
+        self.fates[fate.value] = self.fates.get(fate.value, 0) + 1
+        use, _, _ = SESSION_FATES[fate]
+        if use == "censored":
+            self.censored += 1
+        if fate is not SessionFate.COMPLETED:
+            return fate
+        assert tally.ended is not None and tally.started is not None
+        duration = tally.ended - tally.started
+        self.duration.record(max(duration, 0.0))
+        self.completed += 1
+        self.duration_s += duration
+        self.steps += len(tally.records)
+        self.subagents += tally.subagents
+        self.compactions += tally.compactions
+        for r in tally.records:
+            self.input_tokens += r.prompt_tokens or 0
+            self.output_tokens += r.output_token_count
+            if r.cached_prompt_tokens is not None and r.prompt_tokens is not None:
+                self.cached_tokens += r.cached_prompt_tokens
+                self.cache_reported_tokens += r.prompt_tokens
+        self.model_s += max(duration - tally.tool_s - tally.subagent_s, 0.0)
+        self.tool_s += tally.tool_s
+        self.subagent_s += tally.subagent_s
+        if tally.ended <= window_end:
+            self.completed_in_window += 1
+        if judged:
+            self.goodput_judged += 1
+        if all(r.goodput_misses == () for r in tally.records) or not judged:
+            self.good += 1
+        return fate
+
+    def add_not_sent(self) -> None:
+        """Open loop: an arrival that would have opened a task, never sent."""
+        self.fates[SessionFate.NOT_SENT.value] = self.fates.get(SessionFate.NOT_SENT.value, 0) + 1
+        self.censored += 1
+
+    def merge(self, other: SessionStats) -> None:
+        add_counts(self.fates, other.fates)
+        self.duration.merge(other.duration)
+        self.censored += other.censored
+        self.completed += other.completed
+        for name in (*_SUMS, *_SECONDS):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "fates": dict(self.fates),
+            "duration": self.duration.encode() if self.duration.count else b"",
+            "censored": self.censored,
+            "completed": self.completed,
+            **{name: getattr(self, name) for name in (*_SUMS, *_SECONDS)},
+        }
+
+    def merge_wire(self, w: dict[str, Any]) -> None:
+        add_counts(self.fates, w.get("fates", {}))
+        if w.get("duration"):
+            merge_encoded_into(w["duration"], [self.duration])
+        self.censored += int(w.get("censored", 0))
+        self.completed += int(w.get("completed", 0))
+        for name in _SUMS:
+            setattr(self, name, getattr(self, name) + int(w.get(name, 0)))
+        for name in _SECONDS:
+            setattr(self, name, getattr(self, name) + float(w.get(name, 0.0)))
+
+    @property
+    def in_window(self) -> int:
+        """The window's sessions: every fate but those opened in the warm-up."""
+        return sum(n for f, n in self.fates.items() if SESSION_FATES[SessionFate(f)][1])

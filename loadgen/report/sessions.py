@@ -1,0 +1,97 @@
+"""The report's agent sessions (measure/sessions.py): per variant and mix, how the tasks ended, how long they took
+(completed ones measured, failed and cut ones censored above them), what a completed one was made of, and the
+figures a team sizes agent capacity by — sessions per hour, per user and per GPU, and session goodput."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from loadgen.measure.sessions import SESSION_FATES, SessionFate, SessionStats
+from loadgen.report.numbers import figure, percent, stat_ms
+
+if TYPE_CHECKING:
+    from loadgen.config.variant import Variant
+    from loadgen.measure.aggregate import Aggregate
+
+__all__ = ["session_lines", "sessions_json"]
+
+
+def _per(n: float, d: float) -> float | None:
+    return round(n / d, 4) if d > 0 else None
+
+
+def _mix_json(s: SessionStats, window_s: float, users: int, gpus: int | None) -> dict[str, Any]:
+    done = s.completed
+    per_hour = s.completed_in_window * 3600 / window_s if window_s > 0 else None
+    spent = s.duration_s
+    out: dict[str, Any] = {
+        "sessions": s.in_window,
+        "fates": {f.value: s.fates.get(f.value, 0) for f in SessionFate if s.fates.get(f.value)},
+        "completed": done,
+        "duration_ms": s.duration.summary_ms(s.censored),
+        "per_session": {
+            "steps": _per(s.steps, done),
+            "subagents": _per(s.subagents, done),
+            "compactions": _per(s.compactions, done),
+            "input_tokens": _per(s.input_tokens, done),
+            "output_tokens": _per(s.output_tokens, done),
+        },
+        "cached_share": _per(s.cached_tokens, s.cache_reported_tokens),
+        # Where a completed session's time went: the top-level agent waiting on the model, on its tools, on its
+        # sub-agents beyond its tools (the three add up to its duration).
+        "time_share": {
+            "model": _per(s.model_s, spent),
+            "tools": _per(s.tool_s, spent),
+            "subagents": _per(s.subagent_s, spent),
+        },
+        "sessions_per_hour": None if per_hour is None else round(per_hour, 2),
+        "sessions_per_hour_per_user": None if per_hour is None or users <= 0 else round(per_hour / users, 3),
+        "sessions_per_hour_per_gpu": None if per_hour is None or not gpus else round(per_hour / gpus, 3),
+        "good": s.good,
+        "goodput_share": _per(s.good, s.in_window),
+    }
+    return out
+
+
+def sessions_json(agg: Aggregate, v: Variant, window_s: float, users: int) -> dict[str, Any] | None:
+    """Mix -> its agent sessions on variant `v`; None when the variant ran none."""
+    gpus = v.cost.gpus if v.cost is not None else None
+    out = {m: _mix_json(s, window_s, users, gpus) for (vn, m), s in sorted(agg.sessions.items()) if vn == v.name}
+    return out or None
+
+
+def session_lines(report: dict[str, Any]) -> list[str]:
+    """The report.md section: one row per (variant, mix) of agent sessions."""
+    rows = []
+    for v in report["variants"]:
+        for mix, s in (v.get("sessions") or {}).items():
+            d = s["duration_ms"]
+            fates = " · ".join(f"{f} {n:,}" for f, n in s["fates"].items())
+            shares = s["time_share"]
+            per = s["per_session"]
+            rows.append(
+                f"| {v['name']} | {mix} | {s['sessions']:,} | {fates} | {stat_ms(d, 'p50')} | {stat_ms(d, 'p95')} "
+                f"| {figure(per['steps'])} | {percent(shares['model'])} / {percent(shares['tools'])} "
+                f"/ {percent(shares['subagents'])} | {percent(s['cached_share'])} "
+                f"| {figure(s['sessions_per_hour'])} | {figure(s['sessions_per_hour_per_gpu'])} "
+                f"| {percent(s['goodput_share'])} |"
+            )
+    if not rows:
+        return []
+    lines = ["", "## Agent sessions", ""]
+    lines.append(
+        "| variant | mix | sessions | by how they ended | duration p50 ms | p95 ms | steps | time on model / tools / "
+        "sub-agents | cached | sessions / h | per GPU | good |"
+    )
+    lines.append("|---|---|---:|---|---:|---:|---:|---|---:|---:|---:|---:|")
+    lines += rows
+    meanings = "; ".join(f"{f.value}: {SESSION_FATES[f][2]}" for f in SessionFate)
+    lines += [
+        "",
+        "A session is one agent task: its steps and its sub-agents' (a mix with `agent`). Its duration runs from its "
+        "first step sent to its last step's end; a failed or cut session is censored, above every completed one, so "
+        "a variant cannot shorten its sessions by failing or not finishing them. Steps, tokens and where the time "
+        "went are over the completed sessions; sessions / h counts those completed inside the window; good: "
+        f"completed with every step within every per-request SLO. By how they ended — {meanings}.",
+    ]
+    return lines
