@@ -704,7 +704,7 @@ def fates_page() -> str:
         "",
         "| session fate | duration | in the window | meaning |",
         "|---|---|---|---|",
-        *(f"| `{f.value}` | {use} | {yes(inside)} | {_cell(meaning)} |" for f, (use, inside, meaning) in SESSIONS.items()),
+        *(f"| `{f.value}` | {use} | {yes(on)} | {_cell(meaning)} |" for f, (use, on, meaning) in SESSIONS.items()),
     ]
     return "\n".join(lines) + "\n"
 
