@@ -262,12 +262,14 @@ def normal_finish(reason: object) -> str | None:
 
 
 def load_object(payload: bytes) -> dict[str, Any] | Chunk:
-    """The payload as a JSON object, or an error `Chunk` saying why it is not one."""
+    """The payload as a JSON object, or an error `Chunk` saying why it is not one. Every stream chunk of the
+    openai, anthropic-messages and openai-responses dialects goes through it (the type checked by identity: orjson
+    makes plain dicts)."""
     try:
         obj = orjson.loads(payload)
     except orjson.JSONDecodeError:
         return malformed_json(payload)
-    if not isinstance(obj, dict):
+    if type(obj) is not dict:
         return not_an_object(payload)
     return obj
 

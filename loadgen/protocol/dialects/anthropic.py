@@ -32,7 +32,7 @@ so max_tokens is a cap only (`output_length: max_only`). Errors before the strea
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -42,10 +42,9 @@ from loadgen.protocol.dialects._base import (
     RequestLike,
     chat_messages,
     error_message,
+    load_object,
     malformed,
-    malformed_json,
     merge_extra,
-    not_an_object,
 )
 
 __all__ = ["ANTHROPIC_VERSION", "AnthropicMessages", "anthropic_messages", "anthropic_tools"]
@@ -104,12 +103,9 @@ class AnthropicMessages(DialectBase):
         return merge_extra(body, extra)
 
     def parse(self, payload: bytes) -> Chunk:
-        try:
-            obj = orjson.loads(payload)
-        except orjson.JSONDecodeError:
-            return malformed_json(payload)
-        if type(obj) is not dict:
-            return not_an_object(payload)
+        obj = load_object(payload)
+        if type(obj) is not dict:  # (a Chunk: why the payload is no JSON object)
+            return cast(Chunk, obj)
         kind = obj.get("type")
         if kind == "content_block_delta":
             delta = obj.get("delta")

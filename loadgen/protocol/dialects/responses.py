@@ -37,9 +37,7 @@ has `ignore_eos`, not `min_tokens`) and llama.cpp generate exactly max_output_to
 
 from __future__ import annotations
 
-from typing import Any
-
-import orjson
+from typing import Any, cast
 
 from loadgen.protocol.dialects._base import (
     Chunk,
@@ -50,9 +48,7 @@ from loadgen.protocol.dialects._base import (
     error_message,
     load_object,
     malformed,
-    malformed_json,
     merge_extra,
-    not_an_object,
 )
 
 __all__ = ["OpenAIResponses", "input_items", "responses_tools"]
@@ -202,12 +198,9 @@ class OpenAIResponses(DialectBase):
 
     def parse(self, payload: bytes) -> Chunk:
         # Runs for every event of every stream: the token deltas are answered first.
-        try:
-            obj = orjson.loads(payload)
-        except orjson.JSONDecodeError:
-            return malformed_json(payload)
-        if type(obj) is not dict:
-            return not_an_object(payload)
+        obj = load_object(payload)
+        if type(obj) is not dict:  # (a Chunk: why the payload is no JSON object)
+            return cast(Chunk, obj)
         kind = obj.get("type")
         if type(kind) is not str:
             if "error" in obj:
