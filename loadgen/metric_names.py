@@ -23,8 +23,8 @@ __all__ = [
 ]
 
 MetricName = Literal["ttft", "itl", "icl", "tpot", "e2e", "queue_delay", "ttft_from_schedule", "e2e_from_schedule"]
-# The SLO that is a share of requests, not a latency.
-SLOMetricName = Literal[MetricName, "success_rate"]
+# The SLO that is a share of requests, not a latency; and the one on agent sessions' durations (measure/sessions.py).
+SLOMetricName = Literal[MetricName, "success_rate", "session_duration"]
 StatName = Literal["p50", "p90", "p95", "p99", "p99.9", "mean", "max"]
 
 METRICS: tuple[str, ...] = get_args(MetricName)

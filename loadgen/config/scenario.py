@@ -200,6 +200,12 @@ class Scenario(BaseModel):
                 issues.append((("slos", i, "mix"), message))
             if slo.metric in SCHEDULED_METRICS and self.load.arrival is None:
                 issues.append((("slos", i, "metric"), QUEUE_DELAY_REFUSED))
+            if slo.metric == "session_duration":
+                agents = sorted(ref.name for ref in self.traffic.mixes if ref.agent is not None)
+                if not agents or (slo.mix is not None and slo.mix in mix_names and slo.mix not in agents):
+                    where = f"mix {slo.mix!r} is" if slo.mix is not None else "no mix of traffic.mixes is"
+                    message = f"session_duration judges agent tasks, and {where} sent as agent tasks (`agent`)"
+                    issues.append((("slos", i, "metric"), message + (f"; these are: {agents}" if agents else "")))
             if slo.adapter is not None:
                 issues += adapter_slo_issues(i, slo.adapter, slo.variant, self.variants)
         issues += class_issues(self.traffic.classes, self.slos, self.variants)

@@ -30,7 +30,9 @@ class SLO(BaseModel):
         "schedule (connect start − scheduled); ttft_from_schedule: first token − scheduled; e2e_from_schedule: done − "
         "scheduled (these three open loop only: they need load.arrival; in open loop, ttft and e2e SLOs are judged "
         "from the schedule unless load.latency_from is send); "
-        "success_rate: share of the requests completed in the measured window that succeeded (with `min_percent`)."
+        "success_rate: share of the requests completed in the measured window that succeeded (with `min_percent`); "
+        "session_duration: an agent task's whole time, first step sent to last step ended (mixes with `agent`; a "
+        "failed or cut session is censored above every completed one)."
     )
     stat: StatName | None = Field(
         default=None, description="Statistic of a latency metric's distribution that is checked (not for success_rate)."
@@ -81,6 +83,9 @@ class SLO(BaseModel):
                     "(variant, class)",
                 )
             )
+        if self.metric == "session_duration" and (self.cls is not None or self.adapter is not None):
+            name = "class" if self.cls is not None else "adapter"
+            issues.append(((name,), "sessions are kept per (variant, mix): a session_duration SLO narrows to a mix"))
         if self.adapter is not None and (self.mix is not None or self.cls is not None):
             message = "an SLO narrows to a mix, a class or an adapter, one of them: results are kept per each apart"
             issues.append((("adapter",), message))

@@ -46,7 +46,7 @@ from loadgen.report.pooling import pooling_json
 from loadgen.report.provenance import environment, safe_url, scenario_record
 from loadgen.report.quality import quality_section
 from loadgen.report.reasoning import reasoning_json
-from loadgen.report.sessions import sessions_json
+from loadgen.report.sessions import sessions_by_variant, sessions_json
 from loadgen.report.slos import evaluate_slos
 from loadgen.report.speculative import tokens_per_chunk
 from loadgen.report.tool_calls import tool_calls_entry
@@ -207,7 +207,7 @@ def build_report(
         stats[(vn, None, None, a)] = g
     for v in scenario.variants:
         stats[(v.name, None, None, None)] = agg.merged_variant(v.name)
-    slos = evaluate_slos(scenario, variants, stats)
+    slos = evaluate_slos(scenario, variants, stats, sessions_by_variant(agg))
     run.pop("target_breaches", None)
     if target := target_breaches(variants):  # a dead target is a breach (exit 1), not the load generator's distrust
         run["target_breaches"] = target

@@ -225,7 +225,11 @@ def render_markdown(report: dict[str, Any]) -> str:
                 if not s["passed"] and s.get("errors"):
                     obs += " (" + ", ".join(f"{k} {n}" for k, n in s["errors"].items()) + ")"
             elif s.get("censored"):
-                obs = "censored (failed requests)"
+                obs = (
+                    "censored (failed or cut sessions)"
+                    if s["metric"] == "session_duration"
+                    else "censored (failed requests)"
+                )
             else:
                 obs = ms(s.get("observed_ms"), "no data")
             cls = f"{s.get('class') or 'all'} | " if by_class else ""

@@ -13,14 +13,16 @@ if TYPE_CHECKING:
     from loadgen.config.variant import Variant
     from loadgen.measure.aggregate import Aggregate
 
-__all__ = ["session_lines", "sessions_json"]
+__all__ = ["session_figures", "session_lines", "sessions_by_variant", "sessions_json"]
 
 
 def _per(n: float, d: float) -> float | None:
     return round(n / d, 4) if d > 0 else None
 
 
-def _mix_json(s: SessionStats, window_s: float, users: int, gpus: int | None) -> dict[str, Any]:
+def session_figures(s: SessionStats, window_s: float, users: int = 0, gpus: int | None = None) -> dict[str, Any]:
+    """One (variant, mix)'s sessions as the report states them: the one definition the report, the live summary
+    and the exporter share. `users` and `gpus` (the variant's): none gives no per-user / per-GPU rate."""
     done = s.completed
     per_hour = s.completed_in_window * 3600 / window_s if window_s > 0 else None
     spent = s.duration_s
@@ -56,8 +58,21 @@ def _mix_json(s: SessionStats, window_s: float, users: int, gpus: int | None) ->
 def sessions_json(agg: Aggregate, v: Variant, window_s: float, users: int) -> dict[str, Any] | None:
     """Mix -> its agent sessions on variant `v`; None when the variant ran none."""
     gpus = v.cost.gpus if v.cost is not None else None
-    out = {m: _mix_json(s, window_s, users, gpus) for (vn, m), s in sorted(agg.sessions.items()) if vn == v.name}
+    out = {m: session_figures(s, window_s, users, gpus) for (vn, m), s in sorted(agg.sessions.items()) if vn == v.name}
     return out or None
+
+
+def sessions_by_variant(agg: Aggregate) -> dict[tuple[str, str | None], SessionStats]:
+    """Each (variant, mix)'s sessions, and each variant's agent mixes together under (variant, None): what
+    session_duration SLOs are judged on."""
+    out: dict[tuple[str, str | None], SessionStats] = {}
+    for (v, m), s in agg.sessions.items():
+        out[(v, m)] = s
+        merged = out.get((v, None))
+        if merged is None:
+            merged = out[(v, None)] = SessionStats()
+        merged.merge(s)
+    return out
 
 
 def session_lines(report: dict[str, Any]) -> list[str]:

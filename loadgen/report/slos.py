@@ -10,6 +10,7 @@ from typing import Any
 
 from loadgen.config.scenario import Scenario
 from loadgen.measure.aggregate import GroupStats
+from loadgen.measure.sessions import SessionStats
 from loadgen.metric_names import STREAM_METRICS
 from loadgen.report.group_json import group_stat
 from loadgen.report.sustained_rate import sustained_rate_slos
@@ -25,17 +26,58 @@ def _breaching(g: GroupStats | None, metric: str, max_ms: float) -> int | None:
     return (h.count_above(max_ms / 1e3) if h is not None else 0) + g.censored.get(metric, 0)
 
 
+def _session_entry(
+    entry: dict[str, Any], summary: dict[str, Any] | None, stat: str, max_ms: float, s: SessionStats | None
+) -> None:
+    """A session_duration SLO judged on a duration summary (measure/sessions.py's: failed and cut sessions
+    censored above the completed ones), and the sessions over the bound."""
+    censored = bool(summary and summary.get("censored") and summary.get(stat) is None)
+    observed = None if censored or not summary else summary.get(stat)
+    entry["judged_on"] = "session_duration"
+    entry["observed_ms"] = observed
+    entry["censored"] = censored
+    entry["passed"] = observed is not None and observed <= max_ms
+    if s is not None:
+        entry["breaching_sessions"] = s.duration.count_above(max_ms / 1e3) + s.censored
+
+
 def evaluate_slos(
     scenario: Scenario,
     variants: list[dict[str, Any]],
     stats: dict[tuple[str, str | None, str | None, str | None], GroupStats] | None = None,
+    sessions: dict[tuple[str, str | None], SessionStats] | None = None,
 ) -> list[dict[str, Any]]:
     """`stats`: each group's GroupStats by (variant, mix, class, adapter), to count the requests over a latency
-    SLO."""
+    SLO. `sessions`: each variant's agent sessions by (variant, mix), and all its agent mixes together under
+    (variant, None): what a session_duration SLO is judged on (without it, on the report's sessions of the mix, or
+    of the variant's one agent mix)."""
     out = []
     for slo in scenario.slos:
         for v in variants:
             if slo.variant is not None and slo.variant != v["name"]:
+                continue
+            if slo.metric == "session_duration":
+                assert slo.stat is not None and slo.max_ms is not None
+                judged: dict[str, Any] = {
+                    "metric": slo.metric,
+                    "stat": slo.stat,
+                    "max_ms": slo.max_ms,
+                    "min_percent": None,
+                    "variant": v["name"],
+                    "mix": slo.mix,
+                    "class": None,
+                    "slo": slo.describe(),
+                }
+                found = None if sessions is None else sessions.get((v["name"], slo.mix))
+                summary: dict[str, Any] | None
+                if found is not None:
+                    summary = found.duration.summary_ms(found.censored)
+                else:
+                    by_mix = v.get("sessions") or {}
+                    one = by_mix.get(slo.mix) if slo.mix is not None else next(iter(by_mix.values()), None)
+                    summary = one["duration_ms"] if one is not None and (slo.mix or len(by_mix) == 1) else None
+                _session_entry(judged, summary, slo.stat, slo.max_ms, found)
+                out.append(judged)
                 continue
             if slo.metric in STREAM_METRICS and v.get("streamed") is False:
                 continue  # whole replies have no TTFT, ITL or TPOT: judged on the streamed variants (the report says)

@@ -69,6 +69,10 @@ def agent_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             {"a": sim.base_url("a"), "b": sim.base_url("b")},
             traffic={"mixes": [{"name": "task", "agent": _AGENT}], "custom_mixes": {"task": _MIX}},
             load={"users": 6, "duration": "9s", "warmup": "1s"},
+            slos=[
+                {"metric": "session_duration", "stat": "p50", "max_ms": 60000},
+                {"metric": "success_rate", "min_percent": 99},
+            ],
         )
         proc = run_loadgen(scenario, "--workers", "0", "--raw-records", str(tmp / "raw"))
         assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -199,6 +203,17 @@ def test_the_reports_sessions_are_the_records_tasks_each_with_its_fate(agent_run
         shares = s["time_share"]
         assert abs(shares["model"] + shares["tools"] + shares["subagents"] - 1) < 0.01
         assert shares["tools"] > 0.1  # 0.15-0.4 s of tools per step against steps of tens of milliseconds
+
+
+def test_a_session_slo_is_judged_on_the_sessions_censored_ones_included(agent_run: dict[str, Any]) -> None:
+    report = agent_run["report"]
+    judged = {s["variant"]: s for s in report["slos"] if s["metric"] == "session_duration"}
+    assert set(judged) == {"a", "b"}
+    for v in report["variants"]:
+        s, slo = v["sessions"]["task"], judged[v["name"]]
+        assert slo["observed_ms"] == s["duration_ms"]["p50"] and slo["passed"] is True
+        # Every cut or failed session is over any bound: not known to have ended in time.
+        assert slo["breaching_sessions"] == s["duration_ms"]["censored"] >= 1
 
 
 def test_with_tools_every_step_after_a_call_answers_it(agent_run: dict[str, Any]) -> None:

@@ -165,6 +165,37 @@ traffic:
     assert any(i.path == where and expected in i.message for i in e.value.issues), e.value.issues
 
 
+@pytest.mark.parametrize(
+    ("mixes", "slo", "where", "expected"),
+    [
+        ("[{name: chat}]", "{metric: session_duration, stat: p95, max_ms: 600000}", "slos[0].metric", "no mix"),
+        (
+            "[{name: agent}, {name: chat}]",
+            "{metric: session_duration, stat: p95, max_ms: 600000, mix: chat}",
+            "slos[0].metric",
+            "these are: ['agent']",
+        ),
+        (
+            "[{name: agent}]",
+            "{metric: session_duration, stat: p95, max_ms: 600000, class: fast}",
+            "slos[0].class",
+            "narrows to a mix",
+        ),
+        ("[{name: agent}]", "{metric: session_duration, max_ms: 600000}", "slos[0].stat", "needs a stat"),
+    ],
+)
+def test_session_slos_name_what_they_judge(mixes: str, slo: str, where: str, expected: str) -> None:
+    text = f"""
+name: t
+variants: [{{name: a, base_url: "http://127.0.0.1:1", model: m}}]
+traffic: {{mixes: {mixes}}}
+slos: [{slo}]
+"""
+    with pytest.raises(ConfigError) as e:
+        parse_scenario(text, "s.yaml")
+    assert any(i.path == where and expected in i.message for i in e.value.issues), e.value.issues
+
+
 def test_the_agent_mix_is_sent_as_agent_tasks_unless_told_otherwise() -> None:
     sc = Scenario.model_validate(
         {
