@@ -18,7 +18,7 @@ from loadgen.measure.latency_samples import LatencySamples
 from loadgen.measure.outputs import OutputSamples
 from loadgen.measure.pairs import PairSamples
 from loadgen.measure.records import RequestRecord
-from loadgen.measure.sessions import SessionStats, SessionTally
+from loadgen.measure.sessions import SessionPairs, SessionStats, SessionTally
 from loadgen.measure.slices import BucketStats, merge_slices, slice_at, slices_wire
 from loadgen.measure.timeline import Timeline
 from loadgen.metric_names import METRICS
@@ -66,6 +66,7 @@ class Aggregate:
         "adapters",
         "starts",
         "sessions",
+        "session_pairs",
         "timeline",
         "variant_timeline",
         "pairs",
@@ -84,6 +85,7 @@ class Aggregate:
         self.adapters: dict[tuple[str, str], GroupStats] = {}
         self.starts: dict[tuple[str, str], BucketStats] = {}  # (variant, "warm" or `RequestRecord.cold`)
         self.sessions: dict[tuple[str, str], SessionStats] = {}  # agent sessions by (variant, mix)
+        self.session_pairs = SessionPairs()  # hash-sampled sessions by task, for their paired comparison
         self.timeline: dict[int, list[int]] = {}
         self.variant_timeline = Timeline()
         # Hash-sampled per-request values, for the variants' paired comparison (report/compare.py).
@@ -120,7 +122,8 @@ class Aggregate:
 
     def add_session(self, tally: SessionTally, judged: bool) -> None:
         """An agent task that ended, after its steps' records were added (measure/sessions.py)."""
-        self.session(tally.variant, tally.mix).add(tally, self.window_end, judged)
+        fate = self.session(tally.variant, tally.mix).add(tally, self.window_end, judged)
+        self.session_pairs.add(tally, fate)
 
     def add(self, rec: RequestRecord, wall_time: float) -> None:
         self.group(rec.variant, rec.mix).add(rec, self.window_start, self.window_end)
@@ -164,7 +167,7 @@ class Aggregate:
             self.sessions,
             self.timeline,
         )
-        samples = (self.variant_timeline, self.pairs, self.latency_samples, self.outputs)
+        samples = (self.variant_timeline, self.pairs, self.session_pairs, self.latency_samples, self.outputs)
         return not any(slices) and all(s.is_empty() for s in samples)
 
     def to_wire(self, histograms: bool = True) -> dict[str, Any]:
@@ -179,6 +182,7 @@ class Aggregate:
             "timeline": [[s, *row] for s, row in self.timeline.items()],
             "variant_timeline": self.variant_timeline.to_wire(),
             "pairs": self.pairs.to_wire(),
+            "session_pairs": self.session_pairs.to_wire(),
             "latency_samples": self.latency_samples.to_wire(),
             "outputs": self.outputs.to_wire(),
         }
@@ -203,6 +207,7 @@ class Aggregate:
         self.timeline = {}
         self.variant_timeline = Timeline()
         self.pairs.clear_rows()  # every delta: few values per request, and the level must go on rising
+        self.session_pairs.clear_rows()
         self.latency_samples.clear_rows()
         self.outputs.clear_rows()
         return wire
@@ -223,6 +228,7 @@ class Aggregate:
         self._merge_timeline([[s, *row] for s, row in other.timeline.items()])
         self.variant_timeline.merge(other.variant_timeline)
         self.pairs.merge(other.pairs)
+        self.session_pairs.merge(other.session_pairs)
         self.latency_samples.merge(other.latency_samples)
         self.outputs.merge(other.outputs)
 
@@ -244,6 +250,7 @@ class Aggregate:
         self._merge_timeline(wire.get("timeline", []))
         self.variant_timeline.merge_wire(wire.get("variant_timeline", {}))
         self.pairs.merge_wire(wire.get("pairs", {}))
+        self.session_pairs.merge_wire(wire.get("session_pairs", {}))
         self.latency_samples.merge_wire(wire.get("latency_samples", {}))
         self.outputs.merge_wire(wire.get("outputs", {}))
 

@@ -20,16 +20,18 @@ SLO (`goodput:`); sessions per hour count those completed inside the window.
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 from loadgen.measure.fates import FATES, fate_of
+from loadgen.measure.hash_sample import Rows, RowSample, key_hash
 from loadgen.measure.histogram import LatencyHistogram, merge_encoded_into
 from loadgen.measure.records import RequestRecord
 from loadgen.measure.slices import add_counts
 
-__all__ = ["SESSION_FATES", "SessionFate", "SessionStats", "SessionTally", "session_fate"]
+__all__ = ["SESSION_FATES", "SessionFate", "SessionPairs", "SessionStats", "SessionTally", "session_fate"]
 
 
 class SessionFate(StrEnum):
@@ -83,6 +85,55 @@ def session_fate(tally: SessionTally) -> SessionFate:
     if "cuts it" in uses or tally.stopped or tally.ended is None:
         return SessionFate.CUT
     return SessionFate.COMPLETED
+
+
+# A session's duration in the paired sample (µs); a failed or cut one is censored, as its request's would be
+# (measure/pairs.py's values).
+_CENSORED = -2
+# Sessions kept per variant at most (hash-sampled by task key, so every variant keeps the same tasks).
+SESSION_PAIR_CAP = 20_000
+
+
+class SessionPairs(RowSample):
+    """Per variant, hash-sampled tasks of the window by key (`{stream}-{index}`: the same task on every variant) with
+    their durations, completed ones measured and the others censored: what the paired comparison of sessions
+    resamples (report/session_compare.py)."""
+
+    __slots__ = ()
+
+    def __init__(self, cap: int = SESSION_PAIR_CAP) -> None:
+        super().__init__(cap, 1)
+
+    def add(self, tally: SessionTally, fate: SessionFate) -> None:
+        if not SESSION_FATES[fate][1] or fate is SessionFate.NOT_SENT:
+            return
+        h = key_hash(tally.key)
+        rows = self.admit(tally.variant, h)
+        if rows is None:
+            return
+        rows.keys.append(h)
+        if fate is SessionFate.COMPLETED:
+            assert tally.ended is not None and tally.started is not None
+            rows.columns[0].append(max(int((tally.ended - tally.started) * 1e6 + 0.5), 0))
+        else:
+            rows.columns[0].append(_CENSORED)
+
+    def is_empty(self) -> bool:
+        return self.rows_empty()
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"level": self.level, "columns": self.rows_wire()}
+
+    def merge_wire(self, wire: dict[str, Any]) -> None:
+        self.merge_rows_wire(int(wire.get("level", 0)), wire.get("columns", ()))
+
+    def merge(self, other: SessionPairs) -> None:
+        self.merge_wire(other.to_wire())
+
+    def samples(self, variant: str) -> tuple[array[int], array[int]]:
+        """The variant's kept task keys and their durations (µs; -2: censored), row for row."""
+        rows = self.variants.get(variant) or Rows(1)
+        return rows.keys, rows.columns[0]
 
 
 _SUMS = (

@@ -46,6 +46,7 @@ from loadgen.report.pooling import pooling_json
 from loadgen.report.provenance import environment, safe_url, scenario_record
 from loadgen.report.quality import quality_section
 from loadgen.report.reasoning import reasoning_json
+from loadgen.report.session_compare import session_comparison
 from loadgen.report.sessions import sessions_by_variant, sessions_json
 from loadgen.report.slos import evaluate_slos
 from loadgen.report.speculative import tokens_per_chunk
@@ -186,6 +187,7 @@ def build_report(
     window_s = whole_window
     whole = {v.name for v in scenario.variants if not v.stream}
     comparison = build_comparison(agg, [v.name for v in scenario.variants], baseline, scenario.seed, whole=whole)
+    sessions_cmp = session_comparison(agg, [v.name for v in scenario.variants], baseline, scenario.seed)
     for x in variants:
         # The comparison's speedups (compare.SPEEDUP_DEFINITION), not a second definition; the baseline's own are 1
         # where it has a measured statistic.
@@ -229,6 +231,8 @@ def build_report(
         "slos_passed": all(s["passed"] for s in slos),
         "comparison": comparison,
         "comparison_method": comparison_method(scenario.seed),
+        # Agent sessions' durations against the baseline's, task by task (report/session_compare.py).
+        **({"session_comparison": sessions_cmp} if sessions_cmp else {}),
         "timeline": [[s, *row] for s, row in sorted(agg.timeline.items())],
         # How prompt lengths were made: exact in the target's tokens with a tokenizer, else words taken as tokens.
         "prompt_lengths": (

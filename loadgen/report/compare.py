@@ -60,8 +60,10 @@ __all__ = [
     "entry_seed",
     "hdr_json",
     "histogram_sample",
+    "paired_entries",
     "ratio_interval",
     "speedups_by_stat",
+    "unpaired_entries",
 ]
 
 COMPARE_METRICS: tuple[str, ...] = PAIR_METRICS
@@ -227,7 +229,7 @@ def _entry(variant: str, baseline: str, metric: str, stat: str) -> dict[str, Any
     return {"variant": variant, "baseline": baseline, "metric": metric, "stat": stat}
 
 
-def _paired_entries(
+def paired_entries(
     entries: list[dict[str, Any]], a: FloatArray, b: FloatArray, resamples: int, confidence: float, seed: int
 ) -> None:
     rng = np.random.default_rng(seed)
@@ -255,7 +257,7 @@ def _paired_entries(
     p50["diff_ci_low_ms"], p50["diff_ci_high_ms"] = (_round(dci[0]), _round(dci[1])) if dci else (None, None)
 
 
-def _unpaired_entries(
+def unpaired_entries(
     entries: list[dict[str, Any]], sa: Sample, sb: Sample, source: str, resamples: int, confidence: float, seed: int
 ) -> None:
     rng = np.random.default_rng(seed)
@@ -310,9 +312,9 @@ def build_comparison(
             entries = [_entry(v, baseline, metric, stat) for stat, _ in COMPARE_STATS]
             seed_vm = entry_seed(seed, v, metric)
             if samples is None:
-                _paired_entries(entries, a, b, resamples, confidence, seed_vm)
+                paired_entries(entries, a, b, resamples, confidence, seed_vm)
             else:
-                _unpaired_entries(entries, samples[0], samples[1], samples[2], resamples, confidence, seed_vm)
+                unpaired_entries(entries, samples[0], samples[1], samples[2], resamples, confidence, seed_vm)
             for e in entries:
                 e |= {"resamples": resamples, "confidence": confidence, "seed": seed_vm}
             out += entries

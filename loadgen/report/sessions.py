@@ -7,13 +7,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from loadgen.measure.sessions import SESSION_FATES, SessionFate, SessionStats
-from loadgen.report.numbers import figure, percent, stat_ms
+from loadgen.report.numbers import MISSING, figure, percent, stat_ms
 
 if TYPE_CHECKING:
     from loadgen.config.variant import Variant
     from loadgen.measure.aggregate import Aggregate
 
-__all__ = ["session_figures", "session_lines", "sessions_by_variant", "sessions_json"]
+__all__ = ["session_cells", "session_figures", "session_lines", "sessions_by_variant", "sessions_json"]
 
 
 def _per(n: float, d: float) -> float | None:
@@ -75,31 +75,44 @@ def sessions_by_variant(agg: Aggregate) -> dict[tuple[str, str | None], SessionS
     return out
 
 
+def session_cells(s: dict[str, Any], missing: str = MISSING) -> dict[str, str]:
+    """One (variant, mix)'s sessions (`session_figures`) as the cells of a row: report.md's and the web UI's."""
+    d = s["duration_ms"]
+    shares = s["time_share"]
+    return {
+        "sessions": f"{s['sessions']:,}",
+        "fates": " · ".join(f"{f} {n:,}" for f, n in s["fates"].items()) or missing,
+        "duration_p50_ms": stat_ms(d, "p50", missing),
+        "duration_p95_ms": stat_ms(d, "p95", missing),
+        "steps": figure(s["per_session"]["steps"], missing=missing),
+        "time_share": " / ".join(percent(shares[k], missing=missing) for k in ("model", "tools", "subagents")),
+        "cached": percent(s["cached_share"], missing=missing),
+        "sessions_per_hour": figure(s["sessions_per_hour"], missing=missing),
+        "sessions_per_hour_per_gpu": figure(s["sessions_per_hour_per_gpu"], missing=missing),
+        "good": percent(s["goodput_share"], missing=missing),
+    }
+
+
 def session_lines(report: dict[str, Any]) -> list[str]:
     """The report.md section: one row per (variant, mix) of agent sessions."""
     rows = []
     for v in report["variants"]:
         for mix, s in (v.get("sessions") or {}).items():
-            d = s["duration_ms"]
-            fates = " · ".join(f"{f} {n:,}" for f, n in s["fates"].items())
-            shares = s["time_share"]
-            per = s["per_session"]
-            rows.append(
-                f"| {v['name']} | {mix} | {s['sessions']:,} | {fates} | {stat_ms(d, 'p50')} | {stat_ms(d, 'p95')} "
-                f"| {figure(per['steps'])} | {percent(shares['model'])} / {percent(shares['tools'])} "
-                f"/ {percent(shares['subagents'])} | {percent(s['cached_share'])} "
-                f"| {figure(s['sessions_per_hour'])} | {figure(s['sessions_per_hour_per_gpu'])} "
-                f"| {percent(s['goodput_share'])} |"
-            )
+            rows.append("| " + " | ".join([v["name"], mix, *session_cells(s).values()]) + " |")
     if not rows:
         return []
     lines = ["", "## Agent sessions", ""]
+    if report.get("session_comparison"):
+        rows.append("")
     lines.append(
         "| variant | mix | sessions | by how they ended | duration p50 ms | p95 ms | steps | time on model / tools / "
         "sub-agents | cached | sessions / h | per GPU | good |"
     )
     lines.append("|---|---|---:|---|---:|---:|---:|---|---:|---:|---:|---:|")
     lines += rows
+    for e in report.get("session_comparison") or ():
+        if e["stat"] in ("p50", "p99"):
+            lines.append(_speedup_line(e))
     meanings = "; ".join(f"{f.value}: {SESSION_FATES[f][2]}" for f in SessionFate)
     lines += [
         "",
@@ -110,3 +123,16 @@ def session_lines(report: dict[str, Any]) -> list[str]:
         f"completed with every step within every per-request SLO. By how they ended — {meanings}.",
     ]
     return lines
+
+
+def _speedup_line(e: dict[str, Any]) -> str:
+    """A variant's session duration against the baseline's at one statistic: the speedup and its interval."""
+    how = "paired by task" if e.get("paired") else "unpaired"
+    if e.get("speedup") is None:
+        why = "censored (failed or cut sessions)" if e.get("censored") else "no data"
+        return f"- {e['variant']} vs {e['baseline']}, session duration {e['stat']}: {why} ({how}, n {e.get('n', 0)})"
+    ci = f"{figure(e['ci_low'], 2)}–{figure(e['ci_high'], 2)}" if e.get("ci_low") is not None else "no interval"
+    return (
+        f"- {e['variant']} vs {e['baseline']}, session duration {e['stat']}: {figure(e['speedup'], 2)}× "
+        f"({ci}, {how}, n {e['n']})"
+    )

@@ -216,6 +216,13 @@ def test_a_session_slo_is_judged_on_the_sessions_censored_ones_included(agent_ru
         assert slo["breaching_sessions"] == s["duration_ms"]["censored"] >= 1
 
 
+def test_two_identical_engines_session_durations_compare_within_noise(agent_run: dict[str, Any]) -> None:
+    entries = {e["stat"]: e for e in agent_run["report"]["session_comparison"]}
+    p50 = entries["p50"]
+    assert p50["variant"] == "b" and p50["baseline"] == "a" and p50["metric"] == "session_duration"
+    assert p50["speedup"] is not None and p50["ci_low"] <= 1.0 <= p50["ci_high"], p50
+
+
 def test_with_tools_every_step_after_a_call_answers_it(agent_run: dict[str, Any]) -> None:
     records = agent_run["tool_records"]
     assert records and all(r["error"] is None for r in records), [r["error_detail"] for r in records][:3]

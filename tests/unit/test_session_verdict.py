@@ -106,3 +106,29 @@ def test_sessions_travel_on_the_wire_and_merge() -> None:
 )
 def test_a_sub_agents_steps_pair_across_variants(rid: str, turn: int, key: str | None) -> None:
     assert pair_key(RequestRecord(rid, "a", "agent", turn=turn)) == key
+
+
+def _ran(agg: Aggregate, variant: str, task: int, seconds: float, cut: bool = False) -> None:
+    rec = _step(f"w-{variant}-0-{task}", 0.0, seconds)
+    rec.variant = variant
+    tally = SessionTally(f"0-{task}", variant, "agent", [rec], stopped=cut)
+    tally.ended = None if cut else seconds
+    agg.add_session(tally, judged=False)
+
+
+def test_the_paired_session_comparison_is_task_by_task_and_cut_sessions_never_help() -> None:
+    from loadgen.report.session_compare import session_comparison
+
+    agg = Aggregate()
+    for task in range(60):
+        _ran(agg, "base", task, 10.0 + task)
+        # Twice as slow on every task; its five slowest tasks were still running at the stop.
+        _ran(agg, "slow", task, 2 * (10.0 + task), cut=task >= 55)
+    entries = {e["stat"]: e for e in session_comparison(agg, ["base", "slow"], "base", seed=3)}
+    p50 = entries["p50"]
+    assert p50["paired"] is True and p50["n"] == 60 and p50["metric"] == "session_duration"
+    assert p50["speedup"] == pytest.approx(0.5, abs=0.02)
+    assert p50["ci_high"] < 1.0  # slower, and the interval says so
+    # Its p99 falls among the cut sessions: unknown, reported censored — not the faster figure dropping them gives.
+    assert entries["p99"]["speedup"] is None and entries["p99"]["censored"] is True
+    assert session_comparison(Aggregate(), ["base", "slow"], "base", seed=3) == []
