@@ -57,7 +57,27 @@ def _common(row: dict[str, Any], report: dict[str, Any]) -> dict[str, Any]:
     row["failed_slos"] = [f"the target: {r}" for r in target] + [
         s["slo"] for s in report.get("slos", []) if not s.get("passed")
     ]
-    return row | step_cost(report)
+    return row | step_cost(report) | _session_cells(report)
+
+
+def _session_cells(report: dict[str, Any]) -> dict[str, Any]:
+    """An agent scenario's step: its sessions (all agent mixes of the variant together where there are several:
+    rates added, durations from the one mix only). Empty for a scenario without agent tasks."""
+    by_mix = report["variants"][0].get("sessions") or {}
+    if not by_mix:
+        return {}
+    rates = [s["sessions_per_hour"] for s in by_mix.values() if s["sessions_per_hour"] is not None]
+    one = next(iter(by_mix.values())) if len(by_mix) == 1 else None
+    out: dict[str, Any] = {
+        "sessions_per_hour": round(sum(rates), 2) if rates else None,
+        "sessions": sum(s["sessions"] for s in by_mix.values()),
+        "sessions_good": sum(s["good"] for s in by_mix.values()),
+    }
+    for stat in ("p50", "p95"):
+        d = one["duration_ms"] if one is not None else {}
+        v = d.get(stat)
+        out[f"session_duration_{stat}_ms"] = "censored" if v is None and d.get("censored") else v
+    return out
 
 
 def step_row(rate: float, report: dict[str, Any] | None, report_path: str, exit_code: int) -> dict[str, Any]:
@@ -218,6 +238,27 @@ def _intro(doc: dict[str, Any]) -> list[str]:
     ]
 
 
+def _session_table(steps: Sequence[dict[str, Any]], by_users: bool) -> list[str]:
+    """The steps' agent sessions, when the scenario sends agent tasks: with users, each runs one task at a time, so
+    the knee is the most concurrent agents (their sub-agents besides) that met every SLO, session ones included."""
+    if not any("sessions_per_hour" in s for s in steps):
+        return []
+    lead = "users (agents)" if by_users else "requested req/s"
+    lines = [
+        "",
+        f"| {lead} | sessions / h | session p50 ms | session p95 ms | good sessions |",
+        "|---:|---:|---:|---:|---:|",
+    ]
+    for s in steps:
+        level = s["concurrency"] if by_users else s["requested_rate_per_s"]
+        good = f"{s['sessions_good']:,} of {s['sessions']:,}" if s.get("sessions") else "–"
+        lines.append(
+            f"| {_rate(level)} | {figure(s.get('sessions_per_hour'))} | {ms(s.get('session_duration_p50_ms'))} "
+            f"| {ms(s.get('session_duration_p95_ms'))} | {good} |"
+        )
+    return lines
+
+
 def render_sweep_markdown(doc: dict[str, Any]) -> str:
     by_users = doc["plan"].get("by") == "concurrency"
     key = _knee_key(doc["plan"])
@@ -240,6 +281,7 @@ def render_sweep_markdown(doc: dict[str, Any]) -> str:
                 _verdict(s),
             ]
             lines.append("| " + " | ".join(cells) + " |")
+        lines += _session_table(v["steps"], by_users)
         unit = "users" if by_users else "req/s"
         failed = [
             f"{_rate(s['concurrency'] if by_users else s['requested_rate_per_s'])} {unit}: "

@@ -242,3 +242,26 @@ def test_open_loop_slos_are_refused_before_any_load_naming_the_slo(
     err = capsys.readouterr().err
     assert "slos[1]" in err and "e2e_from_schedule" in err and "--rates" in err
     assert not (tmp_path / "out").exists()
+
+
+def test_an_agent_sweeps_knee_is_the_most_concurrent_agents_that_met_the_session_slo() -> None:
+    rows: list[dict[str, Any]] = []
+    for users, rps, per_hour, p95, passed in [(2, 10.0, 700.0, 9_000.0, True), (4, 19.0, 1300.0, 11_000.0, False)]:
+        report = _report(rps, 400.0, passed)
+        report["slos"] = [{"slo": "session_duration p95 ≤ 10000 ms", "passed": passed}]
+        duration = {"count": 20, "p50": p95 / 2, "p95": p95, "censored": 1}
+        report["variants"][0]["sessions"] = {
+            "agent": {"sessions": 21, "good": 18, "sessions_per_hour": per_hour, "duration_ms": duration}
+        }
+        rows.append(concurrency_step_row(users, report, f"a/{users}/report.json", 0, rows))
+    assert rows[0]["sessions_per_hour"] == 700.0 and rows[0]["session_duration_p95_ms"] == 9_000.0
+    doc = sweep_json("s", {"by": "concurrency", "kind": "concurrency", "spec": "2,4"}, 20.0, {"a": rows})
+    assert doc["variants"][0]["knee_concurrency"] == 2
+    md = render_sweep_markdown(doc)
+    assert "| users (agents) | sessions / h | session p50 ms | session p95 ms | good sessions |" in md
+    assert "| 4 | 1,300.0 | 5,500.0 | 11,000.0 | 18 of 21 |" in md
+    assert "Breached: 4 users: session_duration p95 ≤ 10000 ms" in md
+    # A scenario without agent tasks: no such table.
+    assert "sessions / h" not in render_sweep_markdown(
+        sweep_json("s", {"by": "concurrency", "kind": "c", "spec": "2"}, 4.0, {"a": _curve([(2, 5.0, 100.0, True)])})
+    )
