@@ -6,7 +6,8 @@ own values, at a fraction of the report's cost.
 comparison: seconds on the master for a big run (10 variants × 5 mixes, 50,000 requests: ~4 s), far too much to redo
 every 2 s while the master's loop also merges the workers' reports. This keeps the counters and, per metric, only
 the percentiles shown (p50, p99) and those the scenario's SLOs ask for, read with `LatencyHistogram.percentiles_ms`.
-The SLOs are judged by the report's own evaluation, so "SLO status so far" is what the report would say now.
+The SLOs are judged by the report's own evaluation, so "SLO status so far" is what the report would say now, and
+agent sessions (`variants[].sessions`) are the report's own figures (report/sessions.py).
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from typing import Any
 from loadgen.config.scenario import Scenario
 from loadgen.measure.aggregate import CENSORED_METRICS, Aggregate, GroupStats
 from loadgen.metric_names import PERCENTILES
+from loadgen.report.sessions import sessions_json
 from loadgen.report.slos import evaluate_slos
+from loadgen.traffic.senders import scenario_senders
 
 __all__ = ["SHOWN_METRICS", "SHOWN_STATS", "live_summary"]
 
@@ -73,20 +76,24 @@ def live_summary(scenario: Scenario, agg: Aggregate, window_s: float, run: dict[
     by_variant: dict[str, dict[str, GroupStats]] = {}
     for (vn, m), g in agg.groups.items():
         by_variant.setdefault(vn, {})[m] = g
+    # Each variant's own users, as the report counts them (agent sessions per hour per user).
+    senders = {**scenario_senders(scenario), **(run.get("users_per_variant") or {})}
     variants = []
     for v in scenario.variants:
         groups = by_variant.get(v.name, {})
         merged = agg.merged_variant(v.name) if len(groups) != 1 else next(iter(groups.values()))
-        variants.append(
-            {
-                "name": v.name,
-                "overall": _group(merged, window_s, stats),
-                "mixes": {m: _group(g, window_s, stats) for m, g in sorted(groups.items())},
-                # Priority classes: only for judging their SLOs (the tab's rows are per variant × mix).
-                "classes": {c: _group(g, window_s, stats) for (vn, c), g in agg.classes.items() if vn == v.name},
-                "timeline": agg.variant_timeline.report(v.name),
-            }
-        )
+        entry = {
+            "name": v.name,
+            "overall": _group(merged, window_s, stats),
+            "mixes": {m: _group(g, window_s, stats) for m, g in sorted(groups.items())},
+            # Priority classes: only for judging their SLOs (the tab's rows are per variant × mix).
+            "classes": {c: _group(g, window_s, stats) for (vn, c), g in agg.classes.items() if vn == v.name},
+            "timeline": agg.variant_timeline.report(v.name),
+        }
+        sessions = sessions_json(agg, v, window_s, senders[v.name])
+        if sessions is not None:  # agent tasks: the report's own figures (one histogram summary per agent mix)
+            entry["sessions"] = sessions
+        variants.append(entry)
     slos = evaluate_slos(scenario, variants)
     return {
         "scenario": scenario.name,

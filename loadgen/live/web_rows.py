@@ -12,11 +12,24 @@ from __future__ import annotations
 from typing import Any
 
 from loadgen.report.numbers import CPU_PERCENT, LOOP_LAG_MS, REQ_PER_S, TOK_PER_S, figure, in_percent, ms, stat_ms
+from loadgen.report.sessions import session_cells
 
-__all__ = ["LLM_TAB", "TABLES", "TABS", "WORKERS_TAB", "extended_stats", "llm_rows", "worker_rows"]
+__all__ = [
+    "LLM_TAB",
+    "SESSIONS_TAB",
+    "TABLES",
+    "TABS",
+    "WORKERS_TAB",
+    "extended_stats",
+    "llm_rows",
+    "session_rows",
+    "tabs_for",
+    "worker_rows",
+]
 
 LLM_TAB = "llm"
 WORKERS_TAB = "llm_trust"
+SESSIONS_TAB = "llm_sessions"
 ALL_MIXES = "all mixes"
 _NONE = "—"
 
@@ -43,11 +56,34 @@ _WORKER_COLUMNS = [
     ("trust", "Trust"),
 ]
 
+# Agent sessions (a mix with `agent`): the report.md section's columns (report/sessions.py `session_cells`).
+_SESSION_COLUMNS = [
+    ("variant", "Variant"),
+    ("mix", "Mix"),
+    ("sessions", "Sessions"),
+    ("fates", "By how they ended"),
+    ("duration_p50_ms", "Duration p50 ms"),
+    ("duration_p95_ms", "Duration p95 ms"),
+    ("steps", "Steps"),
+    ("time_share", "Time on model / tools / sub-agents"),
+    ("cached", "Cached"),
+    ("sessions_per_hour", "Sessions/h"),
+    ("sessions_per_hour_per_gpu", "Sessions/h per GPU"),
+    ("good", "Good"),
+]
+
 TABS = [{"title": "LLM", "key": LLM_TAB}, {"title": "LLM run trust", "key": WORKERS_TAB}]
 TABLES = [
     {"key": LLM_TAB, "structure": [{"key": k, "title": t} for k, t in _LLM_COLUMNS]},
     {"key": WORKERS_TAB, "structure": [{"key": k, "title": t} for k, t in _WORKER_COLUMNS]},
+    {"key": SESSIONS_TAB, "structure": [{"key": k, "title": t} for k, t in _SESSION_COLUMNS]},
 ]
+_SESSIONS_TAB = {"title": "LLM agent sessions", "key": SESSIONS_TAB}
+
+
+def tabs_for(agents: bool) -> list[dict[str, str]]:
+    """The tabs a run shows: the agent sessions' only when the scenario has a mix with `agent`."""
+    return [*TABS, _SESSIONS_TAB] if agents else list(TABS)
 
 
 def _errors(errors: dict[str, int]) -> str:
@@ -144,6 +180,20 @@ def worker_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def session_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per variant and agent mix with sessions so far, in the report.md section's cells."""
+    return [
+        {"variant": v["name"], "mix": mix, **session_cells(s, _NONE)}
+        for v in summary["variants"]
+        for mix, s in (v.get("sessions") or {}).items()
+    ]
+
+
 def extended_stats(summary: dict[str, Any]) -> list[dict[str, Any]]:
-    """What goes under `extended_stats` in `/stats/requests`: one entry per tab."""
-    return [{"key": LLM_TAB, "data": llm_rows(summary)}, {"key": WORKERS_TAB, "data": worker_rows(summary)}]
+    """What goes under `extended_stats` in `/stats/requests`: one entry per tab (the page shows the entry of the
+    tab open; that of a tab not shown is ignored)."""
+    return [
+        {"key": LLM_TAB, "data": llm_rows(summary)},
+        {"key": WORKERS_TAB, "data": worker_rows(summary)},
+        {"key": SESSIONS_TAB, "data": session_rows(summary)},
+    ]

@@ -30,7 +30,7 @@ from locust.env import Environment
 from locust.runners import WORKER_REPORT_INTERVAL, MasterRunner
 
 from loadgen.live.charts_page import charts_data, render_charts_page
-from loadgen.live.web_rows import LLM_TAB, TABLES, TABS, WORKERS_TAB, extended_stats
+from loadgen.live.web_rows import LLM_TAB, SESSIONS_TAB, TABLES, WORKERS_TAB, extended_stats, tabs_for
 from loadgen.locust_plugin.live_state import current_report, live_summary
 from loadgen.locust_plugin.runtime import runtime_of
 from loadgen.report.html import render_html
@@ -60,7 +60,7 @@ _LINK_SCRIPT = f"""<script>
   document.body.appendChild(a);
   setInterval(function () {{
     var tab = new URLSearchParams(location.search).get("tab");
-    a.style.display = (tab === "{LLM_TAB}" || tab === "{WORKERS_TAB}") ? "block" : "none";
+    a.style.display = ["{LLM_TAB}", "{WORKERS_TAB}", "{SESSIONS_TAB}"].indexOf(tab) >= 0 ? "block" : "none";
   }}, 500);
 }})();
 </script>"""
@@ -118,7 +118,8 @@ def install_web_ui(environment: Environment) -> None:
     cache = _Cached(environment, live_summary, _CACHE_S)
     # Pages cached as long as they ask the browser to wait (several browsers then cost one report).
     report_page = _Cached(environment, _report_page, _REPORT_REFRESH_S)
-    web_ui.template_args["extended_tabs"] = TABS
+    scenario = runtime_of(environment).scenario
+    web_ui.template_args["extended_tabs"] = tabs_for(any(m.agent is not None for m in scenario.traffic.mixes))
     web_ui.template_args["extended_tables"] = TABLES
     web_ui.template_args["extended_csv_files"] = [
         {"href": "./loadgen/charts", "title": "LLM charts over time (loadgen)"},

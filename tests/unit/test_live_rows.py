@@ -2,7 +2,7 @@
 
 `live_summary` skips most of `build_report`'s work; these tests hold it to the report on runs whose truth is known:
 two variants over two mixes, failures before and after the first token (censored tails), an SLO failing, a
-mean-based SLO (the exact path), and a worker whose loop lagged.
+mean-based SLO (the exact path), a worker whose loop lagged, and agent sessions (one variant's mostly cut).
 """
 
 from __future__ import annotations
@@ -12,10 +12,20 @@ from array import array
 
 from loadgen.config.scenario import parse_scenario
 from loadgen.live.summary import live_summary
-from loadgen.live.web_rows import ALL_MIXES, TABLES, extended_stats, llm_rows, worker_rows
+from loadgen.live.web_rows import (
+    ALL_MIXES,
+    SESSIONS_TAB,
+    TABLES,
+    extended_stats,
+    llm_rows,
+    session_rows,
+    tabs_for,
+    worker_rows,
+)
 from loadgen.measure.aggregate import Aggregate
 from loadgen.measure.histogram import LatencyHistogram
 from loadgen.measure.records import RequestRecord
+from loadgen.measure.sessions import SessionStats
 from loadgen.report import build_report
 from loadgen.report.markdown import render_markdown
 from loadgen.report.numbers import ms
@@ -112,6 +122,8 @@ def test_every_row_has_exactly_the_tables_columns() -> None:
     summary = live_summary(parse_scenario(SCENARIO), _aggregate(300), 3.0, dict(RUN))
     stats = {e["key"]: e["data"] for e in extended_stats(summary)}
     for table in TABLES:
+        if table["key"] == SESSIONS_TAB:  # no agent mix here: its rows are held below
+            continue
         keys = [c["key"] for c in table["structure"]]
         assert keys and all(k == k.lower() and " " not in k for k in keys)  # snake_case, as Locust's page expects
         assert stats[table["key"]] and all(list(r) == keys for r in stats[table["key"]])
@@ -154,3 +166,58 @@ def test_the_tab_rounds_as_the_reports_do() -> None:
     assert "| 1.90 |" in summary and "| 41.8 / 1,041.8 |" in summary, summary
     throughput = next(x for x in md if x.startswith("| a | **all** |"))
     assert "| 1.90 | 1,234.6 |" in throughput, throughput
+
+
+AGENT_SCENARIO = """
+variants:
+  - {name: a, base_url: "http://127.0.0.1:1", model: m, cost: {gpus: 2, usd_per_gpu_hour: 2.0}}
+  - {name: b, base_url: "http://127.0.0.1:2", model: m}
+traffic:
+  mixes: [{name: chat, weight: 1}, {name: agent, weight: 1}]
+"""
+
+
+def _with_sessions(agg: Aggregate) -> Aggregate:
+    rng = random.Random(9)
+    for variant, done, cut in (("a", 30, 2), ("b", 3, 6)):  # b: most of its sessions cut, its p50 censored
+        s = agg.sessions.setdefault((variant, "agent"), SessionStats())
+        durations = [rng.uniform(20, 200) for _ in range(done)]
+        for d in durations:
+            s.duration.record(d)
+        s.fates, s.censored = {"completed": done, "cut": cut}, cut
+        s.completed = s.completed_in_window = s.good = done
+        s.steps, s.duration_s, s.input_tokens, s.cached_tokens, s.cache_reported_tokens = (
+            5 * done,
+            sum(durations),
+            9,
+            4,
+            8,
+        )
+        s.model_s, s.tool_s = 0.7 * s.duration_s, 0.3 * s.duration_s
+    return agg
+
+
+def test_agent_sessions_live_are_the_reports_and_their_tab_its_section() -> None:
+    scenario = parse_scenario(AGENT_SCENARIO)
+    agg = _with_sessions(_aggregate(300))
+    run = {**RUN, "users_per_variant": {"a": 3, "b": 3}}
+    summary = live_summary(scenario, agg, 600.0, run)
+    report = build_report(scenario, agg, 600.0, dict(run))
+    assert [v["sessions"] for v in summary["variants"]] == [v["sessions"] for v in report["variants"]]
+    rows = session_rows(summary)
+    assert rows == session_rows(report) and [(r["variant"], r["mix"]) for r in rows] == [("a", "agent"), ("b", "agent")]
+    # Each row says what report.md's "Agent sessions" row says, cell for cell.
+    md = render_markdown(report).splitlines()
+    for r in rows:
+        line = next(x for x in md if x.startswith(f"| {r['variant']} | agent | "))
+        assert line == "| " + " | ".join(r.values()).replace("—", "–") + " |"  # (the tab's dash for none)
+    assert rows[0]["sessions_per_hour"] == "180.0" and rows[0]["sessions_per_hour_per_gpu"] == "90.0"
+    assert rows[1]["duration_p50_ms"] == "censored" and rows[1]["sessions_per_hour_per_gpu"] == "—"
+    stats = {e["key"]: e["data"] for e in extended_stats(summary)}
+    assert stats[SESSIONS_TAB] == rows
+    sessions_table = next(t for t in TABLES if t["key"] == SESSIONS_TAB)
+    assert all(list(r) == [c["key"] for c in sessions_table["structure"]] for r in rows)
+    # The tab is shown only for a scenario with agent mixes; a run without sessions has no section and no rows.
+    assert SESSIONS_TAB in {t["key"] for t in tabs_for(True)} - {t["key"] for t in tabs_for(False)}
+    plain = live_summary(parse_scenario(SCENARIO), _aggregate(300), 3.0, dict(RUN))
+    assert not any("sessions" in v for v in plain["variants"]) and session_rows(plain) == []
