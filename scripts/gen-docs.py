@@ -194,12 +194,14 @@ def scenario_page() -> str:
 
 
 def _sample_render() -> bytes:
-    """The exporter's text for a small run: two variants × two mixes, an error, a priority class, one worker."""
+    """The exporter's text for a small run: two variants × two mixes, an error, a priority class, agent sessions, one
+    worker."""
     from loadgen.config.live_metrics import DEFAULT_BUCKETS_S
     from loadgen.live.exporter import LiveView, MetricsText
     from loadgen.measure.aggregate import Aggregate
     from loadgen.measure.health import HealthStats, HealthThresholds
     from loadgen.measure.histogram import LatencyHistogram
+    from loadgen.measure.sessions import SessionStats
 
     rng = random.Random(0)
 
@@ -220,11 +222,19 @@ def _sample_render() -> bytes:
     cls = agg.priority_class("baseline", "interactive")
     cls.requests, cls.ok = 10, 10
     cls.hists["ttft"] = hist()
+    sessions = agg.sessions[("baseline", "agent")] = SessionStats()  # agent tasks: 8 completed, one cut
+    for _ in range(8):
+        sessions.duration.record(rng.uniform(60.0, 300.0))
+    sessions.fates, sessions.censored = {"completed": 8, "cut": 1}, 1
+    sessions.completed = sessions.completed_in_window = sessions.good = 8
+    sessions.duration_s = sessions.model_s = 1200.0
     health = HealthStats()
     health.add_lag(0.002)
     health.add_slip(0.001)
     health.add_cpu(40.0)
-    view = LiveView(agg, {"worker-0": health}, "docs", 1, HealthThresholds(), started="20261201T190532Z")
+    view = LiveView(
+        agg, {"worker-0": health}, "docs", 1, HealthThresholds(), started="20261201T190532Z", window_s=600.0
+    )
     return MetricsText(lambda: view, DEFAULT_BUCKETS_S).render()
 
 

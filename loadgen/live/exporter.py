@@ -5,7 +5,8 @@ their exact HDR histograms into Prometheus histograms — cumulative bucket coun
 when the value `percentile` reports for it (its HDR bucket's highest value) is ≤ b, the complement of
 `LatencyHistogram.count_above(b)` — and the exact HDR percentiles into gauges. Failed requests with no TTFT / E2E
 are not histogram samples; `loadgen_censored_samples_total` counts them, and a quantile gauge whose rank falls among
-them is +Inf (the report's "censored").
+them is +Inf (the report's "censored"). Agent sessions (a mix with `agent`) are the report's own figures
+(report/sessions.py `session_figures`): their samples appear only once a session has ended, their families always.
 
 Cost (bench/exporter.py): prometheus_client's per-sample formatting is ~10 µs a sample, and 10 variants × 5 mixes
 are ~7,000 samples, so the scrape path renders the text itself (`MetricsText.render`), walks each histogram's counts
@@ -33,8 +34,10 @@ from loadgen.measure.aggregate import Aggregate, GroupStats
 from loadgen.measure.health import HealthStats, HealthThresholds, verdict
 from loadgen.measure.hist_walk import Scratch, walk
 from loadgen.measure.histogram import LatencyHistogram
+from loadgen.measure.sessions import SessionFate
 from loadgen.metric_names import PERCENTILES
 from loadgen.report.server_split import split_ttft
+from loadgen.report.sessions import session_figures
 
 __all__ = ["CONTENT_TYPE", "FAMILIES", "LiveView", "MetricsText", "exporter_registry", "push_final"]
 
@@ -83,6 +86,29 @@ FAMILIES: tuple[tuple[str, str, str], ...] = (
     ("loadgen_class_requests", "counter", "Requests of each priority class, by outcome."),
     ("loadgen_class_latency_quantile_seconds", "gauge", "Exact HDR percentile of one priority class's latency."),
     (
+        "loadgen_sessions",
+        "counter",
+        "Agent sessions (tasks of a mix with `agent`) that ended, by fate: completed, failed, cut, not_sent, "
+        "in_warmup (the report's sessions.fates).",
+    ),
+    (
+        "loadgen_session_duration_quantile_seconds",
+        "gauge",
+        "Exact HDR percentile of completed agent sessions' duration, failed / cut / unsent ones censored above "
+        "them; +Inf when censored.",
+    ),
+    ("loadgen_sessions_per_hour", "gauge", "Agent sessions completed inside the window so far, per hour of it."),
+    (
+        "loadgen_session_time_share_ratio",
+        "gauge",
+        "Where completed agent sessions' time went: part = model, tools, subagents (the three add up to 1).",
+    ),
+    (
+        "loadgen_session_goodput_ratio",
+        "gauge",
+        "Share of the window's agent sessions that completed with every step within every per-request SLO.",
+    ),
+    (
         "loadgen_server_ttft_split_seconds",
         "gauge",
         "The client's mean TTFT over the window split by the server's own request times (the report's "
@@ -114,6 +140,8 @@ class LiveView:
     started: str = ""  # the run's UTC start (`20261201T190532Z`): a label of loadgen_run_info, not a grouping key
     # Per variant, the server's mean request times over the window so far (`ServerTimeline.request_times`).
     server_times: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
+    # The measured window so far (s), as the report's: what agent sessions per hour are counted over.
+    window_s: float = 0.0
 
 
 @dataclass(slots=True)
@@ -291,6 +319,7 @@ class MetricsText:
                 for name, text in lines.items():
                     parts[name].append(text)
             self._classes(view, parts)
+            self._sessions(view, parts)
             self._server_split(view, parts)
             self._health(view, parts)
         out = []
@@ -316,6 +345,37 @@ class MetricsText:
                         f'loadgen_class_latency_quantile_seconds{{{lab},metric="{m}",quantile="{qs}"}} {_num(v)}\n'
                         for (_, qs), v in zip(_QUANTILES, f.quantiles, strict=False)
                     ]
+
+    def _sessions(self, view: LiveView, parts: dict[str, list[str]]) -> None:
+        """Agent sessions per (variant, mix), by the report's own figures (report/sessions.py): one histogram
+        summary per agent mix and scrape, few next to the groups' walks."""
+        for (variant, mix), s in sorted(view.aggregate.sessions.items()):
+            fig = session_figures(s, view.window_s)
+            lab = f'variant="{_esc(variant)}",mix="{_esc(mix)}"'
+            parts["loadgen_sessions"] += [
+                f'loadgen_sessions_total{{{lab},fate="{f.value}"}} {fig["fates"].get(f.value, 0)}\n'
+                for f in SessionFate
+            ]
+            d = fig["duration_ms"]
+            if d.get("count") or d.get("censored"):
+                parts["loadgen_session_duration_quantile_seconds"] += [
+                    f'loadgen_session_duration_quantile_seconds{{{lab},quantile="{qs}"}} '
+                    f"{_num(math.inf if d[name] is None else d[name] / 1e3)}\n"
+                    for (name, _), (_, qs) in zip(PERCENTILES, _QUANTILES, strict=True)
+                ]
+            if fig["sessions_per_hour"] is not None:
+                parts["loadgen_sessions_per_hour"].append(
+                    f"loadgen_sessions_per_hour{{{lab}}} {_num(fig['sessions_per_hour'])}\n"
+                )
+            parts["loadgen_session_time_share_ratio"] += [
+                f'loadgen_session_time_share_ratio{{{lab},part="{part}"}} {_num(v)}\n'
+                for part, v in fig["time_share"].items()
+                if v is not None
+            ]
+            if fig["goodput_share"] is not None:
+                parts["loadgen_session_goodput_ratio"].append(
+                    f"loadgen_session_goodput_ratio{{{lab}}} {_num(fig['goodput_share'])}\n"
+                )
 
     def _server_split(self, view: LiveView, parts: dict[str, list[str]]) -> None:
         for variant, times in sorted(view.server_times.items()):

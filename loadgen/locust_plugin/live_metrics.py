@@ -57,13 +57,18 @@ class ExporterState:
         since = col.started_wall + rt.scenario.load.warmup  # the window's start, wall clock
         # As the report's: no request times where several replicas answer behind one URL (their counters mix).
         times = {n: tl.request_times(since) for n, tl in self.timelines.items() if not tl.several_replicas()}
+        window = col.measured_window(rt.scenario.load.warmup)  # the report's: agent sessions per hour over it
         if isinstance(runner, MasterRunner):
             health = {f"worker-{runner.get_worker_index(w)}": h for w, h in col.health.items()}
-            return LiveView(col.aggregate, health, rt.scenario.name, col.run, thresholds, started, times)
+            return LiveView(col.aggregate, health, rt.scenario.name, col.run, thresholds, started, times, window)
         if col.flushed:  # a local run that ended: its last delta is in the collector
-            return LiveView(col.aggregate, dict(col.health), rt.scenario.name, col.run, thresholds, started, times)
+            return LiveView(
+                col.aggregate, dict(col.health), rt.scenario.name, col.run, thresholds, started, times, window
+            )
         rt.drain()  # a local run: its own aggregate, read in place (nothing is shipped before the end)
-        return LiveView(rt.aggregate, {"local": rt.health}, rt.scenario.name, col.run, thresholds, started, times)
+        return LiveView(
+            rt.aggregate, {"local": rt.health}, rt.scenario.name, col.run, thresholds, started, times, window
+        )
 
     def start_scrapers(self) -> None:
         self.stop_scrapers()

@@ -79,14 +79,8 @@ def live_state(environment: Environment, failed: list[str] | None = None) -> tup
         col_view = col
     started = col.started_wall or time.time()
     stopped = col.stopped_wall or time.time()
-    # The workers' own windows (warm-up end → stop, each on its own clock) where they reported them, else the
-    # master's wall clock.
-    spans = [
-        max(0.0, b - a)  # (stopped early, before the warm-up's end: no window)
-        for a, b in (w[:2] for w in col_view.windows.values() if len(w) > 1)
-        if a is not None and b is not None
-    ]
-    window = max(spans) if spans else max(0.0, stopped - started - scenario.load.warmup)
+    # The workers' own windows where they reported them (a local run's snapshot has none), else the master's clock.
+    window = col.measured_window(scenario.load.warmup)
     if isinstance(runner, MasterRunner):
         label = {wid: f"worker-{runner.get_worker_index(wid)}" for wid in col.seen | set(col_view.health)}
         missing = {c.id for c in runner.clients.all if c.state == STATE_MISSING}

@@ -144,6 +144,20 @@ class Collector:
         can see (the worker died with them), so in no figure of the report: named by count instead."""
         return {label.get(w, w): self.in_flight.get(w, 0) for w in lost}
 
+    def measured_window(self, warmup: float) -> float:
+        """The measured window so far (s): the workers' own (warm-up end → stop, each on its own clock) where they
+        reported them, else this process's wall clock from the start (to the stop, or now) less the warm-up."""
+        spans = [
+            max(0.0, b - a)  # (stopped early, before the warm-up's end: no window)
+            for a, b in (w[:2] for w in self.windows.values() if len(w) > 1)
+            if a is not None and b is not None
+        ]
+        if spans:
+            return max(spans)
+        started = self.started_wall or time.time()
+        stopped = self.stopped_wall or time.time()
+        return max(0.0, stopped - started - warmup)
+
     def window_monotonic(self) -> list[float] | None:
         """[earliest warm-up end, latest stop] over the workers (one host's monotonic clock)."""
         starts = [w[0] for w in self.windows.values() if w and w[0] is not None]

@@ -16,8 +16,10 @@ from loadgen.live.exporter import FAMILIES, LiveView, MetricsText, exporter_regi
 from loadgen.measure.aggregate import Aggregate
 from loadgen.measure.health import HealthStats, HealthThresholds
 from loadgen.measure.histogram import LatencyHistogram
+from loadgen.measure.sessions import SessionStats
 from loadgen.metric_names import PERCENTILES
 from loadgen.report.server_split import latency_split
+from loadgen.report.sessions import sessions_json
 
 
 def _hist(rng: random.Random, n: int, sigma: float = 0.9) -> LatencyHistogram:
@@ -163,3 +165,69 @@ def test_the_server_split_is_the_reports_rule_on_the_window_so_far() -> None:
     share = samples["loadgen_server_queue_share_ratio", (("variant", "base"),)]
     assert share == pytest.approx(want["queue_share"], rel=1e-3)
     assert not any(dict(k[1]).get("variant") == "int8" for k in samples if k[0].startswith("loadgen_server_"))
+
+
+def _sessions(agg: Aggregate, variant: str, durations: list[float], cut: int, failed: int = 0) -> SessionStats:
+    """A (variant, `agent`) of completed sessions of these durations, `cut` / `failed` ones censored above them."""
+    s = agg.sessions.setdefault((variant, "agent"), SessionStats())
+    for d in durations:
+        s.duration.record(d)
+    s.completed = s.completed_in_window = len(durations)
+    s.fates = {"completed": len(durations), "failed": failed, "cut": cut, "in_warmup": 2}
+    s.censored = cut + failed
+    s.steps, s.duration_s = 6 * len(durations), sum(durations)
+    s.model_s, s.tool_s = 0.6 * s.duration_s, 0.3 * s.duration_s
+    s.subagent_s = s.duration_s - s.model_s - s.tool_s
+    s.good = len(durations) - 1
+    return s
+
+
+def _with(lab: tuple[tuple[str, str], ...], **more: str) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((*lab, *more.items())))
+
+
+_SCENARIO = {
+    "variants": [{"name": v, "base_url": "http://127.0.0.1:1", "model": "m"} for v in ("base", "int8")],
+    "traffic": {"mixes": [{"name": "chat", "weight": 1}, {"name": "agent", "weight": 1}]},
+}
+
+
+def test_agent_sessions_are_the_reports_figures_and_absent_without_sessions() -> None:
+    agg, view = _view()
+    families = ("loadgen_sessions", "loadgen_session_", "loadgen_sessions_per_hour")
+    # No agent sessions: the families are declared, with no sample.
+    plain = MetricsText(lambda: view, DEFAULT_BUCKETS_S).render().decode()
+    assert "# TYPE loadgen_sessions_total counter" in plain
+    assert not any(k[0].startswith(families) for k in _samples(plain.encode()))
+
+    rng = random.Random(7)
+    _sessions(agg, "base", [rng.uniform(30, 300) for _ in range(40)], cut=1, failed=1)
+    _sessions(agg, "int8", [rng.uniform(30, 300) for _ in range(3)], cut=5)  # most cut: p50 among them
+    view.window_s = 1800.0
+    samples = _samples(MetricsText(lambda: view, DEFAULT_BUCKETS_S).render())
+    scenario = validate_scenario(_SCENARIO)
+    for v in scenario.variants:
+        (report,) = (sessions_json(agg, v, view.window_s, users=4) or {}).values()  # the report's own
+        lab = (("mix", "agent"), ("variant", v.name))
+        for fate in ("completed", "failed", "cut", "not_sent", "in_warmup"):
+            got = samples[("loadgen_sessions_total", _with(lab, fate=fate))]
+            assert got == report["fates"].get(fate, 0), fate
+        for name, p in PERCENTILES:
+            got = samples[("loadgen_session_duration_quantile_seconds", _with(lab, quantile=repr(round(p / 100, 6))))]
+            want = report["duration_ms"][name]
+            assert got == (math.inf if want is None else pytest.approx(want / 1e3, abs=1e-12)), (v.name, name)
+        assert samples[("loadgen_sessions_per_hour", lab)] == report["sessions_per_hour"]
+        for part in ("model", "tools", "subagents"):
+            got = samples[("loadgen_session_time_share_ratio", _with(lab, part=part))]
+            assert got == report["time_share"][part]
+        assert samples[("loadgen_session_goodput_ratio", lab)] == report["goodput_share"]
+    base, int8 = (("mix", "agent"), ("variant", "base")), (("mix", "agent"), ("variant", "int8"))
+    assert samples[("loadgen_session_duration_quantile_seconds", _with(base, quantile="0.5"))] < math.inf
+    # 3 completed, 5 cut: the median and above rank among the cut ones, +Inf as the report's "censored".
+    assert samples[("loadgen_session_duration_quantile_seconds", _with(int8, quantile="0.5"))] == math.inf
+    assert samples[("loadgen_sessions_per_hour", base)] == pytest.approx(40 * 2)  # 40 in half an hour
+    # No window yet (the warm-up): no rate, the rest as before.
+    view.window_s = 0.0
+    early = _samples(MetricsText(lambda: view, DEFAULT_BUCKETS_S).render())
+    assert not any(k[0] == "loadgen_sessions_per_hour" for k in early)
+    assert early[("loadgen_session_goodput_ratio", base)] == samples[("loadgen_session_goodput_ratio", base)]
