@@ -49,6 +49,22 @@ def run_task(
     it; a task whose first step never went out is an arrival not sent (counted so), no session."""
     first = session.first
     tally = SessionTally(f"{stream.stream_id}-{first.index}", stream.variant, first.mix)
+    rt.tasks_running += 1  # what the drain at the stop waits for, besides the requests in flight
+    try:
+        _record(rt, stream, session, fire, tally, arrival)
+    finally:
+        rt.tasks_running -= 1
+
+
+def _record(
+    rt: Runtime,
+    stream: RequestStream,
+    session: AgentSession,
+    fire: Callable[[RequestRecord], None],
+    tally: SessionTally,
+    arrival: Arrival | None,
+) -> None:
+    """Run the task and record it as it ended."""
     try:
         _run(rt, stream, session, fire, tally, arrival)
     except _Stopped:
@@ -78,7 +94,9 @@ def _run(
     spec = session.first
     scheduled = None if arrival is None else arrival.at
     while True:
-        if rt.stopping:
+        if rt.stopping and rt.stopped_early_now:
+            # A stop_when rule ended the run: its answer is known, no step is sent. Otherwise a task the window
+            # opened goes on through the drain (its steps measured whole) until it ends or the drain does.
             raise _Stopped
         stream.keep_text = True  # every reply goes back into the context
         rt.in_flight += 1  # what the drain at the stop waits for

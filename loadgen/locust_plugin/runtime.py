@@ -106,6 +106,7 @@ class Runtime:
         self.request_timeline = self._timeline_sample()  # sampled requests' course, for the report's lanes
         self.spans: SpanExport | None = None  # `tracing.otlp_endpoint`: sampled requests as spans (live/otlp.py)
         self.in_flight = 0  # requests being sent or streamed by this process's users
+        self.tasks_running = 0  # agent tasks under way (locust_plugin/agent_runner.py): the drain lets them end
         self._pending: deque[tuple[RequestRecord | SessionTally, Callable[[RequestRecord], None]]] = deque()
         self._recorder: gevent.Greenlet | None = None
         # The scenario's tokenizer, to count the chunks of replies whose server streamed no counts (the streams
@@ -212,16 +213,17 @@ class Runtime:
             )
 
     def drain_in_flight(self) -> None:
-        """Wait (the loop runs on) until no request is in flight and no due arrival is queued, or `load.drain` has
-        passed: then Locust kills the users, and what is still running is cut by the stop. A run `stop_when:` ended
-        has no drain: its answer is known, and what is in flight is cut (and counted) at once."""
+        """Wait (the loop runs on) until no request is in flight, no agent task is under way and no due arrival is
+        queued, or `load.drain` has passed: then Locust kills the users, and what is still running is cut by the
+        stop. A run `stop_when:` ended has no drain: its answer is known, and what is in flight is cut (and counted)
+        at once."""
         deadline = time.monotonic() + (0.0 if self.stopped_early_now else self.scenario.load.drain)
         d = self.dispatcher
         # The arrivals the stop has just handed to waiting senders (`end_schedule`, from this greenlet) are switched
         # to as the loop's next callbacks: neither queued nor in flight yet. Yield once, so that they go out and are
         # in flight before the senders are judged idle (else they are written, then cut by the stop at once).
         gevent.sleep(0)
-        while (self.in_flight or (d is not None and d.queued)) and time.monotonic() < deadline:
+        while (self.in_flight or self.tasks_running or (d is not None and d.queued)) and time.monotonic() < deadline:
             gevent.sleep(_DRAIN_POLL)
 
     def stop_arrivals(self) -> None:

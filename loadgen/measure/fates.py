@@ -167,7 +167,8 @@ FATES: dict[Fate, FateRow] = {
         ),
         _ended(
             Fate.DRAINED,
-            "sent in the window, succeeded after its end (in the drain)",
+            "sent in the window (or a later step of an agent task the window opened), succeeded after its end (in "
+            "the drain)",
             "success",
             "it belongs to the window it was sent in; rates are over the window's length, so not in them",
         ),

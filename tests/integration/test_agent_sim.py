@@ -68,7 +68,8 @@ def agent_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             tmp / "scenario.yaml",
             {"a": sim.base_url("a"), "b": sim.base_url("b")},
             traffic={"mixes": [{"name": "task", "agent": _AGENT}], "custom_mixes": {"task": _MIX}},
-            load={"users": 6, "duration": "9s", "warmup": "1s"},
+            # A short drain: some tasks are still under way when it ends, and are cut.
+            load={"users": 6, "duration": "9s", "warmup": "1s", "drain": "1s"},
             slos=[
                 {"metric": "session_duration", "stat": "p50", "max_ms": 60000},
                 {"metric": "success_rate", "min_percent": 99},
@@ -94,6 +95,7 @@ def agent_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "records": read_records(tmp / "raw"),
         "report": read_report(tmp / "report"),
         "tool_records": read_records(tmp / "tools-raw"),
+        "tool_report": read_report(tmp / "tools-report"),
     }
 
 
@@ -223,8 +225,13 @@ def test_two_identical_engines_session_durations_compare_within_noise(agent_run:
     assert p50["speedup"] is not None and p50["ci_low"] <= 1.0 <= p50["ci_high"], p50
 
 
-def test_with_tools_every_step_after_a_call_answers_it(agent_run: dict[str, Any]) -> None:
+def test_with_tools_every_step_after_a_call_answers_it_and_the_drain_lets_tasks_end(agent_run: dict[str, Any]) -> None:
+    # The default drain (30 s): the tasks under way at the stop go on, their later steps sent in the drain, and end.
+    sessions = agent_run["tool_report"]["variants"][0]["sessions"]["task"]
+    assert set(sessions["fates"]) == {"completed"} and sessions["completed"] >= 3, sessions["fates"]
+    assert sessions["duration_ms"].get("censored", 0) == 0
     records = agent_run["tool_records"]
+    assert any(r["fate"] == "drained" for r in records)
     assert records and all(r["error"] is None for r in records), [r["error_detail"] for r in records][:3]
     assert sum(r["finish_reason"] == "tool_calls" for r in records) >= len(records) / 2
     assert max(r["turn"] for r in records) >= 2
