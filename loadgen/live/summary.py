@@ -17,7 +17,7 @@ from typing import Any
 from loadgen.config.scenario import Scenario
 from loadgen.measure.aggregate import CENSORED_METRICS, Aggregate, GroupStats
 from loadgen.metric_names import PERCENTILES
-from loadgen.report.sessions import sessions_json
+from loadgen.report.sessions import sessions_by_variant, sessions_json
 from loadgen.report.slos import evaluate_slos
 from loadgen.traffic.senders import scenario_senders
 
@@ -94,7 +94,7 @@ def live_summary(scenario: Scenario, agg: Aggregate, window_s: float, run: dict[
         if sessions is not None:  # agent tasks: the report's own figures (one histogram summary per agent mix)
             entry["sessions"] = sessions
         variants.append(entry)
-    slos = evaluate_slos(scenario, variants)
+    slos = evaluate_slos(scenario, variants, sessions=sessions_by_variant(agg))
     return {
         "scenario": scenario.name,
         "run": {"window_s": round(window_s, 3), **run},
