@@ -7,6 +7,7 @@ problem a ``ConfigError`` issue naming the field and its line (or the ``--set`` 
   (traffic/replay.py; the sampler reuses the rows read here);
 - `traffic.trace`: the trace file read and windowed (traffic/trace_file.py), and a run long enough for its window
   when `load.duration` was left to its default;
+- `traffic.agent_trace`: the agentic trace read and its graph checked (traffic/agent_traces.py);
 - `tokenizer`: a file loaded and able to cut prompts exactly, or `server` asked of the first variant (the tokenizer
   the sampler then uses in this process);
 - `tracing.otlp_endpoint`: the OpenTelemetry SDK installed (the `otel` extra);
@@ -32,6 +33,7 @@ from loadgen.live.otlp import otel_missing
 from loadgen.traffic.images import pillow_missing
 from loadgen.traffic.replay import replay_rows
 from loadgen.traffic.server_tokenizer import TokenizerError, check_tokenizer
+from loadgen.traffic.trace_agent import agent_trace_of
 from loadgen.traffic.trace_file import trace_of
 
 __all__ = ["checked", "load_checked", "parse_checked", "preflight"]
@@ -49,6 +51,11 @@ def preflight(scenario: Scenario, doc: ScenarioDocument, *, cluster: bool = True
             issues += [doc.issue(("traffic", "dataset", *sub), message) for sub, message in exc.issues]
     if scenario.traffic.trace is not None:
         issues += _trace_issues(scenario, doc)
+    if scenario.traffic.agent_trace is not None:
+        try:
+            agent_trace_of(scenario.traffic.agent_trace)
+        except SubpathIssues as exc:
+            issues += [doc.issue(("traffic", "agent_trace", *sub), message) for sub, message in exc.issues]
     if scenario.tokenizer is not None:
         try:
             check_tokenizer(scenario.tokenizer, scenario.variants)

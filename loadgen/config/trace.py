@@ -1,6 +1,7 @@
 """`traffic.trace`: a production trace replayed with its timestamps (Mooncake JSONL, the Azure LLM inference CSV,
-BurstGPT's CSV). The model checks values only; the file is read before load (loadgen/preflight.py, then
-traffic/trace_file.py), where a malformed row is an error naming file, line and column.
+BurstGPT's CSV); `traffic.agent_trace`: an agentic trace (Weka, OpenTelemetry GenAI spans) replayed as agent tasks.
+The model checks values only; the file is read before load (loadgen/preflight.py, then traffic/trace_file.py or
+traffic/agent_traces.py), where a malformed row is an error naming file, line and field.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from loadgen.config.types import Duration, MixName, PositiveFloat
 
-__all__ = ["TRACE_FORMATS", "TraceFormat", "TraceReplay"]
+__all__ = ["TRACE_FORMATS", "AgentTraceReplay", "TraceFormat", "TraceReplay"]
 
 TRACE_FORMATS = ("mooncake", "azure", "burstgpt")
 TraceFormat = Literal["mooncake", "azure", "burstgpt"]
@@ -58,4 +59,34 @@ class TraceReplay(BaseModel):
         ge=1,
         description="mooncake: tokens per `hash_ids` block (Mooncake's traces use 512). Requests sharing their "
         "first k block ids share a prompt prefix of exactly k blocks.",
+    )
+
+
+class AgentTraceReplay(BaseModel):
+    """An agentic trace replayed as agent tasks: each recorded session's calls with their lengths, shared blocks,
+    gaps and sub-agents (traffic/trace_agent.py)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    path: str = Field(
+        min_length=1,
+        description="The trace file, or a directory of .json/.jsonl ones, on the machines running loadgen "
+        "(relative: to the working directory): Weka agent traces (the `cc-traces-weka-*` corpora) or OpenTelemetry "
+        "GenAI spans, recognised from the content.",
+    )
+    name: MixName = Field(
+        default="agent-trace",
+        description="The mix name its tasks carry in records, reports and SLOs (the scenario's only mix).",
+    )
+    max_gap: Duration | None = Field(
+        default=60.0,
+        ge=0,
+        description="Caps each recorded gap before a call (tool time, the user's think time), e.g. `60s`; "
+        "null: the recorded gaps, however long.",
+    )
+    block_tokens: StrictInt | None = Field(
+        default=None,
+        ge=1,
+        description="Tokens per hash id block. Null: the trace's own (Weka's `block_size`, OTel's "
+        "`loadgen.prompt.block_tokens`).",
     )

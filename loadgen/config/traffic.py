@@ -26,7 +26,7 @@ from loadgen.config.errors import SubpathIssues, describe_value
 from loadgen.config.images import IMAGES_DOC, Images
 from loadgen.config.load import ARRIVAL_KIND_NAMES, Arrival, Load, Overflow
 from loadgen.config.tools import TOOLS_DOC, Tools
-from loadgen.config.trace import TraceReplay
+from loadgen.config.trace import AgentTraceReplay, TraceReplay
 from loadgen.config.types import NAME_PATTERN, Duration, MixName, PositiveFloat, TokenRange
 from loadgen.registry import UnknownNameError
 
@@ -323,6 +323,13 @@ class Traffic(BaseModel):
         "lengths, sent at their timestamps (`load.arrival` defaults to `{kind: trace}`; another kind sends the "
         "rows in order on its own schedule). The scenario's only mix. Null: no trace.",
     )
+    agent_trace: AgentTraceReplay | None = Field(
+        default=None,
+        description="Replay an agentic trace (Weka, OpenTelemetry GenAI spans) as agent tasks of the mix "
+        "`agent_trace.name`: each recorded session a task, its calls its steps (their lengths and shared blocks), "
+        "its recorded gaps waited (capped by `max_gap`), its sub-agents spawned and joined. The scenario's only mix. "
+        "Null: none.",
+    )
     classes: Classes = Field(
         default_factory=list,
         description="Priority classes (e.g. interactive / batch): each request belongs to one, drawn by share "
@@ -357,6 +364,9 @@ class Traffic(BaseModel):
         if self.trace is not None:
             issues += self._trace_issues(known)
             known = sorted({*known, self.trace.name})
+        if self.agent_trace is not None:
+            issues += self._agent_trace_issues(known)
+            known = sorted({*known, self.agent_trace.name})
         seen: set[str] = set()
         for i, ref in enumerate(self.mixes):
             if ref.name not in known:
@@ -367,7 +377,9 @@ class Traffic(BaseModel):
                 issues.append((("mixes", i, "sessions"), "a dataset replays its own conversations: no sessions"))
             if ref.sessions is not None and self.trace is not None and ref.name == self.trace.name:
                 issues.append((("mixes", i, "sessions"), "a trace's rows are single requests: no sessions"))
-            replayed = {r.name for r in (self.dataset, self.trace) if r is not None}
+            replayed = {r.name for r in (self.dataset, self.trace, self.agent_trace) if r is not None}
+            if ref.sessions is not None and self.agent_trace is not None and ref.name == self.agent_trace.name:
+                issues.append((("mixes", i, "sessions"), "an agent trace's sessions are its own: no sessions"))
             if ref.agent is not None and ref.name in replayed:
                 issues.append((("mixes", i, "agent"), "a dataset's or trace's rows are their own requests: no agent"))
             seen.add(ref.name)
@@ -388,4 +400,22 @@ class Traffic(BaseModel):
         elif [ref.name for ref in self.mixes] != [name]:
             listed = ", ".join(ref.name for ref in self.mixes)
             return [(("mixes",), f"a trace is the whole traffic: list only {{name: {name}}} (got {listed})")]
+        return []
+
+    def _agent_trace_issues(self, known: list[str]) -> list[tuple[tuple[str | int, ...], str]]:
+        """An agent trace is the scenario's only mix: its sessions are the tasks, in order."""
+        assert self.agent_trace is not None
+        name = self.agent_trace.name
+        if name in known:
+            return [(("agent_trace", "name"), f"{name!r} is already a mix; give the agent trace another name")]
+        if self.dataset is not None or self.trace is not None:
+            other = "dataset" if self.dataset is not None else "trace"
+            return [
+                (("agent_trace",), f"replay an agent trace or a {other}, not both: its sessions are the whole traffic")
+            ]
+        if "mixes" not in self.model_fields_set:
+            self.mixes = [MixRef(name=name)]  # instead of the default chat mix
+        elif [ref.name for ref in self.mixes] != [name]:
+            listed = ", ".join(ref.name for ref in self.mixes)
+            return [(("mixes",), f"an agent trace is the whole traffic: list only {{name: {name}}} (got {listed})")]
         return []

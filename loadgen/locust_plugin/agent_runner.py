@@ -5,7 +5,9 @@ waits for its tools (and its harness's pause), and starts the sub-agents the ste
 stream of its own (`RequestStream.fork`: a connection of its own), running beside the tools. It sends its next step
 when the tools are done and every sub-agent has ended, with their final replies in its context. Every step is a
 request of the verdict like any other (recorded as it ends); the task is a session of it (`SessionTally`, recorded
-after its steps, however it ended: measure/sessions.py).
+after its steps, however it ended: measure/sessions.py). A replayed trace's task (traffic/trace_agent.py) says more
+in its pauses: a sub-agent may be joined at a later step than the next (or at the task's end, which then waits for
+it), and its recorded gap is waited after the sub-agents joined before the next step ended, not beside them.
 
 A failed step ends its agent (a sub-agent's failure ends the task at the join: the task failed). The stop ends a task
 wherever it is: a step in flight is cut (and recorded as cut), a wait for tools or sub-agents is left, sub-agents
@@ -29,7 +31,7 @@ if TYPE_CHECKING:
     from loadgen.locust_plugin.request_stream import RequestStream
     from loadgen.locust_plugin.runtime import Runtime
     from loadgen.measure.records import RequestRecord
-    from loadgen.traffic.agent import AgentSession
+    from loadgen.traffic.agent import AgentTask
 
 __all__ = ["run_task"]
 
@@ -41,7 +43,7 @@ class _Stopped(Exception):
 def run_task(
     rt: Runtime,
     stream: RequestStream,
-    session: AgentSession,
+    session: AgentTask,
     fire: Callable[[RequestRecord], None],
     arrival: Arrival | None = None,
 ) -> None:
@@ -59,7 +61,7 @@ def run_task(
 def _record(
     rt: Runtime,
     stream: RequestStream,
-    session: AgentSession,
+    session: AgentTask,
     fire: Callable[[RequestRecord], None],
     tally: SessionTally,
     arrival: Arrival | None,
@@ -83,13 +85,29 @@ def _record(
 def _run(
     rt: Runtime,
     stream: RequestStream,
-    session: AgentSession,
+    session: AgentTask,
     fire: Callable[[RequestRecord], None],
     tally: SessionTally,
     arrival: Arrival | None = None,
 ) -> tuple[str, int] | None:
     """One agent (the top-level one, or a sub-agent on its own stream): its steps to its last; its final reply
     (text, tokens), or None when a step failed (the task failed)."""
+    pending: list[tuple[int, gevent.Greenlet]] = []  # sub-agents running: (the step joining them, greenlet)
+    try:
+        return _steps(rt, stream, session, fire, tally, arrival, pending)
+    finally:
+        gevent.killall([g for _, g in pending if not g.dead])
+
+
+def _steps(
+    rt: Runtime,
+    stream: RequestStream,
+    session: AgentTask,
+    fire: Callable[[RequestRecord], None],
+    tally: SessionTally,
+    arrival: Arrival | None,
+    pending: list[tuple[int, gevent.Greenlet]],
+) -> tuple[str, int] | None:
     top = not session.first.branch
     spec = session.first
     scheduled = None if arrival is None else arrival.at
@@ -118,26 +136,35 @@ def _run(
         if not rec.ok or rec.cancelled:
             return None
         pause = session.after(rec.output_text, rec.output_token_count, rec.tool_call_reply)
-        if session.over:
-            if top:
-                tally.ended = rec.done
-            tally.compactions += session.compactions if top else 0
-            return rec.output_text, rec.output_token_count
         tally.subagents += len(pause.children)
-        children = [gevent.spawn(_child, rt, stream.fork(), child, fire, tally) for child in pause.children]
+        joins = pause.joins or [spec.turn + 1] * len(pause.children)
+        for child, join in zip(pause.children, joins, strict=True):
+            pending.append((join, gevent.spawn(_child, rt, stream.fork(), child, fire, tally)))
+        over = session.over
+        # The sub-agents the next step waits for (all that are left, at the task's end).
+        due = [g for join, g in pending if over or join <= spec.turn + 1]
+        pending[:] = [(join, g) for join, g in pending if g not in due]
         began = time.monotonic()
-        try:
+        if pause.join_first:
+            gevent.joinall(due)
+            joined_at = time.monotonic()
+            gevent.sleep(pause.wait_s)
+            waited = time.monotonic() - joined_at
+        else:
             gevent.sleep(pause.wait_s)
             waited = time.monotonic() - began
-            gevent.joinall(children)
-        finally:
-            gevent.killall([c for c in children if not c.dead])
+            gevent.joinall(due)
         if top:
             tally.tool_s += waited
             tally.subagent_s += max(time.monotonic() - began - waited, 0.0)
-        joined = [c.value for c in children]
+        joined = [g.value for g in due]
         if any(j is None for j in joined):
             return None  # a sub-agent failed: so did the task
+        if over:
+            if top:
+                tally.ended = time.monotonic() if due else rec.done
+            tally.compactions += session.compactions if top else 0
+            return rec.output_text, rec.output_token_count
         step = session.next_step([j for j in joined if j is not None])
         assert step is not None  # not over, so there is a next step
         spec = step
@@ -146,7 +173,7 @@ def _run(
 def _child(
     rt: Runtime,
     stream: RequestStream,
-    session: AgentSession,
+    session: AgentTask,
     fire: Callable[[RequestRecord], None],
     tally: SessionTally,
 ) -> tuple[str, int] | None:

@@ -11,9 +11,9 @@ Open loop: a session's first turn is a scheduled arrival, its later turns are se
 (no queue delay), each after the think time; meanwhile that user takes no arrival, so `load.users` bounds the
 sessions in flight. A failed turn ends its session; a turn cut by the stop is recorded as any request cut by it.
 
-Agent tasks (a mix with `agent`): a request that opens one runs the whole task in this user's task call — its steps,
-its tools' time and its sub-agents (locust_plugin/agent_runner.py) — then the user draws its next request as after a
-session.
+Agent tasks (a mix with `agent`; `traffic.agent_trace`'s recorded sessions): a request that opens one runs the whole
+task in this user's task call — its steps, its tools' time and its sub-agents (locust_plugin/agent_runner.py) — then
+the user draws its next request as after a session.
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ from loadgen.locust_plugin.agent_runner import run_task
 from loadgen.locust_plugin.request_stream import CutByStop
 from loadgen.locust_plugin.runtime import runtime_of
 from loadgen.measure.records import ErrorKind, RequestRecord
-from loadgen.traffic.agent import AgentSession
 from loadgen.traffic.sampler import RequestSpec
 from loadgen.traffic.sessions import Conversation
 
@@ -104,9 +103,8 @@ class LLMUser(User):
                         _idle_until_killed()
                     spec = self._requests.draw(arrival.index)
                     scheduled = arrival.at
-                agent = self._requests.sampler.agents.get(spec.mix) if spec.turns else None
-                if agent is not None:
-                    task = AgentSession(self._requests.sampler, agent, spec)
+                task = self._requests.sampler.agent_task(spec) if spec.turns else None
+                if task is not None:  # a synthetic agent's task, or a recorded one (`traffic.agent_trace`)
                     run_task(rt, self._requests, task, self._fire, arrival)  # records its steps and itself
                     self._requests.keep_text = self._keep_text
                     return

@@ -30,7 +30,7 @@ agree (a compaction depends on the context's length, which counts the variant's 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from loadgen.traffic.draws import below
 from loadgen.traffic.request_spec import RequestSpec
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from loadgen.config.agent import Agent
     from loadgen.traffic.sampler import RequestSampler
 
-__all__ = ["AgentSession", "Pause"]
+__all__ = ["AgentSession", "AgentTask", "Pause"]
 
 _TWO_64 = float(1 << 64)
 
@@ -56,15 +56,37 @@ def _count(draw: int, bounds: tuple[int, int]) -> int:
 @dataclass(slots=True)
 class Pause:
     """What the agent does between a reply and its next step: its tools run for `tool_s`, then it pauses `think_s`;
-    meanwhile it starts `children` (sub-agents) and waits for all of them before the next step."""
+    meanwhile it starts `children` (sub-agents) and waits for all of them before the next step.
+
+    A replayed trace (traffic/trace_agent.py) says more: `joins[i]` is the parent's step before which child i is
+    joined (past the last step: before the task ends; None: every child before the next step), and `join_first`
+    waits `wait_s` after the children joined before the next step ended rather than beside them (a recorded gap is
+    idle time once all the next call waits on is done)."""
 
     tool_s: float
     think_s: float
-    children: list[AgentSession]
+    children: list[AgentTask]
+    joins: list[int] | None = None
+    join_first: bool = False
 
     @property
     def wait_s(self) -> float:
         return self.tool_s + self.think_s
+
+
+class AgentTask(Protocol):
+    """What the agent runner (locust_plugin/agent_runner.py) drives: `AgentSession`, or a replayed trace's
+    session (traffic/trace_agent.py)."""
+
+    first: RequestSpec
+    compactions: int
+
+    @property
+    def over(self) -> bool: ...
+
+    def after(self, text: str, tokens: int, tool_call: dict[str, str] | None = None) -> Pause: ...
+
+    def next_step(self, joined: list[tuple[str, int]] | None = None) -> RequestSpec | None: ...
 
 
 class AgentSession:
@@ -146,7 +168,7 @@ class AgentSession:
             self._results.append(self._sampler.filler(first.mix, d_text, n))
             self._results_tokens += n
         subs = agent.subagents
-        children: list[AgentSession] = []
+        children: list[AgentTask] = []
         if self.depth < subs.depth and subs.share > 0 and d_spawn / _TWO_64 < subs.share:
             children = [self._child(text, self._reply_tokens) for _ in range(_count(d_count, subs.count))]
         return Pause(_between(d_tool, *agent.tool_latency), _between(d_think, *agent.think_time), children)

@@ -58,6 +58,7 @@ from typing import TYPE_CHECKING
 from loadgen.config.agent import Agent
 from loadgen.config.scenario import MixDef
 from loadgen.config.traffic import MIN_QUESTION_TOKENS, Sessions
+from loadgen.traffic.agent import AgentSession, AgentTask
 from loadgen.traffic.code_text import CodeBlock, code_block
 from loadgen.traffic.dataset_table import LENGTH_CLASSES, DatasetTable, length_class
 from loadgen.traffic.draws import DRAWS, below, draw_distinct, pick, stable_int
@@ -66,8 +67,9 @@ from loadgen.traffic.mix_table import MixTable, mix_table
 from loadgen.traffic.mixes import resolve_mixes
 from loadgen.traffic.replay import replay_rows
 from loadgen.traffic.request_spec import RequestSpec
+from loadgen.traffic.trace_agent import AgentTraceTable, TraceAgentSession, agent_trace_of
 from loadgen.traffic.trace_file import trace_of
-from loadgen.traffic.trace_table import TraceTable
+from loadgen.traffic.trace_table import TraceTable, blocks_text
 from loadgen.traffic.words import WORDS
 
 if TYPE_CHECKING:
@@ -105,7 +107,7 @@ class RequestSampler:
         seed: int,
         stream: int = 0,
         tokenizer: PromptTokenizer | None = None,
-        datasets: dict[str, DatasetTable | TraceTable] | None = None,
+        datasets: dict[str, DatasetTable | TraceTable | AgentTraceTable] | None = None,
         sessions: dict[str, Sessions] | None = None,
         classes: dict[str, float] | None = None,
         agents: dict[str, Agent] | None = None,
@@ -135,11 +137,11 @@ class RequestSampler:
         # Sorted, so the stream does not depend on the order mixes were listed in.
         names = sorted(weights)
         self._mix_cum = list(accumulate(weights[name] for name in names))
-        self._tables: list[MixTable | DatasetTable | TraceTable] = []
+        self._tables: list[MixTable | DatasetTable | TraceTable | AgentTraceTable] = []
         for name in names:
             if name in datasets:
                 replayed = datasets[name]
-                if isinstance(replayed, TraceTable) and tokenizer is not None:
+                if isinstance(replayed, TraceTable | AgentTraceTable) and tokenizer is not None:
                     replayed.overhead = tokenizer.chat_template_overhead(system=False)
                 self._tables.append(replayed)
                 continue
@@ -226,6 +228,9 @@ class RequestSampler:
             bucket, tokens, out, shared = table.parts(row)
             prompt = table.prompt(row, self._words, self._window, _BLOCK_WORDS)
             return RequestSpec(index, table.name, bucket, "", prompt, tokens, out, shared_prefix_tokens=shared)
+        if isinstance(table, AgentTraceTable):  # a recorded agent session opens its task, walked like a trace's rows
+            row = index % len(table) if self.stream == 0 else (self._row_offset + index) % len(table)
+            return table.first_spec(self, index, row)
         if isinstance(table, DatasetTable):
             rows = table.rows
             bucket, system, prompt, messages, tokens, out, reference = rows[(self._row_offset + index) % len(rows)]
@@ -304,6 +309,25 @@ class RequestSampler:
             spec.turn, spec.turns = 1, low + below(self.agent_draws(index, "", 0)[0], high - low + 1)
         return spec
 
+    def agent_task(self, spec: RequestSpec) -> AgentTask | None:
+        """The agent task ``spec`` opens: a synthetic agent's (`traffic.mixes[].agent`) or a recorded session of
+        `traffic.agent_trace`; None when it opens none."""
+        if spec.turn != 1:
+            return None
+        agent = self.agents.get(spec.mix)
+        if agent is not None:
+            return AgentSession(self, agent, spec)
+        table = next((t for t in self._tables if t.name == spec.mix), None)
+        if isinstance(table, AgentTraceTable):
+            row = spec.index % len(table) if self.stream == 0 else (self._row_offset + spec.index) % len(table)
+            return TraceAgentSession(self, table.sessions[row], spec, table.block_tokens)
+        return None
+
+    def blocks_text(self, blocks: list[tuple[object, int]]) -> str:
+        """The text of (block key, tokens) blocks: a key's block is the same text wherever it appears (a trace's
+        hash ids: traffic/trace_table.py)."""
+        return blocks_text(blocks, self._words, self._window, _BLOCK_WORDS)
+
     def agent_draws(self, index: int, branch: str, step: int, salt: str = "") -> tuple[int, ...]:
         """Six draws for step ``step`` of the agent task ``index`` opens (``branch``: "" the task's top-level agent,
         else its sub-agent's path), apart from every other draw of the request (traffic/agent.py)."""
@@ -381,8 +405,8 @@ class RequestSampler:
 def sampler_for(scenario: Scenario, stream: int) -> RequestSampler:
     """The request stream ``stream`` of ``scenario``: its mixes, weights and seed."""
     traffic = scenario.traffic
-    replay, trace = traffic.dataset, traffic.trace
-    replayed = {r.name for r in (replay, trace) if r is not None}
+    replay, trace, agent_trace = traffic.dataset, traffic.trace, traffic.agent_trace
+    replayed = {r.name for r in (replay, trace, agent_trace) if r is not None}
     if replayed:  # a dataset or a trace is no MixDef: resolve the others
         traffic = traffic.model_copy(update={"mixes": [ref for ref in traffic.mixes if ref.name not in replayed]})
     mixes = resolve_mixes(traffic)
@@ -392,7 +416,10 @@ def sampler_for(scenario: Scenario, stream: int) -> RequestSampler:
         from loadgen.traffic.tokenizer import load_tokenizer
 
         tokenizer = load_tokenizer(scenario.tokenizer)  # loaded (and checked) once per process, at validation
-    datasets: dict[str, DatasetTable | TraceTable] = {}
+    datasets: dict[str, DatasetTable | TraceTable | AgentTraceTable] = {}
+    if agent_trace is not None:  # read by the preflight
+        sessions_read = agent_trace_of(agent_trace)
+        datasets[agent_trace.name] = AgentTraceTable(agent_trace.name, sessions_read, agent_trace.block_tokens)
     if trace is not None:
         datasets[trace.name] = TraceTable(trace.name, trace_of(trace), trace.block_tokens)  # read by the preflight
     if replay is not None:

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from loadgen.traffic.dataset_table import length_class
 from loadgen.traffic.trace_file import Trace
 
-__all__ = ["TraceTable"]
+__all__ = ["TraceTable", "blocks_text"]
 
 _TAG_WORDS = 3
 
@@ -72,17 +72,27 @@ class TraceTable:
     def prompt(self, row_index: int, words: Sequence[str], window: Callable[[int, int], str], span: int) -> str:
         """The prompt text: each block a tag of ``words`` drawn from its key, then ``window(start, n)`` of the
         sampler's block of ``span`` words."""
-        parts = []
-        n = len(words)
-        for key, tokens in self.blocks(row_index):
-            d = _draw(key)
-            tag_words = min(_TAG_WORDS, tokens)
-            tag = " ".join([words[(d >> (21 * k)) % n] for k in range(tag_words)])
-            rest = tokens - tag_words
-            parts.append(f"{tag} {window(d % span, rest)}" if rest else tag)
-        return " ".join(parts)
+        return blocks_text(self.blocks(row_index), words, window, span)
 
     def parts(self, row_index: int) -> tuple[str, int, int, int]:
         """(bucket, prompt tokens, max_tokens, shared prefix tokens) of row ``row_index``."""
         row = self.rows[row_index]
         return length_class(row.input_tokens), row.input_tokens, row.output_tokens, self.shared[row_index]
+
+
+def blocks_text(
+    blocks: Sequence[tuple[object, int]], words: Sequence[str], window: Callable[[int, int], str], span: int
+) -> str:
+    """The text of (block key, tokens) blocks in order: each a tag of ``words`` drawn from its key, then
+    ``window(start, n)`` of the sampler's block of ``span`` words; a block cut short is a prefix of the whole one."""
+    parts = []
+    n = len(words)
+    for key, tokens in blocks:
+        if tokens <= 0:
+            continue
+        d = _draw(key)
+        tag_words = min(_TAG_WORDS, tokens)
+        tag = " ".join([words[(d >> (21 * k)) % n] for k in range(tag_words)])
+        rest = tokens - tag_words
+        parts.append(f"{tag} {window(d % span, rest)}" if rest else tag)
+    return " ".join(parts)
