@@ -1,7 +1,8 @@
-"""The task pages' command blocks, run as a reader pastes them: docs/sweep.md, docs/cost.md and docs/nightly-ci.md
-(docs/web-ui.md's: test_web_ui_page.py). Each page in one folder, its blocks in order, each in `bash -e` (every
-command must exit 0), with `loadgen`, `locust` and `python` this checkout's (tests/commands.py). The marker above a
-block (`<!-- page-test: KIND[, given PATH …] -->`; tests/unit/test_task_pages.py holds every block to one) says how:
+"""The task pages' command blocks, run as a reader pastes them: docs/sweep.md, docs/cost.md, docs/nightly-ci.md and
+docs/agents.md (docs/web-ui.md's: test_web_ui_page.py). Each page in one folder, its blocks in order, each in
+`bash -e` (every command must exit 0), with `loadgen`, `locust` and `python` this checkout's (tests/commands.py).
+The marker above a block (`<!-- page-test: KIND[, given PATH …] -->`; tests/unit/test_task_pages.py holds every
+block to one) says how:
 
 - `run`: from a clone of the repository (`loadgen/examples/…` resolves as there). A `loadgen sim … &` in it serves
   the ports it names (checked free first); whatever the block leaves running is stopped when it ends.
@@ -19,7 +20,8 @@ block (`<!-- page-test: KIND[, given PATH …] -->`; tests/unit/test_task_pages.
 The one change made to a command: flags the `loadgen` shim appends (RUN_ARGS, `_sweep_args`), each a documented
 flag. They shorten the run and loosen the run-trust bounds (tests/commands.py's LOOSE_TRUST says why):
 
-- `loadgen run`: `--duration 8s --set load.warmup=2s` (demo.yaml: 60 s with a 10 s warm-up);
+- `loadgen run`: `--duration 8s --set load.warmup=2s` (demo.yaml: 60 s with a 10 s warm-up; agents.yaml: 20 s,
+  RUN_BY_FILE says why);
 - `loadgen sweep`: `--step-duration 3s --set load.warmup=0.5s --workers 0` (one process per step), and for a search
   (`--search`, `--concurrency-search`) `--max-steps 2`. demo.yaml's steps are 6 s and start its senders at 128/s
   (BY_FILE says why). The simulator block's sweep of demo.yaml is then 3 variants × 2 steps of 6 s (1 and 8 req/s)
@@ -60,10 +62,13 @@ from tests.commands import LOOSE_TRUST, ROOT, Block, block_commands, readme_bloc
 from tests.k8s.fake_api import FakeCluster, fake_api
 from tests.k8s.local_pods import LocalPods
 
-PAGES = ("sweep.md", "cost.md", "nightly-ci.md")
+PAGES = ("sweep.md", "cost.md", "nightly-ci.md", "agents.md")
 MARKER = "page-test"
 KINDS = ("run", "cluster", "cluster-setup")
 RUN_ARGS = f"--duration 8s --set load.warmup=2s {LOOSE_TRUST}"
+# agents.yaml's tasks take ~5-15 s on the simulator: a window of 8 s would hold no task opened in it (every user's
+# first task opens in the warm-up), so its run keeps 20 s; the drain then lets its tasks end (~10 s more).
+RUN_BY_FILE = {"loadgen/examples/agents.yaml": f"--duration 20s --set load.warmup=2s {LOOSE_TRUST}"}
 SWEEP_ARGS = f"--set load.warmup=0.5s --workers 0 {LOOSE_TRUST}"
 SEARCH_ARGS = "--max-steps 2"
 # Each step's length: 3 s for the stand-ins' short requests (~0.3 s). demo.yaml's take up to ~5 s (up to 400 output
@@ -132,6 +137,23 @@ def _stand_in(page: str, path: str, urls: dict[str, str]) -> dict[str, Any]:
             },
             "run_trust": _TRUST,
         }
+    if (page, path) == ("agents.md", "my-agents.yaml"):  # short agent tasks (~0.5 s) and a session SLO
+        agent = {
+            "steps": [2, 3],
+            "tool_result_tokens": [20, 60],
+            "tool_latency": ["0.05s", "0.1s"],
+            "output_tokens": [10, 20],
+            "subagents": {"share": 0.2, "count": [1, 1], "steps": [2, 2]},
+            "compaction": None,
+        }
+        return {
+            "name": "my-agents",
+            "seed": 7,
+            "variants": [_variant("vllm", urls["sweep"])],
+            "traffic": {"mixes": [{"name": "short", "agent": agent}], "custom_mixes": _SHORT["custom_mixes"]},
+            "load": {"users": 4, "spawn_rate": 1024, "duration": "60s", "warmup": "5s", "drain": "5s"},
+            "slos": [{"metric": "session_duration", "stat": "p95", "max_ms": 5000}],
+        }
     raise AssertionError(f"{page}: no stand-in for {path!r}: add one to {__file__}")
 
 
@@ -157,6 +179,12 @@ def _sweep_args(b: Block) -> str:
         return ""
     search = re.search(r"--(concurrency-)?search\b", sweeps[0])
     return f"{BY_FILE.get(_file_of(sweeps[0]), DEFAULT)} {SWEEP_ARGS}" + (f" {SEARCH_ARGS}" if search else "")
+
+
+def _run_args(b: Block) -> str:
+    """What the `loadgen` shim appends to the block's `loadgen run` (RUN_ARGS, or its file's own)."""
+    runs = [c for c in block_commands(b.code) if c.startswith("loadgen run ")]
+    return RUN_BY_FILE.get(_file_of(runs[0]), RUN_ARGS) if runs else RUN_ARGS
 
 
 def _sim_ports(code: str) -> list[int]:
@@ -214,7 +242,8 @@ def _file_of(command: str) -> str:
 
 
 def _check_sweep(command: str, page: str, work: Path, since: float) -> None:
-    """sweep.json of this block: every variant of the scenario with its knee, the steps as shortened."""
+    """sweep.json of this block: every variant of the scenario with its knee, the steps as shortened (an agent
+    scenario's steps with their sessions)."""
     doc = json.loads((work / "loadgen-report" / "sweep.json").read_text(encoding="utf-8"))
     assert (work / "loadgen-report" / "sweep.json").stat().st_mtime >= since, f"{page}: {command!r} wrote no sweep.json"
     scenario = yaml.safe_load((work / _file_of(command)).read_text(encoding="utf-8"))
@@ -226,6 +255,8 @@ def _check_sweep(command: str, page: str, work: Path, since: float) -> None:
     assert step and doc["step_duration_s"] == float(step.group(1)) and doc["exit_code"] == 0, command
     if "search" in doc["plan"]["kind"]:
         assert all(len(v["steps"]) <= 2 for v in doc["variants"]), command
+    if any(m.get("agent") is not None for m in scenario["traffic"]["mixes"]):
+        assert all(s.get("sessions") for v in doc["variants"] for s in v["steps"]), command
     if "--required-rate" in command:  # the cheapest variant for that rate, priced from the steps around it
         assert doc["cost"]["serving"] and doc["cost"]["cheapest"] in scenario_names, (command, doc["cost"])
     for name in ("sweep.md", "sweep.html"):
@@ -245,6 +276,12 @@ def _check_run(command: str, page: str, work: Path) -> None:
     if "goodput=" in command:
         assert all(c.get("usd_per_1m_good_tokens") is not None for c in costs.values()), (command, costs)
     assert "Cost and energy" in (work / "loadgen-report" / "report.md").read_text(encoding="utf-8"), command
+    agent_mixes = [
+        m["name"] for m in scenario["traffic"]["mixes"] if m.get("agent") is not None or m["name"] == "agent"
+    ]
+    for v in report["variants"] if agent_mixes else ():  # an agent scenario: its tasks judged, none cut
+        sessions = v["sessions"][agent_mixes[0]]
+        assert sessions["completed"] > 0 and "cut" not in sessions["fates"], (command, v["name"], sessions)
 
 
 @contextmanager
@@ -312,7 +349,7 @@ def test_every_block_of_the_task_page_runs_as_pasted(page: str, tmp_path: Path) 
         if any(b.kind.startswith("cluster") for b in blocks):
             cluster, pods = stack.enter_context(_cluster(tmp_path / "cluster", env))
         for i, b in enumerate(blocks):
-            block_env = env | {"LOADGEN_TEST_ARGS_sweep": _sweep_args(b)}
+            block_env = env | {"LOADGEN_TEST_ARGS_sweep": _sweep_args(b), "LOADGEN_TEST_ARGS_run": _run_args(b)}
             commands = block_commands(b.code)
             for path in _given(b):
                 target = work / path
