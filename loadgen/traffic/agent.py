@@ -37,9 +37,8 @@ from loadgen.traffic.request_spec import RequestSpec
 
 if TYPE_CHECKING:
     from loadgen.config.agent import Agent
-    from loadgen.traffic.sampler import RequestSampler
 
-__all__ = ["AgentSession", "AgentTask", "Pause"]
+__all__ = ["AgentSession", "AgentTask", "Pause", "TextSource"]
 
 _TWO_64 = float(1 << 64)
 
@@ -72,6 +71,23 @@ class Pause:
     @property
     def wait_s(self) -> float:
         return self.tool_s + self.think_s
+
+
+class TextSource(Protocol):
+    """What an agent task draws its text and numbers from: the scenario's `TextSource` (traffic/sampler.py, which
+    builds the tasks; a protocol here so that this module does not import it back)."""
+
+    def agent_draws(self, index: int, branch: str, step: int, salt: str = "") -> tuple[int, ...]: ...
+
+    def system_tokens(self, mix: str) -> int: ...
+
+    def output_range(self, mix: str) -> tuple[int, int]: ...
+
+    def joiner(self, mix: str) -> str: ...
+
+    def filler(self, mix: str, draw: int, n_words: int) -> str: ...
+
+    def blocks_text(self, blocks: list[tuple[object, int]]) -> str: ...
 
 
 class AgentTask(Protocol):
@@ -108,7 +124,7 @@ class AgentSession:
         "_sep",
     )
 
-    def __init__(self, sampler: RequestSampler, agent: Agent, first: RequestSpec, depth: int = 0) -> None:
+    def __init__(self, sampler: TextSource, agent: Agent, first: RequestSpec, depth: int = 0) -> None:
         if first.turn != 1 or first.turns < 1:
             raise ValueError(f"request {first.index} of mix {first.mix!r} opens no agent task (turn {first.turn})")
         self.first = first

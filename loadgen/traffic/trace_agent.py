@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from loadgen.traffic.agent import AgentTask, Pause
+from loadgen.traffic.agent import AgentTask, Pause, TextSource
 from loadgen.traffic.agent_graph import TraceSession, _fail
 from loadgen.traffic.agent_traces import read_agent_trace
 from loadgen.traffic.dataset_table import length_class
@@ -48,7 +48,6 @@ from loadgen.traffic.request_spec import RequestSpec
 
 if TYPE_CHECKING:
     from loadgen.config.trace import AgentTraceReplay
-    from loadgen.traffic.sampler import RequestSampler
 
 __all__ = ["AgentTraceTable", "TraceAgentSession", "agent_trace_of"]
 
@@ -86,7 +85,7 @@ class AgentTraceTable:
     def __len__(self) -> int:
         return len(self.sessions)
 
-    def first_spec(self, sampler: RequestSampler, index: int, row: int) -> RequestSpec:
+    def first_spec(self, sampler: TextSource, index: int, row: int) -> RequestSpec:
         """Request ``index``: the first call of session ``row``, opening its task."""
         session = self.sessions[row]
         plan = _Plan(session, self.block_tokens)
@@ -129,7 +128,7 @@ class _Plan:
             out.append((("own", scope, self.session.id), left))
         return out
 
-    def prompt(self, sampler: RequestSampler, k: int) -> tuple[str, int, int]:
+    def prompt(self, sampler: TextSource, k: int) -> tuple[str, int, int]:
         """Call ``k``'s (prompt text, tokens, shared prefix tokens with the call before it)."""
         pieces = self.pieces(k)
         texts: list[str] = []
@@ -192,7 +191,7 @@ class TraceAgentSession:
     __slots__ = ("first", "compactions", "spawned", "_sampler", "_plan", "_last")
 
     def __init__(
-        self, sampler: RequestSampler, session: TraceSession, first: RequestSpec, block_tokens: int | None = None
+        self, sampler: TextSource, session: TraceSession, first: RequestSpec, block_tokens: int | None = None
     ) -> None:
         if first.turn != 1 or first.turns != len(session.calls):
             raise ValueError(f"request {first.index} of mix {first.mix!r} does not open trace session {session.id!r}")
@@ -204,7 +203,7 @@ class TraceAgentSession:
         self._last = first
 
     @classmethod
-    def _child(cls, sampler: RequestSampler, plan: _Plan, opening: RequestSpec) -> TraceAgentSession:
+    def _child(cls, sampler: TextSource, plan: _Plan, opening: RequestSpec) -> TraceAgentSession:
         """A sub-agent's session, its first step made by ``plan`` (which holds the parent's reply)."""
         spec = plan.spec(opening, 0, *plan.prompt(sampler, 0))
         child = cls(sampler, plan.session, spec, plan.block_tokens)
