@@ -41,6 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from loadgen.config.errors import SubpathIssues
 from loadgen.config.types import PositiveFloat
+from loadgen.protocol.dialects import DIALECT_NAMES, get_dialect
 
 __all__ = ["PRESETS", "Routing", "SloHeaders", "format_ms", "routing_issues", "slo_header_values"]
 
@@ -195,6 +196,7 @@ class Routing(BaseModel):
 
 class _VariantLike(Protocol):
     name: str
+    dialect: str
     headers: dict[str, str]
     headers_from_env: dict[str, str]
     api_key_env: str | None
@@ -214,8 +216,8 @@ def routing_issues(
     variants: Sequence[_VariantLike], classes: Sequence[_ClassLike], goodput: _GoodputLike | None
 ) -> _Issues:
     """What each variant's `routing` block contradicts elsewhere in the scenario (paths from its root): a header
-    name that is a credential header, one loadgen or the scenario already sends, two fields naming one header, and
-    SLO headers with no value to send."""
+    name that is a credential header, one loadgen, the variant's dialect or the scenario already sends, two fields
+    naming one header, and SLO headers with no value to send."""
     issues: _Issues = []
     class_headers = {k.lower(): i for i, c in enumerate(classes) for k in c.headers}
     for j, variant in enumerate(variants):
@@ -225,6 +227,9 @@ def routing_issues(
         at: tuple[str | int, ...] = ("variants", j, "routing")
         secret = {k.lower() for k in variant.headers_from_env}
         literal = {k.lower() for k in variant.headers}
+        # The dialect's own headers (anthropic-version), unknown dialects aside (named elsewhere).
+        known = variant.dialect in DIALECT_NAMES
+        spoken = {k.lower() for k in get_dialect(variant.dialect).headers} if known else set()
         seen: dict[str, str] = {}
         for field, name in routing.request_headers():
             path = (*at, *field.split("."))
@@ -234,6 +239,8 @@ def routing_issues(
                 issues.append((path, f"{name} carries a credential{where}: name another header"))
             elif low in OWN_HEADERS:
                 issues.append((path, f"loadgen writes {name} itself on every request"))
+            elif low in spoken:
+                issues.append((path, f"the {variant.dialect} dialect sends {name} on every request: name another"))
             elif low in literal:
                 issues.append((path, f"variants[{j}].headers sets {name} too: one header, one meaning"))
             elif low in class_headers:

@@ -67,6 +67,12 @@ def test_presets_fill_the_fields_and_a_field_given_wins() -> None:
         ("{session_header: X-Request-Id}", "", "session_header", "loadgen writes X-Request-Id itself"),
         ("{session_header: traceparent}", "", "session_header", "loadgen writes traceparent itself"),
         ("{session_header: content-length}", "", "session_header", "loadgen writes content-length itself"),
+        (
+            "{session_header: Anthropic-Version}",
+            ", dialect: anthropic-messages",
+            "session_header",
+            "the anthropic-messages dialect sends Anthropic-Version on every request",
+        ),
         ("{session_header: X-Route}", ", headers: {x-route: canary}", "session_header", "variants[0].headers sets"),
         ("{preset: llm-d-session-id, token_header: x-session-token}", "", "replay_header", "session_header names"),
         ("{session_header: x-slo-ttft-ms, slo_headers: {}}", "", "slo_headers.ttft_header", "session_header names"),
