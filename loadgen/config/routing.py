@@ -19,10 +19,15 @@ behind a Dynamo frontend, a third a bare server with no router at all. (A YAML a
 - `slo_headers`: every request to the variant carries its TTFT and TPOT targets in milliseconds (`x-slo-ttft-ms`,
   `x-slo-tpot-ms` unless renamed), the values given or else the scenario's `goodput` bounds, for SLO-aware routers.
 
-Presets, taken from the routers' own documentation and code (docs/traffic.md cites them):
-`dynamo` (`session_header: X-Dynamo-Session-ID`), `llm-d` (`token_header: x-session-token`: llm-d's
-session-affinity scorer and filter, default `encoded_endpoint_header` algorithm) and `llm-d-session-id`
-(`session_header: x-session-token`: their `session_id_header` algorithm). A field given beside a preset wins.
+- `parent_header`: an agent task's sub-agent (traffic/agent.py) is a session of its own, its id the task's with
+  its path (`lg-{seed}-{stream}-{index}-b1.2`); its requests carry its parent's id in this header, as Dynamo reads
+  `X-Dynamo-Parent-Session-ID` to rebuild the tree.
+
+Presets, taken from the routers' own documentation and code (docs/traffic.md cites them): `dynamo`
+(`session_header: X-Dynamo-Session-ID`, `parent_header: X-Dynamo-Parent-Session-ID`), `llm-d` (`token_header:
+x-session-token`: llm-d's session-affinity scorer and filter, default `encoded_endpoint_header` algorithm) and
+`llm-d-session-id` (`session_header: x-session-token`: their `session_id_header` algorithm). A field given beside a
+preset wins.
 
 Names are HTTP tokens and must not collide with a credential header (`Authorization`, `Proxy-Authorization`,
 `x-api-key`, `api-key`, `Cookie`, or any header of the variant's `headers_from_env`), with a header loadgen writes
@@ -65,12 +70,12 @@ OWN_HEADERS = frozenset(
     }
 )
 PRESETS: dict[str, dict[str, str]] = {
-    "dynamo": {"session_header": "X-Dynamo-Session-ID"},
+    "dynamo": {"session_header": "X-Dynamo-Session-ID", "parent_header": "X-Dynamo-Parent-Session-ID"},
     "llm-d": {"token_header": "x-session-token"},
     "llm-d-session-id": {"session_header": "x-session-token"},
 }
 # The request headers a routing block may send, by field (slo_headers' apart).
-_REQUEST_FIELDS = ("session_header", "replay_header")
+_REQUEST_FIELDS = ("session_header", "parent_header", "replay_header")
 _Issues = list[tuple[tuple[str | int, ...], str]]
 
 
@@ -142,6 +147,13 @@ class Routing(BaseModel):
         "(`lg-{seed}-{stream}-{index}`: the same session has the same id on every variant and in every run of the "
         "seed). Requests of mixes without sessions carry none. Null: no id header.",
     )
+    parent_header: str | None = Field(
+        default=None,
+        json_schema_extra={"pattern": HEADER_TOKEN},
+        description="Request header carrying, on an agent's sub-agent's requests, its parent's session id (a "
+        "sub-agent is a session of its own: `session_header` carries its id, `{task id}-b{path}`). Null: none "
+        "(the `dynamo` preset: `X-Dynamo-Parent-Session-ID`).",
+    )
     token_header: str | None = Field(
         default=None,
         json_schema_extra={"pattern": HEADER_TOKEN},
@@ -163,20 +175,26 @@ class Routing(BaseModel):
 
     @model_validator(mode="after")
     def _resolve(self) -> Routing:
+        given = set(self.model_fields_set)  # before a preset fills its fields (setattr marks them set)
         if self.preset is not None:
             for field, value in PRESETS[self.preset].items():
-                if field not in self.model_fields_set:
+                if field not in given:
                     setattr(self, field, value)
         if self.token_header is not None and self.replay_header is None:
             self.replay_header = self.token_header
         issues: _Issues = []
-        for field in ("session_header", "token_header", "replay_header"):
+        for field in ("session_header", "parent_header", "token_header", "replay_header"):
             name = getattr(self, field)
             problem = None if name is None else _name_issue(name)
             if problem is not None:
                 issues.append(((field,), problem))
         if self.replay_header is not None and self.token_header is None:
             issues.append((("replay_header",), "replays the token of token_header, which is not set"))
+        if self.parent_header is not None and self.session_header is None:
+            if "parent_header" in given:
+                issues.append((("parent_header",), "names the parent of a session_header id, which is not set"))
+            else:
+                self.parent_header = None  # the preset's, with its session_header turned off
         if self.token_header is not None and self.token_header.lower() == "set-cookie":
             issues.append((("token_header",), "a cookie is a credential to loadgen: it is neither kept nor sent"))
         if not issues and self.session_header is None and self.token_header is None and self.slo_headers is None:

@@ -46,12 +46,13 @@ __all__ = ["Conversation", "SessionHeaders", "session_id"]
 _TOKEN_VALUE = re.compile(r"[\x21-\x7e](?:[ \t\x21-\x7e]*[\x21-\x7e])?")
 
 
-def session_id(seed: int, stream: int, index: int) -> str:
+def session_id(seed: int, stream: int, index: int, branch: str = "") -> str:
     """The id of the session that request `index` of stream `stream` opens: its pair key (measure/pairs.py), so the
     same session has the same id on every variant; unique across users and workers, as (stream, index) is (closed
     loop: the stream holds the worker's index; open loop: the index is the schedule's, all workers together); and
-    the same in every run of the seed, as its prompts are."""
-    return f"lg-{seed}-{stream}-{index}"
+    the same in every run of the seed, as its prompts are. An agent task's sub-agent (`branch`, its path: "1",
+    "1.2") is a session of its own: the task's id with its path."""
+    return f"lg-{seed}-{stream}-{index}" + (f"-b{branch}" if branch else "")
 
 
 class SessionHeaders:
@@ -60,34 +61,43 @@ class SessionHeaders:
     named held. A stream runs one session at a time; a turn of another session than the last one starts afresh, so no
     session's token ever rides on another's requests."""
 
-    __slots__ = ("_capture", "_seed", "_stream", "_id_name", "_replay", "_index", "_lines", "_token")
+    __slots__ = ("_capture", "_seed", "_stream", "_id_name", "_parent_name", "_replay", "_index", "_lines", "_token")
 
     def __init__(self, routing: Routing, seed: int, stream: int) -> None:
         self._capture = routing.token_header  # the response header to capture (None: nothing is)
         self._seed = seed
         self._stream = stream
         self._id_name = None if routing.session_header is None else routing.session_header.encode("ascii")
+        self._parent_name = None if routing.parent_header is None else routing.parent_header.encode("ascii")
         self._replay = None if routing.replay_header is None else routing.replay_header.encode("ascii")
-        self._index = -1  # the session of the last turn seen (its request index), -1: none yet
+        self._index: tuple[int, str] = (-1, "")  # the session of the last turn seen (index, sub-agent path)
         self._lines = b""  # its id header line
         self._token = b""  # its token header line, once a response brought one
 
     def fresh(self) -> SessionHeaders:
         """The same headers for another stream of the same requests (an agent's sub-agent), with no session yet."""
         twin = copy.copy(self)
-        twin._index, twin._lines, twin._token = -1, b"", b""
+        twin._index, twin._lines, twin._token = (-1, ""), b"", b""
         return twin
 
     def head(self, spec: RequestSpec) -> bytes:
-        """The header lines `spec` carries: a session's id and its latest token; b"" outside a session."""
+        """The header lines `spec` carries: a session's id (a sub-agent's, and its parent's) and its latest token; b""
+        outside a session."""
         if not spec.turns:
             return b""
-        if spec.turn == 1 or spec.index != self._index:
-            self._index = spec.index
+        key = (spec.index, spec.branch)
+        if spec.turn == 1 or key != self._index:
+            self._index = key
             self._token = b""
             name = self._id_name
-            value = session_id(self._seed, self._stream, spec.index)
-            self._lines = b"" if name is None else name + b": " + value.encode("ascii") + b"\r\n"
+            lines = b""
+            if name is not None:
+                value = session_id(self._seed, self._stream, spec.index, spec.branch)
+                lines = name + b": " + value.encode("ascii") + b"\r\n"
+                if spec.branch and self._parent_name is not None:
+                    parent = session_id(self._seed, self._stream, spec.index, spec.branch.rpartition(".")[0])
+                    lines += self._parent_name + b": " + parent.encode("ascii") + b"\r\n"
+            self._lines = lines
         return self._lines + self._token
 
     def wants(self, spec: RequestSpec) -> str | None:
@@ -97,7 +107,7 @@ class SessionHeaders:
     def took(self, spec: RequestSpec, token: str | None) -> None:
         """The response to `spec` held `token` in the captured header (None: it did not): the session's next turns
         carry it, until a later response brings another."""
-        if token is None or spec.index != self._index or self._replay is None:
+        if token is None or (spec.index, spec.branch) != self._index or self._replay is None:
             return
         token = token.strip()
         if _TOKEN_VALUE.fullmatch(token):

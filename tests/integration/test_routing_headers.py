@@ -6,6 +6,9 @@ Checked against what the server received, request by request (joined to the raw 
 turn of a multi-turn session carries its session's id, the same on both variants; turn 1 carries no token and every
 later turn carries the latest one the server gave that session, never another session's; single-turn requests carry
 neither; every request carries its variant's SLO headers; and no token reaches the raw records or the reports.
+A second run sends agent tasks whose steps spawn sub-agents: each sub-agent is a session of its own (its id the
+task's with its path, its parent's id in X-Dynamo-Parent-Session-ID, its own token), and no request carries another
+session's id or token.
 """
 
 from __future__ import annotations
@@ -26,8 +29,8 @@ from .canaries import SSE_REPLY, all_bytes
 from .harness import read_records, run_loadgen, write_scenario
 
 _HEADERS = ("X-Request-Id", "X-Dynamo-Session-ID", "x-session-token", "x-slo-ttft-ms", "x-llm-d-slo-ttft-ms")
-_HEADERS += ("x-slo-tpot-ms",)
-_RID = re.compile(r"-(?P<variant>[ab])-(?P<stream>\d+)-(?P<index>\d+)(?:-t(?P<turn>\d+))?$")
+_HEADERS += ("x-slo-tpot-ms", "X-Dynamo-Parent-Session-ID")
+_RID = re.compile(r"-(?P<variant>[ab])-(?P<stream>\d+)-(?P<index>\d+)(?:-b(?P<branch>[\d.]+))?(?:-t(?P<turn>\d+))?$")
 
 
 @contextmanager
@@ -144,3 +147,44 @@ def test_session_ids_and_router_tokens_ride_on_their_session_s_requests_only(tmp
     # A router's token is not kept anywhere: not in a raw record, not in a report.
     written = all_bytes(tmp_path / "raw") + all_bytes(tmp_path / "report")
     assert b"tok-" not in written and b"moved-" not in written
+
+
+def test_an_agents_sub_agents_are_sessions_of_their_own_on_the_wire(tmp_path: Path) -> None:
+    agent = {
+        "steps": [2, 3],
+        "tool_latency": ["10ms", "20ms"],
+        "tool_result_tokens": [5, 10],
+        "subagents": {"share": 1.0, "count": [1, 2], "steps": [2, 2], "task_tokens": [5, 10]},
+        "compaction": None,
+    }
+    mix = {"buckets": [{"name": "s", "prompt_tokens": [10, 30], "weight": 1}], "output_tokens": [5, 5]}
+    with _router() as (url, seen):
+        path = write_scenario(
+            tmp_path / "s.yaml",
+            {"a": {"base_url": url, "routing": {"preset": "dynamo", "token_header": "x-session-token"}}},
+            traffic={"mixes": [{"name": "work", "agent": agent}], "custom_mixes": {"work": mix}},
+            load={"users": 3, "spawn_rate": 100, "duration": "2s", "warmup": 0, "drain": "5s"},
+            slos=[],
+        )
+        proc = run_loadgen(path, "--workers", "0", "--raw-records", str(tmp_path / "raw"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    records = {r["id"]: r for r in read_records(tmp_path / "raw")}
+    sessions: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
+    for got in seen:
+        rid = got["X-Request-Id"]
+        m = _RID.search(rid)
+        assert m is not None and rid in records, rid
+        task, branch = f"lg-7-{m['stream']}-{m['index']}", m["branch"] or ""
+        assert got["X-Dynamo-Session-ID"] == task + (f"-b{branch}" if branch else ""), got
+        parent = task + (f"-b{branch.rpartition('.')[0]}" if "." in branch else "")
+        assert got["X-Dynamo-Parent-Session-ID"] == (parent if branch else None), got
+        sessions[(m["stream"], m["index"], branch)].append({**got, "turn": records[rid]["turn"]})
+    subs = 0
+    for key, turns in sessions.items():
+        turns.sort(key=lambda t: t["turn"])
+        latest = None  # the token the server last gave this session (a sub-agent's is its own)
+        for t in turns:
+            assert t["x-session-token"] == latest, (key, t)
+            latest = t["answered"] or latest
+        subs += bool(key[2])
+    assert subs >= 3 and len(sessions) - subs >= 3, sorted(sessions)

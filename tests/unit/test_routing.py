@@ -33,6 +33,7 @@ def _issues(routing: str, rest: str = "", variant: str = "") -> dict[str, str]:
 def test_presets_fill_the_fields_and_a_field_given_wins() -> None:
     dynamo = _scenario("{preset: dynamo}").variants[0].routing
     assert dynamo is not None and dynamo.session_header == "X-Dynamo-Session-ID" and dynamo.token_header is None
+    assert dynamo.parent_header == "X-Dynamo-Parent-Session-ID"
     llmd = _scenario("{preset: llm-d}").variants[0].routing
     assert llmd is not None and (llmd.token_header, llmd.replay_header) == ("x-session-token", "x-session-token")
     assert llmd.session_header is None
@@ -42,7 +43,7 @@ def test_presets_fill_the_fields_and_a_field_given_wins() -> None:
     assert mine is not None and mine.session_header == "X-Conversation"
     # An explicit null turns a preset's field off.
     off = _scenario("{preset: dynamo, session_header: null, slo_headers: {ttft_ms: 500}}").variants[0].routing
-    assert off is not None and off.session_header is None
+    assert off is not None and off.session_header is None and off.parent_header is None
     both = _scenario("{token_header: x-tok, replay_header: x-tok-back, session_header: x-sid}").variants[0].routing
     assert both is not None and (both.token_header, both.replay_header) == ("x-tok", "x-tok-back")
     assert _scenario("{preset: llm-d}").variants[0].routing != _scenario("{preset: dynamo}").variants[0].routing
@@ -83,6 +84,8 @@ def test_presets_fill_the_fields_and_a_field_given_wins() -> None:
         ("{slo_headers: {ttft_ms: 1, tpot_header: X-SLO-TTFT-MS}}", "", "slo_headers.tpot_header", "ttft_header too"),
         ("{}", "", "", "sends nothing"),
         ("{replay_header: x-back}", "", "replay_header", "token_header, which is not set"),
+        ("{parent_header: x-parent, slo_headers: {ttft_ms: 1}}", "", "parent_header", "session_header id"),
+        ("{session_header: x-s, parent_header: X-S}", "", "parent_header", "session_header names"),
         ("{token_header: Set-Cookie}", "", "token_header", "a cookie is a credential"),
         ("{preset: envoy}", "", "preset", "'dynamo', 'llm-d' or 'llm-d-session-id'"),
         ("{session_header: x-s, sticky: true}", "", "sticky", ""),
@@ -186,6 +189,27 @@ def test_each_turn_carries_its_session_s_id_and_latest_token_and_no_other() -> N
     assert wire.head(_spec(2, 2, 2)).endswith(b"x-session-token: cG9kLWI=\r\n")
     # A session whose turn 1 this stream never saw (another session's turn came between) starts without a token.
     assert wire.head(_spec(1, 2, 3)) == b"X-Dynamo-Session-ID: lg-5-100002-1\r\n"
+
+
+def test_a_sub_agent_is_a_session_of_its_own_naming_its_parent() -> None:
+    wire = SessionHeaders(Routing.model_validate({"preset": "dynamo", "token_header": "x-tok"}), 5, 3)
+    root = _spec(7, 2, 4)
+    assert wire.head(root) == b"X-Dynamo-Session-ID: lg-5-3-7\r\n"
+    wire.took(root, "root-token")
+    # A sub-agent (its own stream: RequestStream.fork) carries its id and its parent's, never the parent's token.
+    child = wire.fresh()
+    one = RequestSpec(7, "agent", "t", "", "hi", 1, 1, turn=1, turns=2, branch="1")
+    assert child.head(one) == b"X-Dynamo-Session-ID: lg-5-3-7-b1\r\nX-Dynamo-Parent-Session-ID: lg-5-3-7\r\n"
+    nested = RequestSpec(7, "agent", "t", "", "hi", 1, 1, turn=1, turns=2, branch="1.2")
+    assert child.fresh().head(nested) == (
+        b"X-Dynamo-Session-ID: lg-5-3-7-b1.2\r\nX-Dynamo-Parent-Session-ID: lg-5-3-7-b1\r\n"
+    )
+    child.took(one, "child-token")
+    assert child.head(RequestSpec(7, "agent", "t", "", "hi", 1, 1, turn=2, turns=2, branch="1")).endswith(
+        b"x-tok: child-token\r\n"
+    )
+    assert wire.head(_spec(7, 3, 4)) == b"X-Dynamo-Session-ID: lg-5-3-7\r\nx-tok: root-token\r\n"
+    assert session_id(5, 3, 7, "1.2") == "lg-5-3-7-b1.2"
 
 
 @pytest.mark.parametrize("bad", ["a\r\nX-Evil: 1", "tok\x00en", "pod-é", ""])
