@@ -99,6 +99,11 @@ FAMILIES: tuple[tuple[str, str, str], ...] = (
     ),
     ("loadgen_sessions_per_hour", "gauge", "Agent sessions completed inside the window so far, per hour of it."),
     (
+        "loadgen_sessions_in_flight",
+        "gauge",
+        "Agent sessions under way now: tasks started and not yet ended, on every worker (their latest report).",
+    ),
+    (
         "loadgen_session_time_share_ratio",
         "gauge",
         "Where completed agent sessions' time went: part = model, tools, subagents (the three add up to 1).",
@@ -142,6 +147,8 @@ class LiveView:
     server_times: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
     # The measured window so far (s), as the report's: what agent sessions per hour are counted over.
     window_s: float = 0.0
+    # Agent tasks under way by (variant, mix): the workers' latest counts (a local run's own).
+    sessions_in_flight: dict[tuple[str, str], int] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -349,6 +356,9 @@ class MetricsText:
     def _sessions(self, view: LiveView, parts: dict[str, list[str]]) -> None:
         """Agent sessions per (variant, mix), by the report's own figures (report/sessions.py): one histogram
         summary per agent mix and scrape, few next to the groups' walks."""
+        for (variant, mix), n in sorted(view.sessions_in_flight.items()):
+            lab = f'variant="{_esc(variant)}",mix="{_esc(mix)}"'
+            parts["loadgen_sessions_in_flight"].append(f"loadgen_sessions_in_flight{{{lab}}} {n}\n")
         for (variant, mix), s in sorted(view.aggregate.sessions.items()):
             fig = session_figures(s, view.window_s)
             lab = f'variant="{_esc(variant)}",mix="{_esc(mix)}"'

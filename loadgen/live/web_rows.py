@@ -70,6 +70,7 @@ _SESSION_COLUMNS = [
     ("sessions_per_hour", "Sessions/h"),
     ("sessions_per_hour_per_gpu", "Sessions/h per GPU"),
     ("good", "Good"),
+    ("in_flight", "Under way now"),  # live only: tasks started and not yet ended (run.sessions_in_flight)
 ]
 
 TABS = [{"title": "LLM", "key": LLM_TAB}, {"title": "LLM run trust", "key": WORKERS_TAB}]
@@ -182,8 +183,9 @@ def worker_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
 
 def session_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per variant and agent mix with sessions so far, in the report.md section's cells."""
+    running = {(v, m): n for v, m, n in summary["run"].get("sessions_in_flight") or ()}
     return [
-        {"variant": v["name"], "mix": mix, **session_cells(s, _NONE)}
+        {"variant": v["name"], "mix": mix, **session_cells(s, _NONE), "in_flight": running.get((v["name"], mix), 0)}
         for v in summary["variants"]
         for mix, s in (v.get("sessions") or {}).items()
     ]

@@ -51,11 +51,11 @@ def run_task(
     it; a task whose first step never went out is an arrival not sent (counted so), no session."""
     first = session.first
     tally = SessionTally(f"{stream.stream_id}-{first.index}", stream.variant, first.mix)
-    rt.tasks_running += 1  # what the drain at the stop waits for, besides the requests in flight
+    rt.task_started(stream.variant, first.mix)  # the drain waits for it; the live view counts it under way
     try:
         _record(rt, stream, session, fire, tally, arrival)
     finally:
-        rt.tasks_running -= 1
+        rt.task_ended(stream.variant, first.mix)
 
 
 def _record(

@@ -60,15 +60,15 @@ class ExporterState:
         window = col.measured_window(rt.scenario.load.warmup)  # the report's: agent sessions per hour over it
         if isinstance(runner, MasterRunner):
             health = {f"worker-{runner.get_worker_index(w)}": h for w, h in col.health.items()}
-            return LiveView(col.aggregate, health, rt.scenario.name, col.run, thresholds, started, times, window)
+            running = col.sessions_in_flight()
+            args = (rt.scenario.name, col.run, thresholds, started, times, window, running)
+            return LiveView(col.aggregate, health, *args)
+        running = dict(rt.tasks_running_by)  # a local run: its own tasks under way
+        args = (rt.scenario.name, col.run, thresholds, started, times, window, running)
         if col.flushed:  # a local run that ended: its last delta is in the collector
-            return LiveView(
-                col.aggregate, dict(col.health), rt.scenario.name, col.run, thresholds, started, times, window
-            )
+            return LiveView(col.aggregate, dict(col.health), *args)
         rt.drain()  # a local run: its own aggregate, read in place (nothing is shipped before the end)
-        return LiveView(
-            rt.aggregate, {"local": rt.health}, rt.scenario.name, col.run, thresholds, started, times, window
-        )
+        return LiveView(rt.aggregate, {"local": rt.health}, *args)
 
     def start_scrapers(self) -> None:
         self.stop_scrapers()

@@ -113,6 +113,9 @@ def live_state(environment: Environment, failed: list[str] | None = None) -> tup
     }
     if exceptions:
         run["user_exceptions"] = exceptions
+    running = col.sessions_in_flight() if isinstance(runner, MasterRunner) else dict(rt.tasks_running_by)
+    if running:  # agent tasks under way now (the web UI's live figure; none once the drain is over)
+        run["sessions_in_flight"] = [[v, m, n] for (v, m), n in sorted(running.items())]
     left = col.workers_left(label)
     if left:
         run["workers_left"] = left

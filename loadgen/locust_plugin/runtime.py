@@ -107,6 +107,7 @@ class Runtime:
         self.spans: SpanExport | None = None  # `tracing.otlp_endpoint`: sampled requests as spans (live/otlp.py)
         self.in_flight = 0  # requests being sent or streamed by this process's users
         self.tasks_running = 0  # agent tasks under way (locust_plugin/agent_runner.py): the drain lets them end
+        self.tasks_running_by: dict[tuple[str, str], int] = {}  # the same by (variant, mix), for the live view
         self._pending: deque[tuple[RequestRecord | SessionTally, Callable[[RequestRecord], None]]] = deque()
         self._recorder: gevent.Greenlet | None = None
         # The scenario's tokenizer, to count the chunks of replies whose server streamed no counts (the streams
@@ -211,6 +212,15 @@ class Runtime:
             self.dispatcher.end_schedule(
                 None if a is None else {v.name: a.senders(v.name) for v in self.scenario.variants}
             )
+
+    def task_started(self, variant: str, mix: str) -> None:
+        self.tasks_running += 1
+        key = (variant, mix)
+        self.tasks_running_by[key] = self.tasks_running_by.get(key, 0) + 1
+
+    def task_ended(self, variant: str, mix: str) -> None:
+        self.tasks_running -= 1
+        self.tasks_running_by[(variant, mix)] -= 1
 
     def drain_in_flight(self) -> None:
         """Wait (the loop runs on) until no request is in flight, no agent task is under way and no due arrival is
@@ -353,6 +363,8 @@ class Runtime:
             "window": [self.warmup_end if self.started else None, self.stopped_at],
             # Should this worker be lost, the requests it had in flight are named by count (run.lost_in_flight).
             "in_flight": self.in_flight,
+            # Agent tasks under way, by (variant, mix): the master's live view sums the workers' latest.
+            "tasks_running": [[v, m, n] for (v, m), n in self.tasks_running_by.items()],
         }
         if ship:
             out["agg"] = self.aggregate.pop_delta()

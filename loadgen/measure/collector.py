@@ -49,6 +49,7 @@ class Collector:
         self.last_report_wall: dict[str, float] = {}
         self.requests_reported: dict[str, int] = {}
         self.in_flight: dict[str, int] = {}  # each worker's requests in flight at its last report
+        self.tasks_running: dict[str, dict[tuple[str, str], int]] = {}  # each worker's agent tasks under way
         self.recovered: dict[str, str] = {}
         self.crashes: dict[str, list[dict[str, Any]]] = {}
         # `stop_when:` (measure/early_stop.StopJudge): fed each worker's stop counts; None without rules.
@@ -102,6 +103,8 @@ class Collector:
             self.windows[worker_id] = list(data["window"])
         if "in_flight" in data:
             self.in_flight[worker_id] = int(data["in_flight"])
+        if "tasks_running" in data:
+            self.tasks_running[worker_id] = {(v, m): int(n) for v, m, n in data["tasks_running"]}
         if data.get("request_timeline"):
             self.request_timeline.merge_wire(data["request_timeline"])
         if data.get("stop") and self.stop_judge is not None:
@@ -138,6 +141,17 @@ class Collector:
             label.get(w, w): round(max(0.0, t - start) if start is not None else 0.0, 1)
             for w, t in sorted(self.left_wall.items())
         }
+
+    def sessions_in_flight(self) -> dict[tuple[str, str], int]:
+        """Agent tasks under way by (variant, mix): the workers' latest reports, summed (a worker that has sent its
+        final report has none)."""
+        out: dict[tuple[str, str], int] = {}
+        for worker, running in self.tasks_running.items():
+            if worker in self.left_wall:
+                continue
+            for key, n in running.items():
+                out[key] = out.get(key, 0) + n
+        return out
 
     def lost_in_flight(self, lost: list[str], label: dict[str, str]) -> dict[str, int]:
         """Per lost worker, the requests it had in flight at its last report: sent, never finished where the master

@@ -231,3 +231,19 @@ def test_agent_sessions_are_the_reports_figures_and_absent_without_sessions() ->
     early = _samples(MetricsText(lambda: view, DEFAULT_BUCKETS_S).render())
     assert not any(k[0] == "loadgen_sessions_per_hour" for k in early)
     assert early[("loadgen_session_goodput_ratio", base)] == samples[("loadgen_session_goodput_ratio", base)]
+
+
+def test_agent_sessions_under_way_are_the_workers_latest_counts() -> None:
+    from loadgen.measure.collector import Collector
+
+    col = Collector(1)
+    base = {"run": 1, "health": HealthStats().to_wire(), "window": None}
+    col.merge_report("w1", {**base, "tasks_running": [["base", "agent", 3], ["int8", "agent", 1]]})
+    col.merge_report("w2", {**base, "tasks_running": [["base", "agent", 2]]})
+    col.merge_report("w1", {**base, "tasks_running": [["base", "agent", 1], ["int8", "agent", 0]]})  # its latest
+    assert col.sessions_in_flight() == {("base", "agent"): 3, ("int8", "agent"): 0}
+    _, view = _view()
+    view.sessions_in_flight = col.sessions_in_flight()
+    samples = _samples(MetricsText(lambda: view, DEFAULT_BUCKETS_S).render())
+    assert samples[("loadgen_sessions_in_flight", (("mix", "agent"), ("variant", "base")))] == 3
+    assert samples[("loadgen_sessions_in_flight", (("mix", "agent"), ("variant", "int8")))] == 0

@@ -200,7 +200,7 @@ def _with_sessions(agg: Aggregate) -> Aggregate:
 def test_agent_sessions_live_are_the_reports_and_their_tab_its_section() -> None:
     scenario = parse_scenario(AGENT_SCENARIO)
     agg = _with_sessions(_aggregate(300))
-    run = {**RUN, "users_per_variant": {"a": 3, "b": 3}}
+    run = {**RUN, "users_per_variant": {"a": 3, "b": 3}, "sessions_in_flight": [["a", "agent", 2]]}
     summary = live_summary(scenario, agg, 600.0, run)
     report = build_report(scenario, agg, 600.0, dict(run))
     assert [v["sessions"] for v in summary["variants"]] == [v["sessions"] for v in report["variants"]]
@@ -210,7 +210,9 @@ def test_agent_sessions_live_are_the_reports_and_their_tab_its_section() -> None
     md = render_markdown(report).splitlines()
     for r in rows:
         line = next(x for x in md if x.startswith(f"| {r['variant']} | agent | "))
-        assert line == "| " + " | ".join(r.values()).replace("—", "–") + " |"  # (the tab's dash for none)
+        cells = [str(v) for k, v in r.items() if k != "in_flight"]  # live only: the tasks under way now
+        assert line == "| " + " | ".join(cells).replace("—", "–") + " |"  # (the tab's dash for none)
+    assert [r["in_flight"] for r in rows] == [2, 0]
     assert rows[0]["sessions_per_hour"] == "180.0" and rows[0]["sessions_per_hour_per_gpu"] == "90.0"
     assert rows[1]["duration_p50_ms"] == "censored" and rows[1]["sessions_per_hour_per_gpu"] == "—"
     stats = {e["key"]: e["data"] for e in extended_stats(summary)}
