@@ -154,6 +154,7 @@ def _steps(
             gevent.sleep(pause.wait_s)
             waited = time.monotonic() - began
             gevent.joinall(due)
+        tally.tool_waits[rec.request_id] = waited  # the timeline's gap after this step (measure/sessions.py)
         if top:
             tally.tool_s += waited
             tally.subagent_s += max(time.monotonic() - began - waited, 0.0)

@@ -18,7 +18,7 @@ from loadgen.measure.latency_samples import LatencySamples
 from loadgen.measure.outputs import OutputSamples
 from loadgen.measure.pairs import PairSamples
 from loadgen.measure.records import RequestRecord
-from loadgen.measure.sessions import SessionPairs, SessionStats, SessionTally
+from loadgen.measure.sessions import SessionPairs, SessionStats, SessionTally, SessionTimelines
 from loadgen.measure.slices import BucketStats, merge_slices, slice_at, slices_wire
 from loadgen.measure.timeline import Timeline
 from loadgen.metric_names import METRICS
@@ -37,8 +37,9 @@ __all__ = [
 
 # 7: the per-variant timeline (measure/timeline.py). 8: per (variant, priority class) groups ("classes"). 9: samples
 # for the variants' paired comparison ("pairs", measure/pairs.py). 10: per (variant, LoRA adapter) ("adapters").
-# 11: agent sessions per (variant, mix) ("sessions", measure/sessions.py).
-WIRE_VERSION = 11
+# 11: agent sessions per (variant, mix) ("sessions", measure/sessions.py). 12: a few sessions per variant step by
+# step, for the HTML report's timeline ("session_timelines").
+WIRE_VERSION = 12
 # What a (variant, mix, bucket) and a (variant, mix, turn) keep: few histograms, so these add little to each delta.
 BUCKET_METRICS: tuple[str, ...] = ("ttft", "e2e")
 # The maps of `BucketStats` by (variant, mix, bucket / turn / images carried); on the wire, [*key, stats] rows.
@@ -67,6 +68,7 @@ class Aggregate:
         "starts",
         "sessions",
         "session_pairs",
+        "session_timelines",
         "timeline",
         "variant_timeline",
         "pairs",
@@ -86,6 +88,7 @@ class Aggregate:
         self.starts: dict[tuple[str, str], BucketStats] = {}  # (variant, "warm" or `RequestRecord.cold`)
         self.sessions: dict[tuple[str, str], SessionStats] = {}  # agent sessions by (variant, mix)
         self.session_pairs = SessionPairs()  # hash-sampled sessions by task, for their paired comparison
+        self.session_timelines = SessionTimelines()  # a few of them step by step, for the HTML report's timeline
         self.timeline: dict[int, list[int]] = {}
         self.variant_timeline = Timeline()
         # Hash-sampled per-request values, for the variants' paired comparison (report/compare.py).
@@ -124,6 +127,7 @@ class Aggregate:
         """An agent task that ended, after its steps' records were added (measure/sessions.py)."""
         fate = self.session(tally.variant, tally.mix).add(tally, self.window_end, judged)
         self.session_pairs.add(tally, fate)
+        self.session_timelines.add(tally, fate)
 
     def add(self, rec: RequestRecord, wall_time: float) -> None:
         self.group(rec.variant, rec.mix).add(rec, self.window_start, self.window_end)
@@ -167,7 +171,14 @@ class Aggregate:
             self.sessions,
             self.timeline,
         )
-        samples = (self.variant_timeline, self.pairs, self.session_pairs, self.latency_samples, self.outputs)
+        samples = (
+            self.variant_timeline,
+            self.pairs,
+            self.session_pairs,
+            self.session_timelines,
+            self.latency_samples,
+            self.outputs,
+        )
         return not any(slices) and all(s.is_empty() for s in samples)
 
     def to_wire(self, histograms: bool = True) -> dict[str, Any]:
@@ -183,6 +194,7 @@ class Aggregate:
             "variant_timeline": self.variant_timeline.to_wire(),
             "pairs": self.pairs.to_wire(),
             "session_pairs": self.session_pairs.to_wire(),
+            "session_timelines": self.session_timelines.to_wire(),
             "latency_samples": self.latency_samples.to_wire(),
             "outputs": self.outputs.to_wire(),
         }
@@ -208,6 +220,7 @@ class Aggregate:
         self.variant_timeline = Timeline()
         self.pairs.clear_rows()  # every delta: few values per request, and the level must go on rising
         self.session_pairs.clear_rows()
+        self.session_timelines.clear_rows()
         self.latency_samples.clear_rows()
         self.outputs.clear_rows()
         return wire
@@ -229,6 +242,7 @@ class Aggregate:
         self.variant_timeline.merge(other.variant_timeline)
         self.pairs.merge(other.pairs)
         self.session_pairs.merge(other.session_pairs)
+        self.session_timelines.merge(other.session_timelines)
         self.latency_samples.merge(other.latency_samples)
         self.outputs.merge(other.outputs)
 
@@ -251,6 +265,7 @@ class Aggregate:
         self.variant_timeline.merge_wire(wire.get("variant_timeline", {}))
         self.pairs.merge_wire(wire.get("pairs", {}))
         self.session_pairs.merge_wire(wire.get("session_pairs", {}))
+        self.session_timelines.merge_wire(wire.get("session_timelines", {}))
         self.latency_samples.merge_wire(wire.get("latency_samples", {}))
         self.outputs.merge_wire(wire.get("outputs", {}))
 

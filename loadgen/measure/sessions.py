@@ -16,6 +16,9 @@ above every measured value, so a variant whose slow sessions were cut by the sto
 p95 than one that finished them (inference-perf leaves its truncated sessions out of the duration percentiles,
 which is exactly that bias). A session is good when it completed and every one of its steps met every per-request
 SLO (`goodput:`); sessions per hour count those completed inside the window.
+
+`SessionTimelines` keeps a few whole sessions per variant, step by step, for the HTML report's timeline chart: hash
+sampled by task key like the paired sample, so every variant keeps the same tasks.
 """
 
 from __future__ import annotations
@@ -26,12 +29,21 @@ from enum import StrEnum
 from typing import Any
 
 from loadgen.measure.fates import FATES, fate_of
-from loadgen.measure.hash_sample import Rows, RowSample, key_hash
+from loadgen.measure.hash_sample import BITS, HashSample, Rows, RowSample, key_hash
 from loadgen.measure.histogram import LatencyHistogram, merge_encoded_into
 from loadgen.measure.records import RequestRecord
 from loadgen.measure.slices import add_counts
 
-__all__ = ["SESSION_FATES", "SessionFate", "SessionPairs", "SessionStats", "SessionTally", "session_fate"]
+__all__ = [
+    "SESSION_FATES",
+    "STEP_FIELDS",
+    "SessionFate",
+    "SessionPairs",
+    "SessionStats",
+    "SessionTally",
+    "SessionTimelines",
+    "session_fate",
+]
 
 
 class SessionFate(StrEnum):
@@ -67,6 +79,7 @@ class SessionTally:
     compactions: int = 0
     stopped: bool = False  # the stop came between two steps (or while sub-agents ran)
     ended: float | None = None  # when its last step ended (monotonic), None when it did not end
+    tool_waits: dict[str, float] = field(default_factory=dict)  # a step's request id -> its tools' wait after it (s)
 
     @property
     def started(self) -> float | None:
@@ -134,6 +147,117 @@ class SessionPairs(RowSample):
         """The variant's kept task keys and their durations (µs; -2: censored), row for row."""
         rows = self.variants.get(variant) or Rows(1)
         return rows.keys, rows.columns[0]
+
+
+# Sessions kept whole per variant at most, for the timeline chart (hash-sampled by task key: the same tasks on every
+# variant; between cap / 2 and cap once more ran), and steps kept per session (a long replayed task's later ones go).
+TIMELINE_CAP = 12
+TIMELINE_STEP_CAP = 400
+# A kept step: its agent's path ("" the top-level agent, "1.2" a sub-agent's), its step number within that agent,
+# when it was sent and when it ended (offsets from its session's first step sent), its TTFT, and the wait on its
+# tools after it; on the wire in µs (-1: none), in the report in ms (null: none).
+STEP_FIELDS: tuple[str, ...] = ("branch", "step", "sent_ms", "ttft_ms", "done_ms", "tool_ms")
+_NONE = -1
+
+
+def _branch(rec: RequestRecord) -> str:
+    """The sub-agent path in a step's id (`…-{index}-b{path}[-t{turn}]`, as measure/pairs.py reads it); "" for the
+    top-level agent's steps."""
+    rid = rec.request_id
+    if rec.turn > 1 and rid.endswith(f"-t{rec.turn}"):
+        rid = rid[: -len(f"-t{rec.turn}")]
+    last = rid.rpartition("-")[2]
+    return last[1:] if last.startswith("b") and last[1:].replace(".", "").isdigit() else ""
+
+
+def _offset_us(seconds: float | None) -> int:
+    return _NONE if seconds is None else max(int(seconds * 1e6 + 0.5), 0)
+
+
+def _step_row(rec: RequestRecord, start: float, tool_s: float | None) -> list[Any]:
+    return [
+        _branch(rec),
+        rec.turn,
+        _offset_us(rec.sent - start),
+        _offset_us(rec.ttft),
+        _offset_us(None if rec.done is None else rec.done - start),
+        _offset_us(tool_s),
+    ]
+
+
+class SessionTimelines(HashSample):
+    """Per variant, a few sessions of the window step by step (`STEP_FIELDS`), kept by the hash of their task key:
+    what the HTML report's per-session timeline draws. Mergeable like the other samples (`to_wire` / `merge_wire`;
+    a worker ships the sessions above its level, then `clear_rows`). A kept session: [key, mix, fate, steps left out,
+    steps]."""
+
+    __slots__ = ("variants",)
+
+    def __init__(self, cap: int = TIMELINE_CAP) -> None:
+        super().__init__(cap)
+        self.variants: dict[str, dict[int, list[Any]]] = {}
+
+    def add(self, tally: SessionTally, fate: SessionFate) -> None:
+        start = tally.started
+        if not SESSION_FATES[fate][1] or start is None:
+            return
+        h = key_hash(tally.key)
+        if not self._admit(tally.variant, h):
+            return
+        kept = tally.records[:TIMELINE_STEP_CAP]
+        steps = [_step_row(r, start, tally.tool_waits.get(r.request_id)) for r in kept]
+        left_out = len(tally.records) - len(kept)
+        self.variants.setdefault(tally.variant, {})[h] = [tally.key, tally.mix, fate.value, left_out, steps]
+
+    def _keep_from(self, level: int) -> None:
+        top = 1 << (BITS - level)
+        for v, kept in self.variants.items():
+            self.variants[v] = {h: row for h, row in kept.items() if h < top}
+
+    def is_empty(self) -> bool:
+        return not any(self.variants.values())
+
+    def to_wire(self) -> dict[str, Any]:
+        rows = [[v, h, *row] for v, kept in self.variants.items() for h, row in kept.items()]
+        return {"level": self.level, "rows": rows}
+
+    def merge_wire(self, wire: dict[str, Any]) -> None:
+        self._rise_to(int(wire.get("level", 0)))
+        by_variant: dict[str, list[list[Any]]] = {}
+        for v, *row in wire.get("rows", ()):
+            by_variant.setdefault(v, []).append(row)
+        for v, rows in by_variant.items():
+            hashes = [int(r[0]) for r in rows]
+            survive = self._admit_wire(v, hashes)
+            kept = self.variants.setdefault(v, {})
+            for i in range(len(rows)) if survive is None else survive:
+                h, key, mix, fate, left_out, steps = rows[i]
+                kept[int(h)] = [key, mix, fate, int(left_out), [list(s) for s in steps]]
+        self._settle()
+
+    def merge(self, other: SessionTimelines) -> None:
+        self.merge_wire(other.to_wire())
+
+    def clear_rows(self) -> None:
+        """A worker after shipping a delta: the sessions go, the level and the counts stay."""
+        self.variants = {}
+
+    def sessions(self, variant: str) -> list[dict[str, Any]]:
+        """The variant's kept sessions by task key (stream, then index), steps in ms as the report states them."""
+
+        def ms(us: int) -> float | None:
+            return None if us == _NONE else round(us / 1e3, 3)
+
+        out = []
+        for key, mix, fate, left_out, steps in (self.variants.get(variant) or {}).values():
+            rows = [[b, n, *(ms(int(x)) for x in xs)] for b, n, *xs in steps]
+            out.append({"key": key, "mix": mix, "fate": fate, "steps": rows, "steps_left_out": left_out})
+        return sorted(out, key=lambda s: _task_order(s["key"]))
+
+
+def _task_order(key: str) -> tuple[Any, ...]:
+    parts = key.split("-")
+    return (0, *(int(p) for p in parts)) if all(p.isdigit() for p in parts) else (1, key)
 
 
 _SUMS = (

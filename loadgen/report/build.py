@@ -47,7 +47,7 @@ from loadgen.report.provenance import environment, safe_url, scenario_record
 from loadgen.report.quality import quality_section
 from loadgen.report.reasoning import reasoning_json
 from loadgen.report.session_compare import session_comparison
-from loadgen.report.sessions import sessions_by_variant, sessions_json
+from loadgen.report.sessions import sessions_by_variant, sessions_json, sessions_timeline_json
 from loadgen.report.slos import evaluate_slos
 from loadgen.report.speculative import tokens_per_chunk
 from loadgen.report.tool_calls import tool_calls_entry
@@ -180,6 +180,9 @@ def build_report(
         sessions = sessions_json(agg, v, window_s, senders[v.name])
         if sessions is not None:  # agent tasks (`traffic.mixes[].agent`) as a unit of their own
             entry["sessions"] = sessions
+        sessions_timeline = sessions_timeline_json(agg, v.name)
+        if sessions_timeline is not None:  # a few of them step by step: the HTML report's timeline chart
+            entry["sessions_timeline"] = sessions_timeline
         open_loop = open_loop_json(scenario, merged, window_s, senders[v.name])
         if open_loop is not None:
             entry["open_loop"] = open_loop

@@ -46,6 +46,7 @@ from loadgen.report.numbers import (
 from loadgen.report.quality_render import quality_html
 from loadgen.report.reasoning import reasoning_html
 from loadgen.report.request_timeline import timeline_html
+from loadgen.report.sessions_html import sessions_html, timeline_charts
 from loadgen.report.stopped_early import stopped_early_text
 from loadgen.report.tool_calls import tool_calls_html
 from loadgen.report.whole_replies import NOT_MEASURED, whole_reply_html
@@ -84,10 +85,19 @@ def _figure(c: Chart) -> str:
     )
 
 
-def page(title: str, body: str, charts: list[Chart], after: str = "", refresh_s: int | None = None) -> str:
+def page(
+    title: str,
+    body: str,
+    charts: list[Chart],
+    after: str = "",
+    refresh_s: int | None = None,
+    placed: list[Chart] | None = None,
+) -> str:
     """A whole document: `body` (HTML, escaped already), a grid of `charts`, `after`; then the charts' data, the
-    library and the script that draws them. `refresh_s`: the browser reloads the page that often (a live view)."""
+    library and the script that draws them. `refresh_s`: the browser reloads the page that often (a live view).
+    `placed`: charts whose canvas `body` holds already (drawn, not put in the grid)."""
     lib_name, lib = chart_library()
+    drawn = [*charts, *(placed or ())]
     grid = f'<div class="charts">{"".join(_figure(c) for c in charts)}</div>' if charts else ""
     refresh = f'<meta http-equiv="refresh" content="{int(refresh_s)}">' if refresh_s else ""
     return (
@@ -99,7 +109,7 @@ def page(title: str, body: str, charts: list[Chart], after: str = "", refresh_s:
         f"{body}\n{grid}\n{after}\n"
         f"<footer>Rendered by loadgen; charts drawn by {_e(lib_name)} (MIT licence), inlined: this file needs "
         "no network.</footer>\n"
-        f'<script type="application/json" id="loadgen-data">{_json_script({"charts": charts})}</script>\n'
+        f'<script type="application/json" id="loadgen-data">{_json_script({"charts": drawn})}</script>\n'
         f"<script>\n{lib}</script>\n"
         f"<script>{_asset('report.js')}</script>\n"
         "</body></html>\n"
@@ -376,6 +386,7 @@ def render_html(report: dict[str, Any], sweep: dict[str, Any] | None = None, ref
         f"{''.join(f' — the target: {_e(r)}.' for r in run.get('target_breaches') or [])}{_failed(run)}</div>"
     )
     charts = report_charts(report) + (sweep_charts(sweep) if sweep else [])
+    session_charts = timeline_charts(report)
     body = "".join(
         [
             header,
@@ -384,6 +395,7 @@ def render_html(report: dict[str, Any], sweep: dict[str, Any] | None = None, ref
             _slo_table(report),
             _trust(report),
             _comparison_table(report),
+            sessions_html(report, session_charts),
             quality_html(report),
             latency_html(report),
             reasoning_html(report),
@@ -396,7 +408,8 @@ def render_html(report: dict[str, Any], sweep: dict[str, Any] | None = None, ref
     if not charts:
         body += "<p>The report holds no data to chart.</p>"
     title = f"loadgen report — {report['scenario']}"
-    return page(title, body, charts, after=_percentiles(report) + timeline_html(report), refresh_s=refresh_s)
+    after = _percentiles(report) + timeline_html(report)
+    return page(title, body, charts, after=after, refresh_s=refresh_s, placed=session_charts)
 
 
 def render_sweep_html(sweep: dict[str, Any]) -> str:

@@ -1,19 +1,44 @@
 """The report's agent sessions (measure/sessions.py): per variant and mix, how the tasks ended, how long they took
 (completed ones measured, failed and cut ones censored above them), what a completed one was made of, and the
-figures a team sizes agent capacity by — sessions per hour, per user and per GPU, and session goodput."""
+figures a team sizes agent capacity by — sessions per hour, per user and per GPU, and session goodput; and a few
+sessions step by step (`sessions_timeline`), for the HTML report's timeline chart (report/sessions_html.py)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from loadgen.measure.sessions import SESSION_FATES, SessionFate, SessionStats
+from loadgen.measure.sessions import SESSION_FATES, STEP_FIELDS, TIMELINE_CAP, SessionFate, SessionStats
 from loadgen.report.numbers import MISSING, figure, percent, stat_ms
 
 if TYPE_CHECKING:
     from loadgen.config.variant import Variant
     from loadgen.measure.aggregate import Aggregate
 
-__all__ = ["session_cells", "session_figures", "session_lines", "sessions_by_variant", "sessions_json"]
+__all__ = [
+    "SESSION_HEADINGS",
+    "session_cells",
+    "session_figures",
+    "session_lines",
+    "session_note",
+    "session_speedup_line",
+    "sessions_by_variant",
+    "sessions_json",
+    "sessions_timeline_json",
+]
+
+# The columns of a (variant, mix)'s row after its variant and mix: `session_cells`' keys and their headings.
+SESSION_HEADINGS: dict[str, str] = {
+    "sessions": "sessions",
+    "fates": "by how they ended",
+    "duration_p50_ms": "duration p50 ms",
+    "duration_p95_ms": "p95 ms",
+    "steps": "steps",
+    "time_share": "time on model / tools / sub-agents",
+    "cached": "cached",
+    "sessions_per_hour": "sessions / h",
+    "sessions_per_hour_per_gpu": "per GPU",
+    "good": "good",
+}
 
 
 def _per(n: float, d: float) -> float | None:
@@ -62,6 +87,15 @@ def sessions_json(agg: Aggregate, v: Variant, window_s: float, users: int) -> di
     return out or None
 
 
+def sessions_timeline_json(agg: Aggregate, variant: str) -> dict[str, Any] | None:
+    """A few of the variant's sessions step by step (measure/sessions.py `SessionTimelines`), None when it kept
+    none: each its task key, mix and fate, and per step `STEP_FIELDS` (ms from the session's first step sent)."""
+    sessions = agg.session_timelines.sessions(variant)
+    if not sessions:
+        return None
+    return {"cap": TIMELINE_CAP, "step_fields": list(STEP_FIELDS), "sessions": sessions}
+
+
 def sessions_by_variant(agg: Aggregate) -> dict[tuple[str, str | None], SessionStats]:
     """Each (variant, mix)'s sessions, and each variant's agent mixes together under (variant, None): what
     session_duration SLOs are judged on."""
@@ -104,35 +138,36 @@ def session_lines(report: dict[str, Any]) -> list[str]:
     lines = ["", "## Agent sessions", ""]
     if report.get("session_comparison"):
         rows.append("")
-    lines.append(
-        "| variant | mix | sessions | by how they ended | duration p50 ms | p95 ms | steps | time on model / tools / "
-        "sub-agents | cached | sessions / h | per GPU | good |"
-    )
+    lines.append("| " + " | ".join(["variant", "mix", *SESSION_HEADINGS.values()]) + " |")
     lines.append("|---|---|---:|---|---:|---:|---:|---|---:|---:|---:|---:|")
     lines += rows
     for e in report.get("session_comparison") or ():
         if e["stat"] in ("p50", "p99"):
-            lines.append(_speedup_line(e))
+            lines.append(f"- {session_speedup_line(e)}")
+    lines += ["", session_note()]
+    return lines
+
+
+def session_note() -> str:
+    """What the sessions table says, under it (report.md's and report.html's)."""
     meanings = "; ".join(f"{f.value}: {SESSION_FATES[f][2]}" for f in SessionFate)
-    lines += [
-        "",
+    return (
         "A session is one agent task: its steps and its sub-agents' (a mix with `agent`). Its duration runs from its "
         "first step sent to its last step's end; a failed or cut session is censored, above every completed one, so "
         "a variant cannot shorten its sessions by failing or not finishing them. Steps, tokens and where the time "
         "went are over the completed sessions; sessions / h counts those completed inside the window; good: "
-        f"completed with every step within every per-request SLO. By how they ended — {meanings}.",
-    ]
-    return lines
+        f"completed with every step within every per-request SLO. By how they ended — {meanings}."
+    )
 
 
-def _speedup_line(e: dict[str, Any]) -> str:
+def session_speedup_line(e: dict[str, Any]) -> str:
     """A variant's session duration against the baseline's at one statistic: the speedup and its interval."""
     how = "paired by task" if e.get("paired") else "unpaired"
     if e.get("speedup") is None:
         why = "censored (failed or cut sessions)" if e.get("censored") else "no data"
-        return f"- {e['variant']} vs {e['baseline']}, session duration {e['stat']}: {why} ({how}, n {e.get('n', 0)})"
+        return f"{e['variant']} vs {e['baseline']}, session duration {e['stat']}: {why} ({how}, n {e.get('n', 0)})"
     ci = f"{figure(e['ci_low'], 2)}–{figure(e['ci_high'], 2)}" if e.get("ci_low") is not None else "no interval"
     return (
-        f"- {e['variant']} vs {e['baseline']}, session duration {e['stat']}: {figure(e['speedup'], 2)}× "
+        f"{e['variant']} vs {e['baseline']}, session duration {e['stat']}: {figure(e['speedup'], 2)}× "
         f"({ci}, {how}, n {e['n']})"
     )
