@@ -20,7 +20,8 @@ from loadgen.report.sessions import SESSION_HEADINGS, session_cells, session_not
 __all__ = ["sessions_html", "timeline_charts"]
 
 _TOOLS = "#bab0ac"
-_ROW_PX = 18  # height of a row of the timeline
+# Height of a row of the timeline: a tick label's line (14.4 px) and the 4 px report.js keeps between two labels.
+_ROW_PX = 22
 
 
 def _e(v: Any) -> str:
@@ -102,6 +103,8 @@ def _timeline_chart(v: dict[str, Any], i: int, labels: list[str], x_max: float) 
                 },
                 "y": {"ticks": {"autoSkip": False}},
             },
+            # A step's bars, not every bar at the same index of each dataset (bars' default): each is its own.
+            "interaction": {"mode": "point", "intersect": True},
             "plugins": {"legend": {"position": "bottom"}},
         },
     }
@@ -112,7 +115,7 @@ def _timeline_chart(v: dict[str, Any], i: int, labels: list[str], x_max: float) 
         "or being joined. An empty row: a task or sub-agent another variant kept."
     ) + (f" Not completed: {ended}." if ended else "")
     return {"id": f"session-timeline-{i}", "title": f"{v['name']}: sessions step by step", "note": note,
-            "config": config, "height_px": 80 + _ROW_PX * len(labels)}  # fmt: skip
+            "config": config, "height_px": 110 + _ROW_PX * len(labels)}  # fmt: skip
 
 
 def timeline_charts(report: dict[str, Any]) -> list[Chart]:

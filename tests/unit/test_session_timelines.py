@@ -5,6 +5,7 @@ variant, mergeable from workers in any order, its offsets the records' own; in r
 from __future__ import annotations
 
 from array import array
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,6 +22,7 @@ from loadgen.measure.sessions import (
     SessionTimelines,
 )
 from loadgen.report.build import build_report
+from loadgen.report.combine import read_aggregate, write_aggregate
 from tests.report_schema import checked
 
 SCENARIO = """
@@ -118,6 +120,13 @@ def test_it_merges_from_workers_as_if_one_process_saw_every_task() -> None:
     other = Aggregate()
     other.merge(whole)
     assert _kept(other, "base") == _kept(whole, "base")
+
+
+def test_it_survives_aggregate_json(tmp_path: Path) -> None:
+    agg = Aggregate()
+    _run(agg, "base", range(50))
+    back = read_aggregate(write_aggregate(agg, tmp_path))
+    assert back.session_timelines.sessions("base") == agg.session_timelines.sessions("base") != []
 
 
 def test_a_long_task_keeps_its_first_steps_and_counts_the_rest() -> None:
