@@ -12,10 +12,11 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from loadgen.config.types import Duration, MixName, PositiveFloat
 
-__all__ = ["TRACE_FORMATS", "AgentTraceReplay", "TraceFormat", "TraceReplay"]
+__all__ = ["TRACE_FORMATS", "AgentTiming", "AgentTraceReplay", "TraceFormat", "TraceReplay"]
 
 TRACE_FORMATS = ("mooncake", "azure", "burstgpt")
 TraceFormat = Literal["mooncake", "azure", "burstgpt"]
+AgentTiming = Literal["offsets", "gaps"]
 
 
 class TraceReplay(BaseModel):
@@ -78,11 +79,24 @@ class AgentTraceReplay(BaseModel):
         default="agent-trace",
         description="The mix name its tasks carry in records, reports and SLOs (the scenario's only mix).",
     )
+    timing: AgentTiming = Field(
+        default="offsets",
+        description="When each call is sent. offsets (default): at its recorded offset from the session's start "
+        "(a sub-agent's on its root's clock), or as soon as the calls it waits on are done if they end later: the "
+        "recorded clock (AIPerf's preserve-original-timing); the report states the schedule slip. gaps: its recorded "
+        "gap after the calls it waits on ended, however long the server took (the session stretches with it).",
+    )
     max_gap: Duration | None = Field(
         default=60.0,
         ge=0,
-        description="Caps each recorded gap before a call (tool time, the user's think time), e.g. `60s`; "
-        "null: the recorded gaps, however long.",
+        description="Caps recorded idle time, e.g. `60s` (trace time, before `time_scale`). offsets: a stretch "
+        "with no call in flight longer than this is shortened to it, moving every later offset up by what was cut; "
+        "gaps: each gap before a call (tool time, the user's think time). Null: the recorded times, however long.",
+    )
+    time_scale: PositiveFloat = Field(
+        default=1.0,
+        description="Multiplies the recorded offsets and gaps (after `max_gap`): 0.5 replays a session twice as "
+        "fast, 2 half as fast.",
     )
     block_tokens: StrictInt | None = Field(
         default=None,

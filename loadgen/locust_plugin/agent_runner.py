@@ -7,7 +7,12 @@ when the tools are done and every sub-agent has ended, with their final replies 
 request of the verdict like any other (recorded as it ends); the task is a session of it (`SessionTally`, recorded
 after its steps, however it ended: measure/sessions.py). A replayed trace's task (traffic/trace_agent.py) says more
 in its pauses: a sub-agent may be joined at a later step than the next (or at the task's end, which then waits for
-it), and its recorded gap is waited after the sub-agents joined before the next step ended, not beside them.
+it), and its recorded gap is waited after the sub-agents joined before the next step ended, not beside them. Replayed
+on its recorded clock (`timing: offsets`), a step has a due time instead (`AgentTask.due_s`: from when the task's
+first step was sent): the agent sends it then, or at once when what it waits on (its previous step, the sub-agents
+joined before it; a sub-agent's first step: the parent's step that spawned it) ended later. A step whose
+prerequisites ended by its due time adds its schedule slip, sent − due, to the session (`SessionTally.slips`); one
+whose prerequisites ended later was waiting on the server, and has none.
 
 A failed step ends its agent (a sub-agent's failure ends the task at the join: the task failed). The stop ends a task
 wherever it is: a step in flight is cut (and recorded as cut), a wait for tools or sub-agents is left, sub-agents
@@ -34,6 +39,10 @@ if TYPE_CHECKING:
     from loadgen.traffic.agent import AgentTask
 
 __all__ = ["run_task"]
+
+
+# An agent's final reply: (text, tokens, when its last step ended on the monotonic clock).
+_Reply = tuple[str, int, float]
 
 
 class _Stopped(Exception):
@@ -89,14 +98,32 @@ def _run(
     fire: Callable[[RequestRecord], None],
     tally: SessionTally,
     arrival: Arrival | None = None,
-) -> tuple[str, int] | None:
-    """One agent (the top-level one, or a sub-agent on its own stream): its steps to its last; its final reply
-    (text, tokens), or None when a step failed (the task failed)."""
+    spawned: float | None = None,
+) -> _Reply | None:
+    """One agent (the top-level one, or a sub-agent on its own stream, `spawned` when the parent's step that spawned
+    it ended): its steps to its last; its final reply (text, tokens, when it ended), or None when a step failed (the
+    task failed)."""
     pending: list[tuple[int, gevent.Greenlet]] = []  # sub-agents running: (the step joining them, greenlet)
     try:
-        return _steps(rt, stream, session, fire, tally, arrival, pending)
+        return _steps(rt, stream, session, fire, tally, arrival, pending, spawned)
     finally:
         gevent.killall([g for _, g in pending if not g.dead])
+
+
+def _on_clock(session: AgentTask, tally: SessionTally, ready: float | None) -> tuple[float | None, float]:
+    """Wait until the next step is due on the task's recorded clock (none: not replayed on one, or the task's first
+    step); (its due time when its prerequisites, done at `ready`, left it to the client, else None; seconds
+    waited)."""
+    offset = session.due_s
+    origin = tally.started
+    if offset is None or origin is None or ready is None:
+        return None, 0.0
+    due = origin + offset
+    began = now = time.monotonic()
+    while now < due:  # the loop's timers run on its cached clock: a sleep may end a little early
+        gevent.sleep(due - now)
+        now = time.monotonic()
+    return (due if ready <= due else None), now - began
 
 
 def _steps(
@@ -107,11 +134,19 @@ def _steps(
     tally: SessionTally,
     arrival: Arrival | None,
     pending: list[tuple[int, gevent.Greenlet]],
-) -> tuple[str, int] | None:
+    spawned: float | None,
+) -> _Reply | None:
     top = not session.first.branch
     spec = session.first
     scheduled = None if arrival is None else arrival.at
+    ready = spawned  # when what the next step waits on was done (the top-level agent's first step: nothing)
+    previous: str | None = None  # the agent's previous step's request id
     while True:
+        due_at, waited = _on_clock(session, tally, ready)
+        if top:
+            tally.tool_s += waited
+        if previous is not None and waited:  # the idle time after that step, as a gap's is
+            tally.tool_waits[previous] = tally.tool_waits.get(previous, 0.0) + waited
         if rt.stopping and rt.stopped_early_now:
             # A stop_when rule ended the run: its answer is known, no step is sent. Otherwise a task the window
             # opened goes on through the drain (its steps measured whole) until it ends or the drain does.
@@ -131,15 +166,19 @@ def _steps(
         finally:
             rt.in_flight -= 1
         scheduled = None
+        if due_at is not None:
+            tally.slips.append(rec.sent - due_at)
+        previous = rec.request_id
         tally.records.append(rec)
         rt.submit(rec, fire)
         if not rec.ok or rec.cancelled:
             return None
+        ended = rec.done if rec.done is not None else time.monotonic()
         pause = session.after(rec.output_text, rec.output_token_count, rec.tool_call_reply)
         tally.subagents += len(pause.children)
         joins = pause.joins or [spec.turn + 1] * len(pause.children)
         for child, join in zip(pause.children, joins, strict=True):
-            pending.append((join, gevent.spawn(_child, rt, stream.fork(), child, fire, tally)))
+            pending.append((join, gevent.spawn(_child, rt, stream.fork(), child, fire, tally, ended)))
         over = session.over
         # The sub-agents the next step waits for (all that are left, at the task's end).
         due = [g for join, g in pending if over or join <= spec.turn + 1]
@@ -158,15 +197,17 @@ def _steps(
         if top:
             tally.tool_s += waited
             tally.subagent_s += max(time.monotonic() - began - waited, 0.0)
-        joined = [g.value for g in due]
+        joined: list[_Reply | None] = [g.value for g in due]
         if any(j is None for j in joined):
             return None  # a sub-agent failed: so did the task
+        replies = [j for j in joined if j is not None]
+        ready = max([ended, *(j[2] for j in replies)])
         if over:
             if top:
                 tally.ended = time.monotonic() if due else rec.done
             tally.compactions += session.compactions if top else 0
-            return rec.output_text, rec.output_token_count
-        step = session.next_step([j for j in joined if j is not None])
+            return rec.output_text, rec.output_token_count, ready
+        step = session.next_step([(text, tokens) for text, tokens, _ in replies])
         assert step is not None  # not over, so there is a next step
         spec = step
 
@@ -177,10 +218,11 @@ def _child(
     session: AgentTask,
     fire: Callable[[RequestRecord], None],
     tally: SessionTally,
-) -> tuple[str, int] | None:
+    spawned: float,
+) -> _Reply | None:
     """A sub-agent's greenlet: its task on its own connection, closed when it ends."""
     try:
-        result = _run(rt, stream, session, fire, tally)
+        result = _run(rt, stream, session, fire, tally, spawned=spawned)
         tally.compactions += session.compactions
         return result
     except _Stopped:

@@ -73,6 +73,9 @@ class SessionTally:
     variant: str
     mix: str
     records: list[RequestRecord] = field(default_factory=list)
+    # A replay on its recorded clock (`timing: offsets`): each step's sent − due, when its prerequisites were done by
+    # its due time (locust_plugin/agent_runner.py); seconds.
+    slips: list[float] = field(default_factory=list)
     tool_s: float = 0.0
     subagent_s: float = 0.0
     subagents: int = 0
@@ -282,6 +285,7 @@ class SessionStats:
 
     fates: dict[str, int] = field(default_factory=dict)
     duration: LatencyHistogram = field(default_factory=lambda: LatencyHistogram(highest_s=86_400.0))
+    slip: LatencyHistogram = field(default_factory=LatencyHistogram)  # schedule slips of the window's sessions' steps
     censored: int = 0
     # Over completed sessions:
     completed: int = 0
@@ -305,6 +309,9 @@ class SessionStats:
         """A task that ended (`judged`: the scenario has per-request SLOs, stamped on its steps' records)."""
         fate = session_fate(tally)
         self.fates[fate.value] = self.fates.get(fate.value, 0) + 1
+        if SESSION_FATES[fate][1]:  # every step sent in the window's sessions, however they ended
+            for slip in tally.slips:
+                self.slip.record(slip)
         use, _, _ = SESSION_FATES[fate]
         if use == "censored":
             self.censored += 1
@@ -343,6 +350,7 @@ class SessionStats:
     def merge(self, other: SessionStats) -> None:
         add_counts(self.fates, other.fates)
         self.duration.merge(other.duration)
+        self.slip.merge(other.slip)
         self.censored += other.censored
         self.completed += other.completed
         for name in (*_SUMS, *_SECONDS):
@@ -352,6 +360,7 @@ class SessionStats:
         return {
             "fates": dict(self.fates),
             "duration": self.duration.encode() if self.duration.count else b"",
+            "slip": self.slip.encode() if self.slip.count else b"",
             "censored": self.censored,
             "completed": self.completed,
             **{name: getattr(self, name) for name in (*_SUMS, *_SECONDS)},
@@ -361,6 +370,8 @@ class SessionStats:
         add_counts(self.fates, w.get("fates", {}))
         if w.get("duration"):
             merge_encoded_into(w["duration"], [self.duration])
+        if w.get("slip"):
+            merge_encoded_into(w["slip"], [self.slip])
         self.censored += int(w.get("censored", 0))
         self.completed += int(w.get("completed", 0))
         for name in _SUMS:

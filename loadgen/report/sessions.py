@@ -77,6 +77,8 @@ def session_figures(s: SessionStats, window_s: float, users: int = 0, gpus: int 
         "good": s.good,
         "goodput_share": _per(s.good, s.in_window),
     }
+    if s.slip.count:  # a trace replayed on its recorded clock (`traffic.agent_trace.timing: offsets`)
+        out["schedule_slip_ms"] = s.slip.summary_ms()
     return out
 
 
@@ -145,7 +147,30 @@ def session_lines(report: dict[str, Any]) -> list[str]:
         if e["stat"] in ("p50", "p99"):
             lines.append(f"- {session_speedup_line(e)}")
     lines += ["", session_note()]
-    return lines
+    return lines + _slip_lines(report)
+
+
+def _slip_lines(report: dict[str, Any]) -> list[str]:
+    """The schedule slip of agent traces replayed on their recorded clock, a line per (variant, mix)."""
+    out = []
+    for v in report["variants"]:
+        for mix, s in (v.get("sessions") or {}).items():
+            slip = s.get("schedule_slip_ms")
+            if slip and slip.get("count"):
+                out.append(
+                    f"- {v['name']} · {mix}: p50 {stat_ms(slip, 'p50')} ms, p99 {stat_ms(slip, 'p99')} ms, max "
+                    f"{stat_ms(slip, 'max')} ms over {slip['count']:,} steps"
+                )
+    if not out:
+        return []
+    return [
+        "",
+        "Schedule slip (`traffic.agent_trace.timing: offsets`): how late the client sent a replayed step after its "
+        "recorded offset, over the steps whose prerequisites (the previous step, the sub-agents joined before it) "
+        "were done by then; a step that waited on the server has none.",
+        "",
+        *out,
+    ]
 
 
 def session_note() -> str:

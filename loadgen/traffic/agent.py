@@ -100,6 +100,12 @@ class AgentTask(Protocol):
     @property
     def over(self) -> bool: ...
 
+    @property
+    def due_s(self) -> float | None:
+        """When the next step (the one `first` or `next_step` returned last) is due, seconds after the task's first
+        step was sent: a replay on its recorded clock (`timing: offsets`). None: no clock, `Pause.wait_s` times it."""
+        ...
+
     def after(self, text: str, tokens: int, tool_call: dict[str, str] | None = None) -> Pause: ...
 
     def next_step(self, joined: list[tuple[str, int]] | None = None) -> RequestSpec | None: ...
@@ -153,6 +159,11 @@ class AgentSession:
     def over(self) -> bool:
         """Whether the last step handed out is the task's last."""
         return self._last.turn >= self.first.turns
+
+    @property
+    def due_s(self) -> float | None:
+        """No recorded clock: the pauses time the steps."""
+        return None
 
     @property
     def last(self) -> RequestSpec:

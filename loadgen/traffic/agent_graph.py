@@ -3,7 +3,9 @@ readers and what the fields mean: agent_traces.py."""
 
 from __future__ import annotations
 
+import bisect
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +23,7 @@ class TraceCall:
     """One model call as recorded: when, how long its prompt and reply were, which prompt blocks, the wait before it."""
 
     at_s: float  # recorded start, seconds from the root session's first event (never capped)
+    offset_s: float  # at_s less the idle stretches before it cut down to the cap (`_idle_cuts`): the replay's clock
     input_tokens: int  # prompt length
     output_tokens: int  # reply length (0 is possible in Weka traces: send max_tokens >= 1)
     hash_ids: tuple[int, ...]  # the prompt's block ids, in order (() when the format records none)
@@ -91,8 +94,11 @@ class _Node:
         return max(ends, default=0.0)
 
 
-def _build(node: _Node, start: float, scope: str, max_gap_s: float | None) -> TraceSession:
-    """The frozen session of ``node``, whose spawn point (or, for a root, origin) is ``start``."""
+def _build(
+    node: _Node, start: float, scope: str, max_gap_s: float | None, cut: Callable[[float], float]
+) -> TraceSession:
+    """The frozen session of ``node``, whose spawn point (or, for a root, origin) is ``start``; ``cut(t)``: the idle
+    time cut before recorded time ``t``."""
     calls = sorted(node.calls, key=lambda c: c.at)  # stable: calls at one time keep their file order
     placed: list[tuple[int, int, float, _Node, float]] = []
     for spawn, end, kid in node.kids:
@@ -107,7 +113,7 @@ def _build(node: _Node, start: float, scope: str, max_gap_s: float | None) -> Tr
         placed.append((after, join, spawn, kid, kid_end))
     placed.sort(key=lambda p: (p[0], p[2]))
     children = tuple(
-        TraceChild(after, join, _build(kid, calls[after].end if after >= 0 else start, scope, max_gap_s))
+        TraceChild(after, join, _build(kid, calls[after].end if after >= 0 else start, scope, max_gap_s, cut))
         for after, join, _, kid, _ in placed
     )
     out: list[TraceCall] = []
@@ -123,6 +129,7 @@ def _build(node: _Node, start: float, scope: str, max_gap_s: float | None) -> Tr
         out.append(
             TraceCall(
                 call.at,
+                call.at - cut(call.at),
                 call.input_tokens,
                 call.output_tokens,
                 ids,
@@ -136,7 +143,40 @@ def _build(node: _Node, start: float, scope: str, max_gap_s: float | None) -> Tr
 
 
 def _root(node: _Node, max_gap_s: float | None) -> TraceSession:
-    return _build(node, 0.0, node.id, max_gap_s)
+    return _build(node, 0.0, node.id, max_gap_s, _idle_cuts(node, max_gap_s))
+
+
+def _idle_cuts(root: _Node, max_gap_s: float | None) -> Callable[[float], float]:
+    """``t`` -> the recorded idle time cut before ``t``: every stretch of the root's clock (from its origin, 0) in
+    which no call of the root or of any of its sub-agents is in flight, longer than ``max_gap_s``, is shortened to
+    it. A call's replay offset is its start less the cut before it, so later calls move up by what was cut and
+    calls in flight together stay together. No cap: nothing is cut."""
+    if max_gap_s is None:
+        return lambda _: 0.0
+    spans = sorted((c.at, c.end) for n in _nodes(root) for c in n.calls)
+    starts: list[float] = []  # where an idle stretch longer than the cap ended
+    cuts: list[float] = []  # the idle time cut up to and including it
+    busy_until, total = 0.0, 0.0
+    for at, end in spans:
+        if at - busy_until > max_gap_s:
+            total += at - busy_until - max_gap_s
+            starts.append(at)
+            cuts.append(total)
+        busy_until = max(busy_until, end)
+
+    def cut(t: float) -> float:
+        i = bisect.bisect_right(starts, t)
+        return cuts[i - 1] if i else 0.0
+
+    return cut
+
+
+def _nodes(node: _Node) -> list[_Node]:
+    """``node`` and every sub-agent under it."""
+    out = [node]
+    for _, _, kid in node.kids:
+        out += _nodes(kid)
+    return out
 
 
 # --- errors and field checks, shared by the readers -----------------------------------------------------------

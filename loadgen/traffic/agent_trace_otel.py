@@ -32,6 +32,7 @@ from loadgen.traffic.agent_graph import (
     _documents,
     _fail,
     _hash_ids,
+    _idle_cuts,
     _Node,
     _root,
     _short,
@@ -258,7 +259,7 @@ def _trace_session(file: str, trace_id: str, spans: list[_Span], max_gap_s: floa
         top = live[0]
         root = _Node(trace_id, top.agent, top.calls, top.kids)
         start = next(s for s, _, kid in nodes[None].kids if kid is top)
-        return _build(root, start, trace_id, max_gap_s)
+        return _build(root, start, trace_id, max_gap_s, _idle_cuts(root, max_gap_s))
     return _root(root, max_gap_s)
 
 

@@ -19,8 +19,10 @@ The graph, the same for both:
   session's first call, its spawn point), never below 0 and capped at ``max_gap_s``. A call's end is its start plus
   its recorded duration when the format gives one (OTel always, Weka when ``api_time`` is recorded), else its start:
   then the gap is start to start and holds the recorded server time too.
-- ``TraceCall.at_s`` is the recorded start, seconds from the root session's first event, never capped: for a replay
-  paced by the recorded clock rather than by gaps.
+- ``TraceCall.at_s`` is the recorded start, seconds from the root session's first event, never capped;
+  ``TraceCall.offset_s`` is that start on the replay's clock (`timing: offsets`): every stretch of the root's clock in
+  which no call of the root or its sub-agents is in flight, longer than ``max_gap_s``, is cut to it, and each call
+  moves up by what was cut before it (no cap: ``at_s``).
 - Hash ids name blocks of ``block_tokens`` prompt tokens, chained as Mooncake's are (two calls whose first k ids
   agree share k blocks of prefix). They compare only within one ``hash_scope`` (a root session and its children):
   Weka numbers its blocks per conversation, so equal ids in two traces are different blocks.

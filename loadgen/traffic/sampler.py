@@ -67,7 +67,7 @@ from loadgen.traffic.mix_table import MixTable, mix_table
 from loadgen.traffic.mixes import resolve_mixes
 from loadgen.traffic.replay import replay_rows
 from loadgen.traffic.request_spec import RequestSpec
-from loadgen.traffic.trace_agent import AgentTraceTable, TraceAgentSession, agent_trace_of
+from loadgen.traffic.trace_agent import AgentTraceTable, Clock, TraceAgentSession, agent_trace_of
 from loadgen.traffic.trace_file import trace_of
 from loadgen.traffic.trace_table import TraceTable, blocks_text
 from loadgen.traffic.words import WORDS
@@ -320,7 +320,7 @@ class RequestSampler:
         table = next((t for t in self._tables if t.name == spec.mix), None)
         if isinstance(table, AgentTraceTable):
             row = spec.index % len(table) if self.stream == 0 else (self._row_offset + spec.index) % len(table)
-            return TraceAgentSession(self, table.sessions[row], spec, table.block_tokens)
+            return TraceAgentSession(self, table.sessions[row], spec, table.block_tokens, table.clock)
         return None
 
     def blocks_text(self, blocks: list[tuple[object, int]]) -> str:
@@ -419,7 +419,9 @@ def sampler_for(scenario: Scenario, stream: int) -> RequestSampler:
     datasets: dict[str, DatasetTable | TraceTable | AgentTraceTable] = {}
     if agent_trace is not None:  # read by the preflight
         sessions_read = agent_trace_of(agent_trace)
-        datasets[agent_trace.name] = AgentTraceTable(agent_trace.name, sessions_read, agent_trace.block_tokens)
+        datasets[agent_trace.name] = AgentTraceTable(
+            agent_trace.name, sessions_read, agent_trace.block_tokens, Clock.of(agent_trace)
+        )
     if trace is not None:
         datasets[trace.name] = TraceTable(trace.name, trace_of(trace), trace.block_tokens)  # read by the preflight
     if replay is not None:

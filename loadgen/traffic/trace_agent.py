@@ -14,9 +14,13 @@ How a recorded session maps onto the run:
 - **Replies.** ``max_tokens`` is the recorded ``output_tokens`` (at least 1; the variant's ``exact_output`` makes the
   server write them all). The reply's text goes no further in a top-level agent: the next call is its recorded
   length, whose blocks already stand for the reply and the tool results.
-- **Gaps.** After call k the agent waits the recorded ``gap_before_s`` of call k+1 (capped by ``max_gap`` when read),
-  once the sub-agents joined before call k+1 have ended: the gap is idle time after all the call waits on
-  (``Pause.join_first``), as the reader measured it.
+- **Timing** (``timing``). offsets: call k is due at its recorded ``offset_s`` (the reader's, idle stretches cut to
+  ``max_gap``) less the root's first call's, times ``time_scale``, from when the task's first step was sent
+  (``due_s``; a sub-agent's calls too, on the root's clock); the runner sends it then, or when the calls it waits on
+  are done if that is later, and the pause holds no wait of its own. gaps: after call k the agent waits the
+  recorded ``gap_before_s`` of call k+1 (capped by ``max_gap`` when read; times ``time_scale``), once the sub-agents
+  joined before call k+1 have ended: the gap is idle time after all the call waits on (``Pause.join_first``), as the
+  reader measured it; ``due_s`` is None.
 - **Sub-agents.** A child recorded after call k (``after_call``) starts when call k's reply came, on a connection of
   its own, and is joined exactly before its recorded ``join_before`` call (a child the recorded parent did not wait
   for runs on past the parent's next calls; one joined at the parent's end holds the task open until it ends). A
@@ -49,7 +53,7 @@ from loadgen.traffic.request_spec import RequestSpec
 if TYPE_CHECKING:
     from loadgen.config.trace import AgentTraceReplay
 
-__all__ = ["AgentTraceTable", "TraceAgentSession", "agent_trace_of"]
+__all__ = ["AgentTraceTable", "Clock", "TraceAgentSession", "agent_trace_of"]
 
 _CACHE: dict[tuple[str, float | None], list[TraceSession]] = {}
 
@@ -74,12 +78,15 @@ def agent_trace_of(replay: AgentTraceReplay) -> list[TraceSession]:
 class AgentTraceTable:
     """A trace's root sessions as the sampler's table (one mix, the scenario's only one)."""
 
-    __slots__ = ("name", "sessions", "block_tokens", "overhead")
+    __slots__ = ("name", "sessions", "block_tokens", "clock", "overhead")
 
-    def __init__(self, name: str, sessions: list[TraceSession], block_tokens: int | None) -> None:
+    def __init__(
+        self, name: str, sessions: list[TraceSession], block_tokens: int | None, clock: Clock | None = None
+    ) -> None:
         self.name = name
         self.sessions = sessions
         self.block_tokens = block_tokens  # None: each call's own
+        self.clock = clock or Clock()
         self.overhead: int | None = None
 
     def __len__(self) -> int:
@@ -94,6 +101,18 @@ class AgentTraceTable:
 
 
 @dataclass(frozen=True, slots=True)
+class Clock:
+    """How a replay times its calls (`traffic.agent_trace.timing`, `time_scale`)."""
+
+    offsets: bool = True  # timing: offsets (False: gaps)
+    scale: float = 1.0
+
+    @classmethod
+    def of(cls, replay: AgentTraceReplay) -> Clock:
+        return cls(replay.timing == "offsets", replay.time_scale)
+
+
+@dataclass(frozen=True, slots=True)
 class _Plan:
     """How one session's prompts are made: its blocks, and (a sub-agent) its parent's reply after the first
     ``split`` of them."""
@@ -102,6 +121,16 @@ class _Plan:
     block_tokens: int | None
     reply: tuple[str, int] | None = None
     split: int = 0
+    clock: Clock = Clock()
+    origin_s: float | None = None  # the root's first call's offset (None: this is the root)
+
+    def due_s(self, k: int) -> float | None:
+        """Offsets: call ``k``'s due time, seconds after the root's first call was sent; gaps: None."""
+        if not self.clock.offsets:
+            return None
+        calls = self.session.calls
+        origin = calls[0].offset_s if self.origin_s is None else self.origin_s
+        return (calls[k].offset_s - origin) * self.clock.scale
 
     def pieces(self, k: int) -> list[tuple[object, int]]:
         """Call ``k``'s prompt as (key, tokens) pieces in order, summing to its length (more: a long reply)."""
@@ -191,7 +220,12 @@ class TraceAgentSession:
     __slots__ = ("first", "compactions", "spawned", "_sampler", "_plan", "_last")
 
     def __init__(
-        self, sampler: TextSource, session: TraceSession, first: RequestSpec, block_tokens: int | None = None
+        self,
+        sampler: TextSource,
+        session: TraceSession,
+        first: RequestSpec,
+        block_tokens: int | None = None,
+        clock: Clock | None = None,
     ) -> None:
         if first.turn != 1 or first.turns != len(session.calls):
             raise ValueError(f"request {first.index} of mix {first.mix!r} does not open trace session {session.id!r}")
@@ -199,7 +233,7 @@ class TraceAgentSession:
         self.compactions = 0  # a recorded session compacts in its lengths, not here
         self.spawned = 0
         self._sampler = sampler
-        self._plan = _Plan(session, block_tokens)
+        self._plan = _Plan(session, block_tokens, clock=clock or Clock())
         self._last = first
 
     @classmethod
@@ -226,9 +260,16 @@ class TraceAgentSession:
     def last(self) -> RequestSpec:
         return self._last
 
+    @property
+    def due_s(self) -> float | None:
+        """Offsets: when the step ``last`` (the next to send) is due, seconds after the task's first step was sent;
+        gaps: None."""
+        return self._plan.due_s(self._last.turn - 1)
+
     def after(self, text: str, tokens: int, tool_call: dict[str, str] | None = None) -> Pause:
-        """The reply to the last step came: the recorded gap before the next call, and the sub-agents recorded
-        after this one (each joined before its recorded call: ``Pause.joins``)."""
+        """The reply to the last step came: the recorded gap before the next call (gaps; offsets: none, the next
+        step's ``due_s`` times it), and the sub-agents recorded after this one (each joined before its recorded call:
+        ``Pause.joins``)."""
         session, k = self._plan.session, self._last.turn - 1
         reply = (text, tokens) if text else None
         children: list[AgentTask] = []
@@ -242,7 +283,8 @@ class TraceAgentSession:
             path = f"{self.first.branch}.{self.spawned}" if self.first.branch else str(self.spawned)
             spawning = session.calls[max(child.after_call, 0)]
             split = _leading(child.session.calls[0].hash_ids, spawning.hash_ids)
-            plan = _Plan(child.session, self._plan.block_tokens, reply, split)
+            root = self._plan.session.calls[0].offset_s if self._plan.origin_s is None else self._plan.origin_s
+            plan = _Plan(child.session, self._plan.block_tokens, reply, split, self._plan.clock, root)
             opening = RequestSpec(
                 self.first.index,
                 self.first.mix,
@@ -256,7 +298,8 @@ class TraceAgentSession:
             )
             children.append(TraceAgentSession._child(self._sampler, plan, opening))
             joins.append(child.join_before + 1)  # the parent's step (1-based) that waits for it
-        gap = 0.0 if self.over else session.calls[k + 1].gap_before_s
+        clock = self._plan.clock
+        gap = 0.0 if self.over or clock.offsets else session.calls[k + 1].gap_before_s * clock.scale
         return Pause(gap, 0.0, children, joins, join_first=True)
 
     def next_step(self, joined: list[tuple[str, int]] | None = None) -> RequestSpec | None:

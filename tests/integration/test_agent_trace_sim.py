@@ -1,5 +1,6 @@
-"""The shipped Weka agentic sample replayed as agent tasks (`traffic.agent_trace`) against the simulator's
-prefix-caching engine (decode sped up so whole tasks fit in the run), gaps capped at 1 s. Held:
+"""The shipped Weka agentic sample replayed as agent tasks (`traffic.agent_trace`, `timing: gaps`; the recorded
+clock, `offsets`: test_agent_trace_offsets.py) against the simulator's prefix-caching engine (decode sped up so whole
+tasks fit in the run), gaps capped at 1 s. Held:
 - every step's prompt is its recorded call's input length by the simulator's usage (a sub-agent's first step too:
   the parent's replies here are shorter than what its recorded prompt leaves), its max_tokens the recorded output;
 - the agent waited each call's recorded gap (capped) after its previous step and the sub-agents joined before it,
@@ -44,7 +45,7 @@ def trace_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             tmp / "scenario.yaml",
             {"a": {"base_url": sim.base_url("a"), "exact_output": True}},
             traffic={
-                "agent_trace": {"path": str(WEKA), "max_gap": f"{_CAP}s"},
+                "agent_trace": {"path": str(WEKA), "max_gap": f"{_CAP}s", "timing": "gaps"},
                 "mixes": [{"name": "agent-trace"}],
                 "custom_mixes": {},
             },

@@ -111,7 +111,7 @@ def test_a_childs_calls_hold_the_parents_reply_and_keep_their_length_unless_it_i
 
 
 def test_gaps_children_and_joins_are_the_samples() -> None:
-    sampler = sampler_for(_scenario(max_gap="60s"), 0)
+    sampler = sampler_for(_scenario(max_gap="60s", timing="gaps"), 0)
     sessions = read_agent_trace(str(WEKA), max_gap_s=60)
     for index, root in enumerate(sessions):
         top = _run(sampler, index)[""]
@@ -132,9 +132,9 @@ def test_gaps_children_and_joins_are_the_samples() -> None:
 
 
 def test_the_gap_cap_and_no_cap() -> None:
-    capped = _run(sampler_for(_scenario(max_gap="2s"), 0), 0)[""]
+    capped = _run(sampler_for(_scenario(max_gap="2s", timing="gaps"), 0), 0)[""]
     assert max(p.tool_s for _, p in capped) == 2
-    uncapped = _run(sampler_for(_scenario(max_gap=None), 0), 0)[""]
+    uncapped = _run(sampler_for(_scenario(max_gap=None, timing="gaps"), 0), 0)[""]
     assert max(p.tool_s for _, p in uncapped) == 301
 
 
