@@ -1,7 +1,7 @@
 """`tokenizer: server` against the real llama.cpp server: prompts cut with its own `/tokenize` count exactly.
 
 - the one-token words asked of `/tokenize` are the GGUF tokenizer's (the file the server loaded);
-- 207 generated prompts, 23 from each of the 9 buckets of the built-in mixes, count exactly their target on
+- 230 generated prompts, 23 from each of the 10 buckets of the built-in mixes, count exactly their target on
   `/tokenize` (0 mismatches);
 - the chat template overhead from `/apply-template` is the 14 tokens of SmolLM2's template, with a system message.
 """
@@ -44,13 +44,13 @@ def test_prompts_cut_with_the_servers_tokenize_count_exactly(llama_server: str) 
     per_bucket: Counter[tuple[str, str]] = Counter()
     specs = []
     i = 0
-    while len(specs) < 207:
+    while len(specs) < 230:
         spec = sampler.spec_at(i)
         i += 1
         if per_bucket[spec.mix, spec.bucket] < 23:
             per_bucket[spec.mix, spec.bucket] += 1
             specs.append(spec)
-    assert len(per_bucket) == 9
+    assert len(per_bucket) == 10
     systems: dict[str, int] = {}
     mismatches = []
     for spec in specs:

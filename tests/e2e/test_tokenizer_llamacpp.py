@@ -2,7 +2,7 @@
 
 - the same token ids as the server's `/tokenize` on a few hundred varied strings (digits, unicode, code,
   whitespace runs, special-token text);
-- 200 generated prompts, across every bucket of the built-in mixes, count exactly their target on `/tokenize`, and
+- 230 generated prompts, across every bucket of the built-in mixes, count exactly their target on `/tokenize`, and
   60 code prompts (the code mix is cut as code: indented lines of identifiers, keywords and operators) too;
 - the chat template overhead computed from the GGUF's template is what the server's template adds, and a chat
   request's `usage.prompt_tokens` is target + that overhead.
@@ -156,13 +156,13 @@ def test_generated_prompts_count_exactly_their_target(llama_server: str, gguf_to
     per_bucket: Counter[tuple[str, str]] = Counter()
     specs = []
     i = 0
-    while len(specs) < 207:  # 23 from each of the 9 buckets
+    while len(specs) < 230:  # 23 from each of the 10 buckets
         spec = sampler.spec_at(i)
         i += 1
         if per_bucket[spec.mix, spec.bucket] < 23:
             per_bucket[spec.mix, spec.bucket] += 1
             specs.append(spec)
-    assert len(per_bucket) == 9
+    assert len(per_bucket) == 10
     system_counts: dict[str, int] = {}
     mismatches = []
     for spec in specs:
