@@ -7,10 +7,11 @@ threshold. Held:
   drawn results, sub-agents' final replies, the summary after a compaction);
 - the agent waited its drawn tool latency between two steps, and every sub-agent ran inside its parent's wait: its
   first step after the parent's step ended, its last before the parent's next one was sent;
-- some prompt shrank at a compaction;
+- some prompt shrank at a compaction, and its cached tokens dropped to the system prompt (the prefix-cache profile);
 - the two variants ran the same tasks: a task completed on both has the same steps and sub-agents on both;
 - the report's sessions are the records' tasks, each with the fate its steps give it (opened in the warm-up, failed,
-  cut by the stop, completed), the cut ones censored in the duration;
+  cut by the stop, completed), the cut ones censored in the duration, and its duration percentiles the records'
+  (first step sent to last step ended) by the histogram's rank rule;
 and a second short run with tools (`tool_choice: required`): every step after a call answers it (the simulator
 refuses a tool result that answers no call made before it), and all of them succeed.
 """
@@ -63,7 +64,8 @@ def _parse(rid: str) -> tuple[str, str, str, int]:
 @pytest.fixture(scope="module")
 def agent_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     tmp = tmp_path_factory.mktemp("agent")
-    with start_sim_process(["a=baseline", "b=baseline", "tools=baseline"]) as sim:
+    # Two identical engines with a prefix cache: their cached tokens say what a compaction does to the cache.
+    with start_sim_process(["a=prefix-cache", "b=prefix-cache", "tools=baseline"]) as sim:
         scenario = write_scenario(
             tmp / "scenario.yaml",
             {"a": sim.base_url("a"), "b": sim.base_url("b")},
@@ -147,8 +149,8 @@ def test_the_agent_waits_its_tools_and_sub_agents_run_inside_the_wait(agent_run:
     assert checked > 30 and joined > 3
 
 
-def test_a_compaction_shrinks_the_prompt_to_the_summary(agent_run: dict[str, Any]) -> None:
-    shrunk = 0
+def test_a_compaction_shrinks_the_prompt_to_the_summary_and_drops_its_cache_hit(agent_run: dict[str, Any]) -> None:
+    shrunk = dropped = 0
     for (_, _), branches in _tasks(agent_run["records"]).items():
         top = branches[""]
         for step in sorted(top)[1:]:
@@ -157,8 +159,12 @@ def test_a_compaction_shrinks_the_prompt_to_the_summary(agent_run: dict[str, Any
                 # The system prompt, the 100-token summary, and the step's results: nothing else of the history.
                 assert cur["shared_prefix_tokens"] == 60
                 assert cur["prompt_tokens_target"] <= 60 + 100 + 2 * 60 + 2 * 15 * 3
+                # Its cache hit drops to the system prompt at most, from the history the step before reused.
+                if cur["cached_prompt_tokens"] is not None and prev["cached_prompt_tokens"] is not None:
+                    assert cur["cached_prompt_tokens"] <= 60 < prev["cached_prompt_tokens"], (cur["id"], prev["id"])
+                    dropped += 1
                 shrunk += 1
-    assert shrunk >= 3
+    assert shrunk >= 3 and dropped >= 2
 
 
 def test_both_variants_ran_the_same_tasks(agent_run: dict[str, Any]) -> None:
@@ -205,6 +211,33 @@ def test_the_reports_sessions_are_the_records_tasks_each_with_its_fate(agent_run
         shares = s["time_share"]
         assert abs(shares["model"] + shares["tools"] + shares["subagents"] - 1) < 0.01
         assert shares["tools"] > 0.1  # 0.15-0.4 s of tools per step against steps of tens of milliseconds
+
+
+def test_the_reports_session_durations_are_the_records(agent_run: dict[str, Any]) -> None:
+    """A completed task's duration: its first step sent to its last step's end (sub-agents join before it)."""
+    sc = agent_run["scenario"]
+    durations: dict[str, list[float]] = defaultdict(list)
+    for (variant, task), branches in _tasks(agent_run["records"]).items():
+        stream, index = (int(x) for x in task.split("-"))
+        records = [r for s in branches.values() for r in s.values()]
+        top = branches[""]
+        steps = sampler_for(sc, stream).spec_at(index).turns
+        if top[1]["warmup"] or max(top) < steps or any(r["error"] or r["cut_by_stop"] for r in records):
+            continue
+        assert max(r["done"] for r in records) == top[steps]["done"], task
+        durations[variant].append((top[steps]["done"] - top[1]["sent"]) * 1e3)
+    for v in agent_run["report"]["variants"]:
+        got = v["sessions"]["task"]["duration_ms"]
+        assert got["count"] == len(durations[v["name"]])
+        measured = sorted(durations[v["name"]])
+        total = len(measured) + got.get("censored", 0)  # the cut tasks rank above every completed one
+        for stat, p in (("p50", 50.0), ("p90", 90.0), ("p99", 99.0)):
+            rank = max(int(p * total / 100 + 0.5), 1)
+            if rank > len(measured):  # the rank falls among the cut tasks: unknown, censored
+                assert got[stat] is None, (v["name"], stat)
+                continue
+            want = measured[rank - 1]
+            assert abs(got[stat] - want) <= 0.002 * want + 0.01, (v["name"], stat, got[stat], want)
 
 
 def test_a_session_slo_is_judged_on_the_sessions_censored_ones_included(agent_run: dict[str, Any]) -> None:
