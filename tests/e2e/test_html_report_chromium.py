@@ -229,3 +229,28 @@ def test_log_axis_tick_labels_do_not_collide(demo_dir: Path, browser: webdriver.
     x = next(iter(ours.values()))["x"]
     assert x["overlaps"] == [] and {"100", "1,000"} <= set(x["labels"]), x
     assert all(label in ("100", "200", "500", "1,000", "2,000", "5,000") for label in x["labels"]), x
+
+
+def test_the_agent_sessions_timeline_draws(browser: webdriver.Chrome, tmp_path: Path) -> None:
+    """A report with agent sessions (two variants on the same tasks, a sub-agent each): its Agent sessions section's
+    timelines draw as every other chart, a bar laid out per step part, their row labels clear of each other."""
+    from loadgen.report.sessions_html import timeline_charts
+    from tests.unit.test_session_timelines import _report
+
+    report = _report()
+    page = tmp_path / "sessions.html"
+    page.write_text(render_html(report), encoding="utf-8")
+    ids = _embedded_ids(page.read_text(encoding="utf-8"))
+    timelines = [i for i in ids if i.startswith("session-timeline-")]
+    assert timelines == ["session-timeline-0", "session-timeline-1"]
+    state = _open(browser, page)
+    _assert_drawn(state, ids)
+    for i, v in zip(timelines, report["variants"], strict=True):
+        steps = [s for task in v["sessions_timeline"]["sessions"] for s in task["steps"]]
+        # Its TTFT, the rest of its reply, its tools: each when there was one.
+        parts = sum((ttft is not None) + (done is not None) + bool(tool) for *_, ttft, done, tool in steps)
+        assert state[i]["datasets"] == 3 and state[i]["elements"] == parts, state[i]
+    labels = tick_labels(browser)
+    assert all(labels[i]["y"]["overlaps"] == [] for i in timelines), {i: labels[i]["y"] for i in timelines}
+    rows = timeline_charts(report)[0]["config"]["data"]["labels"]
+    assert all(labels[i]["y"]["labels"] == rows for i in timelines)  # every row named, in order
