@@ -38,7 +38,8 @@ __all__ = [
 # 7: the per-variant timeline (measure/timeline.py). 8: per (variant, priority class) groups ("classes"). 9: samples
 # for the variants' paired comparison ("pairs", measure/pairs.py). 10: per (variant, LoRA adapter) ("adapters").
 # 11: agent sessions per (variant, mix) ("sessions", measure/sessions.py). 12: a few sessions per variant step by
-# step, for the HTML report's timeline ("session_timelines").
+# step, for the HTML report's timeline ("session_timelines"), and the replayed agent traces' schedule slip in each
+# sessions entry ("slip").
 WIRE_VERSION = 12
 # What a (variant, mix, bucket) and a (variant, mix, turn) keep: few histograms, so these add little to each delta.
 BUCKET_METRICS: tuple[str, ...] = ("ttft", "e2e")
