@@ -230,7 +230,8 @@ def test_structured_output_is_vllms_guided_json(vllm_server: str, tmp_path_facto
     for r in done:
         assert r["carried_tools"] and r["token_source"] == "server", r
         assert r["structured"] == ("valid" if r["finish_reason"] == "stop" else "not_json"), r
-    # Ended by itself, hence valid: at least a third (seen 5 of 8; 0 of 4 while these requests carried ignore_eos).
-    assert sum(r["finish_reason"] == "stop" for r in done) >= len(done) / 3
+    # How many end by themselves is the model's doing, not loadgen's: seen 5 of 8 and 1 of 7 in two CI runs (a 135M
+    # model under guided decoding may fill the object with whitespace until max_tokens), 0 of 4 while these requests
+    # carried ignore_eos. That they no longer carry it is held where the body is seen: test_structured_sim.py.
     got = run["variant"]["tool_calls"]["structured"]
     assert got["judged"] == len(done) and got["valid"] == sum(r["structured"] == "valid" for r in done), got
