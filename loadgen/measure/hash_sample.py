@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 from array import array
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Self
 
 __all__ = ["BITS", "HashSample", "RowSample", "Rows", "key_hash", "survivors"]
 
@@ -206,6 +206,18 @@ class RowSample(HashSample):
         for variant, keys, *columns in rows:
             self._rows(variant).extend(keys, columns, self._admit_wire(variant, keys))
         self._settle()
+
+    def is_empty(self) -> bool:
+        return self.rows_empty()
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"level": self.level, "columns": self.rows_wire()}
+
+    def merge_wire(self, wire: dict[str, Any]) -> None:
+        self.merge_rows_wire(int(wire.get("level", 0)), wire.get("columns", ()))
+
+    def merge(self, other: Self) -> None:
+        self.merge_wire(other.to_wire())
 
     def clear_rows(self) -> None:
         """A worker after shipping a delta: the rows go, the level and the counts of keys seen stay (so that the

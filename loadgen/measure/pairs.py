@@ -21,7 +21,6 @@ A request's mean inter-token gap is its TPOT, so ITL has no column of its own.
 from __future__ import annotations
 
 from array import array
-from typing import Any
 
 from loadgen.measure.fates import FATES, FateRow, fate_of, latency
 from loadgen.measure.hash_sample import Rows, RowSample
@@ -95,18 +94,6 @@ class PairSamples(RowSample):
         rows.keys.append(h)
         for col, v in zip(rows.columns, _row(rec, row), strict=True):
             col.append(v)
-
-    def is_empty(self) -> bool:
-        return self.rows_empty()
-
-    def to_wire(self) -> dict[str, Any]:
-        return {"level": self.level, "columns": self.rows_wire()}
-
-    def merge_wire(self, wire: dict[str, Any]) -> None:
-        self.merge_rows_wire(int(wire.get("level", 0)), wire.get("columns", ()))
-
-    def merge(self, other: PairSamples) -> None:
-        self.merge_wire(other.to_wire())
 
     def samples(self, variant: str) -> tuple[array[int], dict[str, array[int]]]:
         """The variant's kept keys and, per metric, its values (µs; `NO_VALUE`: none; `CENSORED`: failed), row for

@@ -31,6 +31,7 @@ from typing import Any
 from loadgen.measure.fates import FATES, fate_of
 from loadgen.measure.hash_sample import BITS, HashSample, Rows, RowSample, key_hash
 from loadgen.measure.histogram import LatencyHistogram, merge_encoded_into
+from loadgen.measure.pairs import CENSORED
 from loadgen.measure.records import RequestRecord
 from loadgen.measure.slices import add_counts
 
@@ -103,9 +104,6 @@ def session_fate(tally: SessionTally) -> SessionFate:
     return SessionFate.COMPLETED
 
 
-# A session's duration in the paired sample (µs); a failed or cut one is censored, as its request's would be
-# (measure/pairs.py's values).
-_CENSORED = -2
 # Sessions kept per variant at most (hash-sampled by task key, so every variant keeps the same tasks).
 SESSION_PAIR_CAP = 20_000
 
@@ -132,19 +130,7 @@ class SessionPairs(RowSample):
             assert tally.ended is not None and tally.started is not None
             rows.columns[0].append(max(int((tally.ended - tally.started) * 1e6 + 0.5), 0))
         else:
-            rows.columns[0].append(_CENSORED)
-
-    def is_empty(self) -> bool:
-        return self.rows_empty()
-
-    def to_wire(self) -> dict[str, Any]:
-        return {"level": self.level, "columns": self.rows_wire()}
-
-    def merge_wire(self, wire: dict[str, Any]) -> None:
-        self.merge_rows_wire(int(wire.get("level", 0)), wire.get("columns", ()))
-
-    def merge(self, other: SessionPairs) -> None:
-        self.merge_wire(other.to_wire())
+            rows.columns[0].append(CENSORED)  # as a failed request's value in the request pairs
 
     def samples(self, variant: str) -> tuple[array[int], array[int]]:
         """The variant's kept task keys and their durations (µs; -2: censored), row for row."""

@@ -60,6 +60,7 @@ __all__ = [
     "entry_seed",
     "hdr_json",
     "histogram_sample",
+    "pair_ms",
     "paired_entries",
     "ratio_interval",
     "speedups_by_stat",
@@ -191,8 +192,8 @@ def _common(agg: Aggregate, base: str, variant: str) -> tuple[IntArray, IntArray
     return ib, iv
 
 
-def _ms(us: IntArray) -> FloatArray:
-    """Pair samples (µs) in ms, a censored one (a failed request) +inf."""
+def pair_ms(us: IntArray) -> FloatArray:
+    """Pair samples (µs) in ms, a censored one (a failed request, a failed or cut session) +inf."""
     out = us / 1e3
     out[us == CENSORED] = np.inf
     return out
@@ -206,13 +207,13 @@ def _paired_values(
     a = np.frombuffer(agg.pairs.samples(base)[1][metric], dtype=np.int64)[rows[0]]
     b = np.frombuffer(agg.pairs.samples(variant)[1][metric], dtype=np.int64)[rows[1]]
     keep = (a != NO_VALUE) & (b != NO_VALUE)
-    return _ms(a[keep]), _ms(b[keep])
+    return pair_ms(a[keep]), pair_ms(b[keep])
 
 
 def _sample_values(agg: Aggregate, variant: str, metric: str) -> FloatArray:
     _, values = agg.pairs.samples(variant)
     v = np.frombuffer(values[metric], dtype=np.int64)
-    return _ms(v[v != NO_VALUE])
+    return pair_ms(v[v != NO_VALUE])
 
 
 def _censored_point(out: dict[str, Any], pa: float | None, pb: float | None) -> bool:

@@ -23,6 +23,7 @@ from loadgen.report.compare import (
     RESAMPLES,
     entry_seed,
     histogram_sample,
+    pair_ms,
     paired_entries,
     unpaired_entries,
 )
@@ -30,7 +31,6 @@ from loadgen.report.compare import (
 __all__ = ["session_comparison"]
 
 _METRIC = "session_duration"
-_CENSORED = -2
 
 
 def _merged(agg: Aggregate, variant: str) -> SessionStats:
@@ -38,12 +38,6 @@ def _merged(agg: Aggregate, variant: str) -> SessionStats:
     for (v, _), s in agg.sessions.items():
         if v == variant:
             out.merge(s)
-    return out
-
-
-def _ms(us: np.ndarray[Any, np.dtype[np.int64]]) -> np.ndarray[Any, np.dtype[np.float64]]:
-    out = us / 1e3
-    out[us == _CENSORED] = np.inf
     return out
 
 
@@ -69,8 +63,8 @@ def session_comparison(
         _, ib, iv = np.intersect1d(
             np.frombuffer(keys_b, dtype=np.int64), np.frombuffer(keys_v, dtype=np.int64), return_indices=True
         )
-        a = _ms(np.frombuffer(dur_b, dtype=np.int64)[ib])
-        b = _ms(np.frombuffer(dur_v, dtype=np.int64)[iv])
+        a = pair_ms(np.frombuffer(dur_b, dtype=np.int64)[ib])
+        b = pair_ms(np.frombuffer(dur_v, dtype=np.int64)[iv])
         entries: list[dict[str, Any]] = [
             {"variant": v, "baseline": baseline, "metric": _METRIC, "stat": st} for st, _ in COMPARE_STATS
         ]
