@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections import defaultdict
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -118,3 +119,27 @@ def compare_with_truth(records: list[dict[str, Any]], truth: dict[str, TruthRequ
             icl_err.append(gap)
             itl_err.append(gap / n[i])
     return {"ttft": ttft_err, "itl": itl_err, "icl": icl_err}
+
+
+def agent_step_of(rid: str) -> tuple[str, str, str, int]:
+    """(variant, task key `stream-index`, sub-agent path ("" the top-level agent), step) of an agent task's record id
+    (`{worker}-{variant}-{stream}-{index}[-b{path}][-t{step}]`)."""
+    turn = 1
+    head, last = rid.rsplit("-", 1)
+    if last.startswith("t") and last[1:].isdigit():
+        rid, turn = head, int(last[1:])
+    branch = ""
+    head, last = rid.rsplit("-", 1)
+    if last.startswith("b"):
+        rid, branch = head, last[1:]
+    rest, stream, index = rid.rsplit("-", 2)
+    return rest.rsplit("-", 1)[-1], f"{stream}-{index}", branch, turn
+
+
+def agent_tasks(records: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, dict[int, dict[str, Any]]]]:
+    """(variant, task) -> sub-agent path ("" the top-level agent) -> step -> record."""
+    out: dict[tuple[str, str], dict[str, dict[int, dict[str, Any]]]] = defaultdict(lambda: defaultdict(dict))
+    for r in records:
+        variant, task, branch, step = agent_step_of(r["id"])
+        out[(variant, task)][branch][step] = r
+    return out

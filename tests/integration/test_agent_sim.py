@@ -29,7 +29,7 @@ from loadgen.sim.launch import start_sim_process
 from loadgen.traffic.agent import _between
 from loadgen.traffic.sampler import sampler_for
 
-from .harness import read_records, read_report, run_loadgen, write_scenario
+from .harness import agent_tasks, read_records, read_report, run_loadgen, write_scenario
 
 _AGENT: dict[str, Any] = {
     "steps": [3, 5],
@@ -45,20 +45,6 @@ _MIX = {
     "output_tokens": [5, 15],
     "system_prompt_tokens": 60,
 }
-
-
-def _parse(rid: str) -> tuple[str, str, str, int]:
-    """(variant, task key `stream-index`, sub-agent path, step) of a record id."""
-    turn = 1
-    head, last = rid.rsplit("-", 1)
-    if last.startswith("t") and last[1:].isdigit():
-        rid, turn = head, int(last[1:])
-    branch = ""
-    head, last = rid.rsplit("-", 1)
-    if last.startswith("b"):
-        rid, branch = head, last[1:]
-    rest, stream, index = rid.rsplit("-", 2)
-    return rest.rsplit("-", 1)[-1], f"{stream}-{index}", branch, turn
 
 
 @pytest.fixture(scope="module")
@@ -101,15 +87,6 @@ def agent_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     }
 
 
-def _tasks(records: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, dict[int, dict[str, Any]]]]:
-    """(variant, task) -> sub-agent path ("" the top-level agent) -> step -> record."""
-    out: dict[tuple[str, str], dict[str, dict[int, dict[str, Any]]]] = defaultdict(lambda: defaultdict(dict))
-    for r in records:
-        variant, task, branch, step = _parse(r["id"])
-        out[(variant, task)][branch][step] = r
-    return out
-
-
 def test_every_steps_prompt_is_its_target_by_the_servers_count(agent_run: dict[str, Any]) -> None:
     done = [r for r in agent_run["records"] if r["error"] is None and not r["cut_by_stop"]]
     assert len(done) > 60
@@ -123,7 +100,7 @@ def test_the_agent_waits_its_tools_and_sub_agents_run_inside_the_wait(agent_run:
     sc = agent_run["scenario"]
     lo, hi = sc.traffic.mixes[0].agent.tool_latency
     checked = joined = 0
-    for (_, task), branches in _tasks(agent_run["records"]).items():
+    for (_, task), branches in agent_tasks(agent_run["records"]).items():
         stream, index = (int(x) for x in task.split("-"))
         sampler = sampler_of.setdefault(stream, sampler_for(sc, stream))
         top = branches[""]
@@ -151,7 +128,7 @@ def test_the_agent_waits_its_tools_and_sub_agents_run_inside_the_wait(agent_run:
 
 def test_a_compaction_shrinks_the_prompt_to_the_summary_and_drops_its_cache_hit(agent_run: dict[str, Any]) -> None:
     shrunk = dropped = 0
-    for (_, _), branches in _tasks(agent_run["records"]).items():
+    for (_, _), branches in agent_tasks(agent_run["records"]).items():
         top = branches[""]
         for step in sorted(top)[1:]:
             prev, cur = top[step - 1], top[step]
@@ -168,7 +145,7 @@ def test_a_compaction_shrinks_the_prompt_to_the_summary_and_drops_its_cache_hit(
 
 
 def test_both_variants_ran_the_same_tasks(agent_run: dict[str, Any]) -> None:
-    tasks = _tasks(agent_run["records"])
+    tasks = agent_tasks(agent_run["records"])
     both = 0
     for (variant, task), branches in tasks.items():
         if variant != "a" or ("b", task) not in tasks:
@@ -187,7 +164,7 @@ def test_both_variants_ran_the_same_tasks(agent_run: dict[str, Any]) -> None:
 def test_the_reports_sessions_are_the_records_tasks_each_with_its_fate(agent_run: dict[str, Any]) -> None:
     sc = agent_run["scenario"]
     expected: dict[str, dict[str, int]] = {"a": defaultdict(int), "b": defaultdict(int)}
-    for (variant, task), branches in _tasks(agent_run["records"]).items():
+    for (variant, task), branches in agent_tasks(agent_run["records"]).items():
         stream, index = (int(x) for x in task.split("-"))
         steps = sampler_for(sc, stream).spec_at(index).turns
         records = [r for s in branches.values() for r in s.values()]
@@ -217,7 +194,7 @@ def test_the_reports_session_durations_are_the_records(agent_run: dict[str, Any]
     """A completed task's duration: its first step sent to its last step's end (sub-agents join before it)."""
     sc = agent_run["scenario"]
     durations: dict[str, list[float]] = defaultdict(list)
-    for (variant, task), branches in _tasks(agent_run["records"]).items():
+    for (variant, task), branches in agent_tasks(agent_run["records"]).items():
         stream, index = (int(x) for x in task.split("-"))
         records = [r for s in branches.values() for r in s.values()]
         top = branches[""]

@@ -31,7 +31,7 @@ from loadgen.traffic.agent_graph import TraceSession
 from loadgen.traffic.sampler import sampler_for
 from loadgen.traffic.trace_agent import TraceAgentSession
 
-from .harness import read_records, read_report, run_loadgen, write_scenario
+from .harness import agent_step_of, read_records, read_report, run_loadgen, write_scenario
 
 TRACES = Path(str(resources.files("loadgen") / "examples" / "traces"))
 SAMPLES = ("weka-agent-sample.jsonl", "otel-agent-sample.jsonl")
@@ -67,20 +67,6 @@ def offsets_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     sc = load_scenario(scenario)
     records = read_records(tmp / "raw")
     return {"scenario": sc, "tasks": _tasks(sc, records), "report": read_report(tmp / "report")}
-
-
-def _parse(rid: str) -> tuple[str, str, int]:
-    """(task key `stream-index`, sub-agent path, step) of a record id."""
-    turn = 1
-    head, last = rid.rsplit("-", 1)
-    if last.startswith("t") and last[1:].isdigit():
-        rid, turn = head, int(last[1:])
-    branch = ""
-    head, last = rid.rsplit("-", 1)
-    if last.startswith("b"):
-        rid, branch = head, last[1:]
-    _, stream, index = rid.rsplit("-", 2)
-    return f"{stream}-{index}", branch, turn
 
 
 class _Task:
@@ -120,7 +106,7 @@ class _Task:
 def _tasks(sc: Any, records: list[dict[str, Any]]) -> dict[str, _Task]:
     out: dict[str, _Task] = {}
     for r in records:
-        key, branch, step = _parse(r["id"])
+        _, key, branch, step = agent_step_of(r["id"])
         if key not in out:
             stream, index = (int(x) for x in key.split("-"))
             sampler = sampler_for(sc, stream)

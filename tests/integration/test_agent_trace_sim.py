@@ -28,7 +28,7 @@ from loadgen.traffic.agent_graph import TraceSession
 from loadgen.traffic.sampler import sampler_for
 from loadgen.traffic.trace_agent import TraceAgentSession
 
-from .harness import read_records, read_report, run_loadgen, write_scenario
+from .harness import agent_tasks, read_records, read_report, run_loadgen, write_scenario
 
 WEKA = Path(str(resources.files("loadgen") / "examples" / "traces" / "weka-agent-sample.jsonl"))
 _CAP = 1.0
@@ -62,29 +62,6 @@ def trace_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     }
 
 
-def _parse(rid: str) -> tuple[str, str, str, int]:
-    """(variant, task key `stream-index`, sub-agent path, step) of a record id."""
-    turn = 1
-    head, last = rid.rsplit("-", 1)
-    if last.startswith("t") and last[1:].isdigit():
-        rid, turn = head, int(last[1:])
-    branch = ""
-    head, last = rid.rsplit("-", 1)
-    if last.startswith("b"):
-        rid, branch = head, last[1:]
-    rest, stream, index = rid.rsplit("-", 2)
-    return rest.rsplit("-", 1)[-1], f"{stream}-{index}", branch, turn
-
-
-def _tasks(records: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, dict[int, dict[str, Any]]]]:
-    """(variant, task) -> sub-agent path ("" the top-level agent) -> step -> record."""
-    out: dict[tuple[str, str], dict[str, dict[int, dict[str, Any]]]] = defaultdict(lambda: defaultdict(dict))
-    for r in records:
-        variant, task, branch, step = _parse(r["id"])
-        out[(variant, task)][branch][step] = r
-    return out
-
-
 def _session(sc: Any, task: str, branch: str) -> TraceSession:
     """The recorded session a record's task and sub-agent path replay."""
     stream, index = (int(x) for x in task.split("-"))
@@ -103,7 +80,7 @@ def _done(r: dict[str, Any]) -> bool:
 
 def test_every_step_is_its_recorded_call(trace_run: dict[str, Any]) -> None:
     sc, checked, children = trace_run["scenario"], 0, 0
-    for (_, task), branches in _tasks(trace_run["records"]).items():
+    for (_, task), branches in agent_tasks(trace_run["records"]).items():
         for branch, steps in branches.items():
             session = _session(sc, task, branch)
             for step, r in steps.items():
@@ -123,7 +100,7 @@ def test_gaps_are_waited_and_sub_agents_run_inside_their_parents_wait(trace_run:
     sc = trace_run["scenario"]
     gaps: list[float] = []
     inside = late_join = 0
-    for (_, task), branches in _tasks(trace_run["records"]).items():
+    for (_, task), branches in agent_tasks(trace_run["records"]).items():
         root = _session(sc, task, "")
         top = branches[""]
         kids = [c for c in root.children if c.session.calls]
@@ -175,7 +152,7 @@ def test_repeated_hash_ids_are_served_from_the_prefix_cache(trace_run: dict[str,
 def test_the_reports_sessions_are_the_records_tasks(trace_run: dict[str, Any]) -> None:
     sc = trace_run["scenario"]
     expected: dict[str, int] = defaultdict(int)
-    for (_, task), branches in _tasks(trace_run["records"]).items():
+    for (_, task), branches in agent_tasks(trace_run["records"]).items():
         records = [r for s in branches.values() for r in s.values()]
         root = _session(sc, task, "")
         every = sum(1 for s in root.walk() for _ in s.calls)
