@@ -38,23 +38,32 @@ NO_VALUE = -1
 CENSORED = -2
 
 
-def pair_key(rec: RequestRecord) -> str | None:
-    """`{stream}-{index}-{turn}` from the record's id (`{stream}-{index}-b{path}-{turn}` for a step of an agent's
-    sub-agent), None when the id is not of the request-stream form."""
+def split_id(rec: RequestRecord) -> tuple[str, str] | None:
+    """(the record's id without its session-turn and sub-agent suffixes, its agent sub-agent path: "" for none) from
+    `{…}-{index}[-b{path}][-t{turn}]`; None when the id does not end with the record's own turn."""
     rid = rec.request_id
     if rec.turn > 1:
         suffix = f"-t{rec.turn}"
         if not rid.endswith(suffix):
             return None
         rid = rid[: -len(suffix)]
-    branch = ""
     head, _, last = rid.rpartition("-")
     if last.startswith("b") and last[1:].replace(".", "").isdigit():
-        rid, branch = head, f"-{last}"
+        return head, last[1:]
+    return rid, ""
+
+
+def pair_key(rec: RequestRecord) -> str | None:
+    """`{stream}-{index}-{turn}` from the record's id (`{stream}-{index}-b{path}-{turn}` for a step of an agent's
+    sub-agent), None when the id is not of the request-stream form."""
+    split = split_id(rec)
+    if split is None:
+        return None
+    rid, branch = split
     parts = rid.rsplit("-", 2)
     if len(parts) != 3 or not parts[1].isdigit() or not parts[2].isdigit():
         return None
-    return f"{parts[1]}-{parts[2]}{branch}-{rec.turn}"
+    return f"{parts[1]}-{parts[2]}" + (f"-b{branch}" if branch else "") + f"-{rec.turn}"
 
 
 def _us(seconds: float | None) -> int:

@@ -31,7 +31,7 @@ from typing import Any
 from loadgen.measure.fates import FATES, fate_of
 from loadgen.measure.hash_sample import BITS, HashSample, Rows, RowSample, key_hash
 from loadgen.measure.histogram import LatencyHistogram, merge_encoded_into
-from loadgen.measure.pairs import CENSORED
+from loadgen.measure.pairs import CENSORED, split_id
 from loadgen.measure.records import RequestRecord
 from loadgen.measure.slices import add_counts
 
@@ -150,13 +150,10 @@ _NONE = -1
 
 
 def _branch(rec: RequestRecord) -> str:
-    """The sub-agent path in a step's id (`…-{index}-b{path}[-t{turn}]`, as measure/pairs.py reads it); "" for the
+    """The sub-agent path in a step's id (`…-{index}-b{path}[-t{turn}]`, measure/pairs.py `split_id`); "" for the
     top-level agent's steps."""
-    rid = rec.request_id
-    if rec.turn > 1 and rid.endswith(f"-t{rec.turn}"):
-        rid = rid[: -len(f"-t{rec.turn}")]
-    last = rid.rpartition("-")[2]
-    return last[1:] if last.startswith("b") and last[1:].replace(".", "").isdigit() else ""
+    split = split_id(rec)
+    return "" if split is None else split[1]
 
 
 def _offset_us(seconds: float | None) -> int:
