@@ -6,6 +6,8 @@
 - Every request is counted exactly once across the fate counters, on a worker, after the wire, and in the report.
 - A baseline request of the window is in a pair, with its values or censored, never silently dropped.
 - Window membership is by send (open loop: schedule) time, and throughput counts only the tokens inside the window.
+- An agent task ended early (a step failed, timed out, cut, given up, or the stop between two steps) is counted once
+  by its fate and never lowers its variant's session-duration percentiles, goodput or paired session speedup.
 
 Seeded (`derandomize`): the same examples on every run, so a failure here is a bug, not a draw.
 """
@@ -25,6 +27,7 @@ from loadgen.measure.fates import FATES, Fate, fate_of, sent_in_warmup
 from loadgen.measure.goodput import goodput_misses
 from loadgen.measure.pairs import CENSORED, pair_hash, pair_key
 from loadgen.measure.records import ErrorKind, RequestRecord
+from loadgen.measure.sessions import SessionTally
 from loadgen.report.build import build_report
 from loadgen.report.compare import build_comparison
 
@@ -240,3 +243,65 @@ def test_the_window_is_by_send_time_and_throughput_by_token_time(draws, warmup) 
     assert g.output_tokens == sum(1 for r in records for t in r.chunk_times if start <= t <= end)
     ttft = g.hists.get("ttft")
     assert (ttft.count if ttft else 0) == len(in_window)
+
+
+# ---- agent sessions: a task's fate read from its steps' through the table's `session` column ----
+
+_STEP_ENDINGS = st.sampled_from(["error", "timeout", "cut_by_stop", "cancelled", "stopped_between_steps"])
+
+
+def _task(variant: str, key: int, seconds: float, ending: str | None) -> SessionTally:
+    """A task of two steps lasting `seconds`; `ending`: how its second step (or the wait before it) ended early."""
+    first = _record(variant, key, 0.0, 0.05, [0.01])
+    second = _record(variant, key, seconds / 2, 0.05, [0.01])
+    second.request_id, second.turn = f"w0-{variant}-0-{key}-t2", 2
+    second.done = seconds
+    tally = SessionTally(f"0-{key}", variant, "chat", [first], tool_s=0.1)
+    if ending == "stopped_between_steps":
+        tally.stopped = True
+        return tally
+    tally.records.append(second)
+    if ending == "error":
+        second.error = ErrorKind.HTTP_5XX
+    elif ending == "timeout":
+        second.error = ErrorKind.TIMEOUT
+    elif ending == "cut_by_stop":
+        second.cut_by_stop = True
+    elif ending == "cancelled":
+        second.cancelled = "time"
+    else:
+        tally.ended = seconds
+    return tally
+
+
+@given(st.lists(st.floats(1.0, 60.0), min_size=32, max_size=48), st.data())
+def test_ending_agent_tasks_early_never_improves_their_durations_goodput_or_speedup(durations, data) -> None:
+    from loadgen.report.session_compare import session_comparison
+
+    def run(endings: dict[int, str]) -> tuple[Aggregate, dict[str, object]]:
+        agg = Aggregate()
+        agg.window_end = 1e9
+        for key, d in enumerate(durations):
+            agg.add_session(_task("base", key, d, None), judged=False)
+            # The variant: the same tasks, each 1.5× as long; the chosen ones ended early, 10 % of the way in.
+            agg.add_session(_task("v", key, (0.1 if key in endings else 1.5) * d, endings.get(key)), judged=False)
+        entries = {e["stat"]: e for e in session_comparison(agg, ["base", "v"], "base", seed=1)}
+        return agg, entries
+
+    chosen = data.draw(st.lists(st.integers(0, len(durations) - 1), unique=True, min_size=1, max_size=8))
+    endings = {k: data.draw(_STEP_ENDINGS) for k in chosen}
+    whole, whole_cmp = run({})
+    early, early_cmp = run(endings)
+    s_whole, s_early = whole.sessions[("v", "chat")], early.sessions[("v", "chat")]
+    # Every task counted once, by its fate.
+    assert sum(s_early.fates.values()) == len(durations) and s_early.fates.get("completed", 0) == len(durations) - len(
+        chosen
+    )
+    a = s_whole.duration.summary_ms(s_whole.censored)
+    b = s_early.duration.summary_ms(s_early.censored)
+    for stat in _STATS:
+        assert b[stat] is None or (a[stat] is not None and b[stat] >= a[stat] * (1 - 1e-3)), (stat, a, b)
+    for stat, entry in early_cmp.items():  # the comparison's statistics
+        before, after = whole_cmp[stat]["speedup"], entry["speedup"]
+        assert after is None or (before is not None and after <= before * (1 + 1e-3)), (stat, before, after)
+    assert s_early.good <= s_whole.good
