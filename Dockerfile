@@ -1,6 +1,7 @@
 # syntax=docker/dockerfile:1
 # loadgen image: Locust master / worker with loadgen's plugin and its compiled halves (loadgen.protocol._wire, the
-# wire reader; loadgen.measure._hist_walk, the exporter's histogram walk).
+# wire reader; loadgen.measure._hist_walk, the exporter's histogram walk; loadgen.measure._hist_merge, the master's
+# merge of the workers' histograms, which links zlib).
 #   docker build -t REGISTRY/loadgen:0.1.0 . && docker push REGISTRY/loadgen:0.1.0
 #   bash scripts/build-image        (podman, from a Debian bookworm base made with mmdebstrap: no registry pulled)
 # Portable: the C half is built with the flags pyproject.toml gives (-O2 -Wall), never -march=native, so the image
@@ -14,7 +15,7 @@ ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 FROM ${PYTHON_IMAGE} AS build
 # hadolint ignore=DL3008
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends gcc libc6-dev \
+    && apt-get install -y --no-install-recommends gcc libc6-dev zlib1g-dev \
     && if ! python3 -c 'import os, sys, sysconfig; \
             sys.exit(not os.path.exists(sysconfig.get_path("include") + "/Python.h"))'; then \
         apt-get install -y --no-install-recommends python3-dev; \
@@ -39,7 +40,7 @@ COPY loadgen ./loadgen
 # they were built (-I: the venv's copy, not ./loadgen).
 RUN pip install --no-deps "./[k8s,otel]" \
     && pip check \
-    && python -I -c "import loadgen.protocol._wire, loadgen.measure._hist_walk"
+    && python -I -c "import loadgen.protocol._wire, loadgen.measure._hist_walk, loadgen.measure._hist_merge"
 
 FROM ${PYTHON_IMAGE} AS runtime
 LABEL org.opencontainers.image.title="loadgen" \

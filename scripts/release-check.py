@@ -24,7 +24,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 # The compiled halves every wheel must carry (pyproject.toml's ext-modules), as paths inside the wheel.
-EXTENSIONS = ("loadgen/protocol/_wire.", "loadgen/measure/_hist_walk.")
+EXTENSIONS = ("loadgen/protocol/_wire.", "loadgen/measure/_hist_walk.", "loadgen/measure/_hist_merge.")
 
 
 def versions(root: Path) -> dict[str, str]:

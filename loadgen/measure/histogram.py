@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import binascii
 import ctypes
+import os
 import struct
 import sys
 import zlib
@@ -23,7 +24,20 @@ from loadgen.measure.hdr_layout import LOWEST_US as _LOWEST_US
 from loadgen.measure.hdr_layout import Layout, add_counts, layout_for
 from loadgen.metric_names import PERCENTILES
 
-__all__ = ["LatencyHistogram", "RELATIVE_ERROR", "PERCENTILES", "merge_encoded_into", "record_chunk_gaps"]
+__all__ = [
+    "LatencyHistogram",
+    "RELATIVE_ERROR",
+    "PERCENTILES",
+    "merge_encoded_into",
+    "merge_encoded_python",
+    "native_merge_available",
+    "record_chunk_gaps",
+]
+
+try:  # the master's merge of a wire histogram in one C call (_hist_merge.c); optional, as every C half is
+    from loadgen.measure import _hist_merge as _native
+except ImportError:  # pragma: no cover - a build without a C compiler or zlib's headers
+    _native = None  # type: ignore[assignment]  # (a C build may be absent)
 
 RELATIVE_ERROR = 10.0**-_DIGITS
 # Counts summed per step by `percentiles_ms` (one C-level sum), and per sub-step inside a block that holds a rank.
@@ -400,8 +414,43 @@ class _DecodeBuffer:
 _DECODE_BUFFER = _DecodeBuffer()
 
 
+def native_merge_available() -> bool:
+    """Whether the C merge of wire histograms is built and not switched off (LOADGEN_PURE_PYTHON=1)."""
+    return _native is not None and not os.environ.get("LOADGEN_PURE_PYTHON")
+
+
 def merge_encoded_into(blob: bytes | str, targets: Sequence[LatencyHistogram]) -> None:
-    """Add one `encode()`d histogram to each of `targets`, decoding it once.
+    """Add one `encode()`d histogram to each of `targets`, decoding it once: in C where built (`_hist_merge.c`: the
+    blob read straight into the targets' counts, one call), else `merge_encoded_python`. The C call answers for the
+    canonical form (hdrh's V2, compressed, base64, of the targets' layout) and leaves everything else (another
+    layout, a corrupt blob) to the Python path, untouched: both give the same histograms
+    (tests/unit/test_hist_merge.py)."""
+    lay = targets[0]._lay
+    if blob == lay.empty_blob:
+        return
+    if _native is not None and not os.environ.get("LOADGEN_PURE_PYTHON"):
+        lowest, highest, digits = lay.key
+        status, total, lo, hi = _native.merge_v2(
+            blob, lowest, highest, digits, lay.counts_len, [(t._counts, t._off) for t in targets]
+        )
+        if status == 1:  # a window to grow first (rare once a histogram has seen a few merges)
+            for t in targets:
+                t._cover(lo, hi)
+            status, total, lo, hi = _native.merge_v2(
+                blob, lowest, highest, digits, lay.counts_len, [(t._counts, t._off) for t in targets]
+            )
+        if status == 0:
+            if total:
+                lowest_at, highest_at = lay.slot_values()
+                lo_value, hi_value = lowest_at[lo], highest_at[hi]
+                for t in targets:
+                    t._note(total, lo_value, hi_value)
+            return
+    merge_encoded_python(blob, targets)
+
+
+def merge_encoded_python(blob: bytes | str, targets: Sequence[LatencyHistogram]) -> None:
+    """`merge_encoded_into` without the C call.
 
     Decodes into a reused array (`_DecodeBuffer`) and adds only the index range that holds counts: hdrh's
     `decode_and_add` allocates a histogram and adds the whole 23k-slot array, several times slower (`python -m

@@ -177,8 +177,10 @@ def test_importing_does_no_work() -> None:
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-def test_decode_buffer_serves_every_layout_and_holds_nothing_between_merges() -> None:
+def test_decode_buffer_serves_every_layout_and_holds_nothing_between_merges(monkeypatch: pytest.MonkeyPatch) -> None:
     from loadgen.measure.histogram import _DECODE_BUFFER
+
+    monkeypatch.setenv("LOADGEN_PURE_PYTHON", "1")  # the Python path's buffer (the C merge reads into the targets)
 
     for layout in (
         {"digits": 3, "highest_s": 3600.0},

@@ -1,0 +1,321 @@
+/* loadgen.measure._hist_merge: add one wire histogram (hdrh's base64 + zlib V2 blob) straight into the counts
+ * arrays of the histograms it merges into, without decoding it to objects or to a scratch array first.
+ *
+ * Why: the master adds every worker's every histogram; in Python a blob costs ~10 calls (base64, two header unpacks,
+ * zlib, hdrh's decode into a scratch array, the add, zeroing the scratch again). Here it is one call: base64, inflate
+ * and the ZigZag LEB128 counts are read in one pass that finds the slots with counts, a second that adds them.
+ *
+ * merge_v2(blob, lowest, highest, digits, counts_len, targets) -> (status, total, lo, hi)
+ *   blob     bytes or str: LatencyHistogram.encode()'s form
+ *   lowest, highest, digits, counts_len: the layout the targets are of (the blob must be of the same, offset 0)
+ *   targets  sequence of (counts, off): a writable buffer of int64 holding slots off .. off + len - 1, or None
+ * status 0: added to every target (total, the first and the last slot with a count; total 0: nothing to add).
+ * status 1: a target's window does not hold slots lo .. hi: nothing added; grow it and call again.
+ * status 2: not the canonical form this reads (another layout, a non-zero normalizing offset, characters outside
+ *           the base64 alphabet, an uncompressed or corrupt payload, a count outside the layout): nothing added;
+ *           the caller takes its Python path, which maps another layout or says what is wrong.
+ * loadgen/measure/histogram.py `merge_encoded_into` is the Python path it must equal (tests/unit/test_hist_merge.py
+ * holds both equal on every case).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdint.h>
+#include <string.h>
+#include <zlib.h>
+
+#define V2_COMPRESSION_COOKIE 0x1C849304u
+#define V2_ENCODING_COOKIE 0x1C849303u
+#define PAYLOAD_HEADER 40 /* cookie, length, normalizing offset, digits (4 bytes each), lowest, highest (8 each) */
+#define MAX_TARGETS 8
+
+/* Reused between calls (the GIL is held throughout): the base64-decoded blob and the inflated payload. */
+static uint8_t *raw_buf = NULL, *out_buf = NULL, *slot_buf = NULL;
+static size_t raw_cap = 0, out_cap = 0, slot_cap = 0;
+
+static int reserve(uint8_t **buf, size_t *cap, size_t n) {
+    if (*cap >= n)
+        return 0;
+    size_t c = *cap ? *cap : 4096;
+    while (c < n)
+        c *= 2;
+    uint8_t *p = PyMem_Realloc(*buf, c);
+    if (p == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    *buf = p;
+    *cap = c;
+    return 0;
+}
+
+static int8_t b64_value[256];
+
+static void b64_init(void) {
+    memset(b64_value, -1, sizeof(b64_value));
+    const char *alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    for (int i = 0; i < 64; i++)
+        b64_value[(uint8_t)alphabet[i]] = (int8_t)i;
+}
+
+/* Strict base64 (padding only at the end): the decoded length, or -1 when the text is not that. */
+static Py_ssize_t b64_decode(const uint8_t *s, Py_ssize_t n, uint8_t *out) {
+    if (n % 4 != 0)
+        return -1;
+    Py_ssize_t pad = 0;
+    if (n >= 1 && s[n - 1] == '=')
+        pad++;
+    if (n >= 2 && s[n - 2] == '=')
+        pad++;
+    Py_ssize_t o = 0;
+    for (Py_ssize_t i = 0; i < n; i += 4) {
+        int last = i + 4 == n;
+        int8_t a = b64_value[s[i]], b = b64_value[s[i + 1]];
+        int8_t c = (last && pad >= 2) ? 0 : b64_value[s[i + 2]];
+        int8_t d = (last && pad >= 1) ? 0 : b64_value[s[i + 3]];
+        if ((a | b | c | d) < 0)
+            return -1;
+        uint32_t v = ((uint32_t)a << 18) | ((uint32_t)b << 12) | ((uint32_t)c << 6) | (uint32_t)d;
+        out[o++] = (uint8_t)(v >> 16);
+        if (!(last && pad >= 2))
+            out[o++] = (uint8_t)(v >> 8);
+        if (!(last && pad >= 1))
+            out[o++] = (uint8_t)v;
+    }
+    return o;
+}
+
+static uint32_t be32(const uint8_t *p) {
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+static uint64_t be64(const uint8_t *p) { return ((uint64_t)be32(p) << 32) | be32(p + 4); }
+
+/* One inflate state for the process, reset per blob: its allocation (the 32 KiB window) is most of the cost of
+ * inflating a small blob afresh. */
+static z_stream zs;
+static int zs_ready = 0;
+
+/* Inflate a zlib stream whole into out_buf: its length, -1 when it is not a whole, valid stream, -2 (an exception
+ * set) when memory ran out. */
+static Py_ssize_t inflate_all(const uint8_t *src, size_t n) {
+    if (!zs_ready) {
+        memset(&zs, 0, sizeof(zs));
+        if (inflateInit(&zs) != Z_OK) {
+            PyErr_NoMemory();
+            return -2;
+        }
+        zs_ready = 1;
+    } else if (inflateReset(&zs) != Z_OK) {
+        return -1;
+    }
+    if (reserve(&out_buf, &out_cap, n * 4 + 256) < 0)
+        return -2;
+    zs.next_in = (Bytef *)src;
+    zs.avail_in = (uInt)n;
+    size_t have = 0;
+    int rc;
+    for (;;) {
+        zs.next_out = out_buf + have;
+        zs.avail_out = (uInt)(out_cap - have);
+        rc = inflate(&zs, Z_NO_FLUSH);
+        have = out_cap - zs.avail_out;
+        if (rc == Z_STREAM_END)
+            break;
+        if (rc != Z_OK && rc != Z_BUF_ERROR)
+            return -1;
+        if (zs.avail_out != 0) /* no progress possible: the input ended before the stream did */
+            return -1;
+        if (reserve(&out_buf, &out_cap, out_cap * 2) < 0)
+            return -2;
+    }
+    return zs.avail_in == 0 ? (Py_ssize_t)have : -1;
+}
+
+/* One ZigZag LEB128 word (HdrHistogram's V2: up to 9 bytes, the 9th whole): bytes read, 0 when cut short. */
+static int zigzag(const uint8_t *p, const uint8_t *end, int64_t *out) {
+    uint64_t v = 0;
+    int i = 0;
+    for (; i < 8; i++) {
+        if (p + i >= end)
+            return 0;
+        v |= (uint64_t)(p[i] & 0x7F) << (7 * i);
+        if (!(p[i] & 0x80)) {
+            *out = (int64_t)((v >> 1) ^ (~(v & 1) + 1));
+            return i + 1;
+        }
+    }
+    if (p + 8 >= end)
+        return 0;
+    v |= (uint64_t)p[8] << 56;
+    *out = (int64_t)((v >> 1) ^ (~(v & 1) + 1));
+    return 9;
+}
+
+typedef struct {
+    Py_buffer view;
+    int held;
+    Py_ssize_t off, len;
+} Target;
+
+static PyObject *merge_v2(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *blob, *targets_obj;
+    unsigned long long lowest, highest;
+    int digits;
+    Py_ssize_t counts_len;
+    if (!PyArg_ParseTuple(args, "OKKinO", &blob, &lowest, &highest, &digits, &counts_len, &targets_obj))
+        return NULL;
+    const uint8_t *text;
+    Py_ssize_t text_len;
+    if (PyBytes_Check(blob)) {
+        text = (const uint8_t *)PyBytes_AS_STRING(blob);
+        text_len = PyBytes_GET_SIZE(blob);
+    } else if (PyUnicode_Check(blob)) {
+        if (!PyUnicode_IS_ASCII(blob))
+            return Py_BuildValue("(iiii)", 2, 0, 0, 0);
+        text = (const uint8_t *)PyUnicode_DATA(blob);
+        text_len = PyUnicode_GET_LENGTH(blob);
+    } else {
+        return Py_BuildValue("(iiii)", 2, 0, 0, 0);
+    }
+    PyObject *seq = PySequence_Fast(targets_obj, "targets: a sequence of (counts, off)");
+    if (seq == NULL)
+        return NULL;
+    Py_ssize_t nt = PySequence_Fast_GET_SIZE(seq);
+    if (nt < 1 || nt > MAX_TARGETS) {
+        Py_DECREF(seq);
+        PyErr_Format(PyExc_ValueError, "1 to %d targets, got %zd", MAX_TARGETS, nt);
+        return NULL;
+    }
+    Target tg[MAX_TARGETS];
+    memset(tg, 0, sizeof(tg));
+    PyObject *result = NULL;
+    int status = 2;
+    int64_t total = 0;
+    Py_ssize_t lo = -1, hi = -1;
+    int no_window = 0;
+    for (Py_ssize_t k = 0; k < nt; k++) {
+        PyObject *pair = PySequence_Fast_GET_ITEM(seq, k);
+        PyObject *counts, *off_obj;
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+            PyErr_SetString(PyExc_TypeError, "a target is a (counts, off) tuple");
+            goto done;
+        }
+        counts = PyTuple_GET_ITEM(pair, 0);
+        off_obj = PyTuple_GET_ITEM(pair, 1);
+        tg[k].off = PyLong_AsSsize_t(off_obj);
+        if (tg[k].off == -1 && PyErr_Occurred())
+            goto done;
+        if (counts == Py_None) {
+            no_window = 1;
+            continue;
+        }
+        if (PyObject_GetBuffer(counts, &tg[k].view, PyBUF_WRITABLE) < 0)
+            goto done;
+        tg[k].held = 1;
+        if (tg[k].view.len % 8 != 0) {
+            PyErr_SetString(PyExc_ValueError, "counts: a buffer of 8-byte integers");
+            goto done;
+        }
+        tg[k].len = tg[k].view.len / 8;
+    }
+    /* The blob: base64, then the V2 header (cookie, length) and the zlib stream of the payload. */
+    if (reserve(&raw_buf, &raw_cap, (size_t)text_len / 4 * 3 + 4) < 0)
+        goto done;
+    Py_ssize_t raw_len = b64_decode(text, text_len, raw_buf);
+    if (raw_len < 8)
+        goto answer;
+    uint32_t cookie = be32(raw_buf), length = be32(raw_buf + 4);
+    if ((cookie & ~0xF0u) != V2_COMPRESSION_COOKIE || (Py_ssize_t)length + 8 > raw_len)
+        goto answer;
+    Py_ssize_t plen = inflate_all(raw_buf + 8, length);
+    if (plen == -2)
+        goto done;
+    if (plen < PAYLOAD_HEADER)
+        goto answer;
+    const uint8_t *p = out_buf;
+    uint32_t pcookie = be32(p), plength = be32(p + 4), offset = be32(p + 8), pdigits = be32(p + 12);
+    if ((pcookie & ~0xF0u) != V2_ENCODING_COOKIE || offset != 0 || pdigits != (uint32_t)digits ||
+        be64(p + 16) != lowest || be64(p + 24) != highest || (Py_ssize_t)plength != plen - PAYLOAD_HEADER)
+        goto answer;
+    const uint8_t *start = p + PAYLOAD_HEADER, *end = start + plength;
+    /* Pass 1: the slots with counts (kept as (slot, count) pairs: a word is at least a byte, so at most plength of
+     * them), and that the stream is whole and inside the layout. */
+    if (reserve(&slot_buf, &slot_cap, 16 * (size_t)plength + 16) < 0)
+        goto done;
+    int64_t *pairs = (int64_t *)slot_buf;
+    Py_ssize_t npairs = 0;
+    Py_ssize_t index = 0;
+    for (const uint8_t *q = start; q < end;) {
+        int64_t v;
+        int used = zigzag(q, end, &v);
+        if (!used)
+            goto answer;
+        q += used;
+        if (v < 0) {
+            if (v < -(int64_t)counts_len)
+                goto answer;
+            index += (Py_ssize_t)(-v);
+            continue;
+        }
+        if (index >= counts_len)
+            goto answer;
+        if (v > 0) {
+            if (lo < 0)
+                lo = index;
+            hi = index;
+            if (total > INT64_MAX - v)
+                goto answer;
+            total += v;
+            pairs[2 * npairs] = index;
+            pairs[2 * npairs + 1] = v;
+            npairs++;
+        }
+        index++;
+    }
+    if (total == 0) {
+        status = 0;
+        goto answer;
+    }
+    if (no_window) {
+        status = 1;
+        goto answer;
+    }
+    for (Py_ssize_t k = 0; k < nt; k++) {
+        if (lo < tg[k].off || hi >= tg[k].off + tg[k].len) {
+            status = 1;
+            goto answer;
+        }
+    }
+    /* Pass 2: add the counts into every target. */
+    for (Py_ssize_t k = 0; k < nt; k++) {
+        int64_t *dst = (int64_t *)tg[k].view.buf - tg[k].off;
+        for (Py_ssize_t j = 0; j < npairs; j++)
+            dst[pairs[2 * j]] += pairs[2 * j + 1];
+    }
+    status = 0;
+answer:
+    result = Py_BuildValue("(iLnn)", status, (long long)(status == 2 ? 0 : total), lo, hi);
+done:
+    for (Py_ssize_t k = 0; k < nt; k++)
+        if (tg[k].held)
+            PyBuffer_Release(&tg[k].view);
+    Py_DECREF(seq);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"merge_v2", merge_v2, METH_VARARGS,
+     "merge_v2(blob, lowest, highest, digits, counts_len, targets) -> (status, total, lo, hi): add one encoded "
+     "histogram into each (counts, off) target"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_hist_merge", NULL, -1, methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__hist_merge(void) {
+    b64_init();
+    return PyModule_Create(&module);
+}

@@ -1,0 +1,203 @@
+"""The master's merge of a wire histogram: the C one (`_hist_merge.c`, one call straight into the counts) and the
+Python one (`merge_encoded_python`: base64, zlib, hdrh's decode into a scratch array, the add) give the same histogram
+(counts, total, min and max; counts and total as hdrh's own `decode_and_add`) on every case either accepts: empty,
+one slot, thousands, windows that must grow below and above, aliases (one blob into several histograms), another
+layout, a str blob; and corrupt input is the Python path's clear error in both, never a crash nor a partial add."""
+
+from __future__ import annotations
+
+import base64
+import random
+import struct
+import zlib
+from collections.abc import Callable, Sequence
+
+import pytest
+from hdrh.histogram import HdrHistogram
+
+from loadgen.measure import _hist_merge
+from loadgen.measure.histogram import (
+    LatencyHistogram,
+    merge_encoded_into,
+    merge_encoded_python,
+    native_merge_available,
+)
+
+Merge = Callable[[bytes | str, Sequence[LatencyHistogram]], None]
+
+
+def test_the_c_merge_is_built() -> None:
+    # CI and the image build it (a compiler and zlib's headers are there); without it the Python path runs, slower.
+    assert native_merge_available()
+
+
+def _state(h: LatencyHistogram) -> tuple[list[int], int, int, int]:
+    ref = h.to_hdrh()
+    return list(ref.counts), ref.total_count, ref.min_value, ref.max_value
+
+
+def _hist(values: Sequence[float], **kw: float) -> LatencyHistogram:
+    h = LatencyHistogram(**kw)  # type: ignore[arg-type]
+    for v in values:
+        h.record(v)
+    return h
+
+
+def _cases() -> list[list[float]]:
+    rng = random.Random(5)
+    return [
+        [],
+        [0.0],  # slot 0
+        [0.0305],
+        [3600.0],  # the top of the layout
+        [1e-6] * 3 + [1800.0],  # both ends: a long run of empty slots between
+        [rng.lognormvariate(-3.5, 0.6) for _ in range(300)],
+        [rng.lognormvariate(-4, 2.0) for _ in range(5000)],
+        [rng.expovariate(50) for _ in range(40)],
+    ]
+
+
+def _merged(merge: Merge, blobs: Sequence[bytes | str], targets: int, **kw: float) -> list[LatencyHistogram]:
+    out = [LatencyHistogram(**kw) for _ in range(targets)]  # type: ignore[arg-type]
+    for b in blobs:
+        merge(b, out)
+    return out
+
+
+@pytest.mark.parametrize("targets", [1, 3])
+def test_c_and_python_merges_are_equal_and_hdrh_s(targets: int) -> None:
+    # In turn, so that windows grow below (a later case lower than an earlier one) and above, and stay.
+    cases = _cases()
+    blobs = [_hist(v).encode() for v in cases] + [_hist(v).encode() for v in reversed(cases)]
+    ref = HdrHistogram(1, 3_600_000_000, 3)
+    for b in blobs:
+        ref.decode_and_add(b)
+    c = _merged(merge_encoded_into, blobs, targets)
+    py = _merged(merge_encoded_python, blobs, targets)
+    want = (list(ref.counts), ref.total_count, ref.min_value, ref.max_value)
+    for h in (*c, *py):
+        assert _state(h) == want
+
+
+def test_every_case_alone_and_as_a_str() -> None:
+    for values in _cases():
+        blob = _hist(values).encode()
+        for form in (blob, blob.decode("ascii")):
+            (c,) = _merged(merge_encoded_into, [form], 1)
+            (py,) = _merged(merge_encoded_python, [form], 1)
+            ref = HdrHistogram(1, 3_600_000_000, 3)
+            ref.decode_and_add(blob)
+            assert _state(c) == _state(py)
+            assert _state(c)[:2] == (list(ref.counts), ref.total_count)
+
+
+def test_targets_with_windows_already_held_and_none() -> None:
+    # An alias set where one histogram holds a window, one holds another, one none: each ends as hdrh says.
+    rng = random.Random(9)
+    low = _hist([rng.uniform(1e-5, 1e-4) for _ in range(50)])
+    high = _hist([rng.uniform(10, 100) for _ in range(50)])
+    blob = _hist([rng.uniform(1e-3, 1.0) for _ in range(500)]).encode()
+    ends = []
+    for merge in (merge_encoded_into, merge_encoded_python):
+        a, b, c = _hist([]), LatencyHistogram(), LatencyHistogram()
+        a.merge(low)
+        b.merge(high)
+        merge(blob, [a, b, c])
+        for start, got in ((low, a), (high, b), (LatencyHistogram(), c)):
+            ref = start.to_hdrh()
+            ref.decode_and_add(blob)
+            assert _state(got)[:2] == (list(ref.counts), ref.total_count)
+        ends.append([_state(h) for h in (a, b, c)])
+    assert ends[0] == ends[1]
+
+
+def test_another_layout_is_mapped_as_the_python_path_does() -> None:
+    # The health's loop-lag histogram (2 digits, 60 s) into a latency histogram: C leaves it to Python.
+    lag = _hist([0.0004, 0.002, 0.03, 1.5], digits=2, highest_s=60.0).encode()
+    (c,) = _merged(merge_encoded_into, [lag], 1)
+    (py,) = _merged(merge_encoded_python, [lag], 1)
+    assert _state(c) == _state(py)
+    # And a 2-digit blob into 2-digit histograms: the C path, equal.
+    (c2,) = _merged(merge_encoded_into, [lag], 1, digits=2, highest_s=60.0)
+    (py2,) = _merged(merge_encoded_python, [lag], 1, digits=2, highest_s=60.0)
+    assert _state(c2) == _state(py2)
+
+
+def _reencode(blob: bytes, edit: Callable[[bytes], bytes]) -> bytes:
+    """The blob with its inflated payload edited, compressed and wrapped again."""
+    raw = base64.b64decode(blob)
+    cookie, length = struct.unpack_from(">ii", raw)
+    payload = edit(zlib.decompress(raw[8 : 8 + length]))
+    z = zlib.compress(payload)
+    return base64.b64encode(struct.pack(">ii", cookie, len(z)) + z)
+
+
+def _corrupt_cases() -> list[bytes | str]:
+    blob = _hist([0.01, 0.02, 0.5, 3.0]).encode()
+    raw = base64.b64decode(blob)
+    flipped = bytearray(raw)
+    flipped[20] ^= 0xFF  # inside the zlib stream
+    return [
+        blob[:-6],  # cut base64
+        b"!!" + blob,  # characters outside the alphabet
+        "é" + blob.decode(),
+        base64.b64encode(b"\x00\x00\x00\x00" + raw[4:]),  # not a V2 cookie
+        base64.b64encode(raw[:8] + raw[8:20]),  # a zlib stream cut short
+        base64.b64encode(bytes(flipped)),
+        base64.b64encode(raw[:4] + struct.pack(">i", 10**6) + raw[8:]),  # a length past the end
+        _reencode(blob, lambda p: p[:-1] + b"\x80"),  # a varint cut short
+        _reencode(blob, lambda p: p + b"\x02" * 30_000),  # counts past the layout's last slot
+        _reencode(blob, lambda p: p[:8] + struct.pack(">I", 5) + p[12:]),  # a normalizing offset
+        _reencode(blob, lambda p: p[:4] + struct.pack(">I", 10**6) + p[8:]),  # a payload length it does not have
+        b"",
+    ]
+
+
+def _outcome(merge: Merge, blob: bytes | str) -> tuple[str, tuple[list[int], int, int, int]]:
+    h = _hist([0.005, 0.007])
+    try:
+        merge(blob, [h])
+    except Exception as e:  # noqa: BLE001 - which error, compared between the two paths
+        return type(e).__name__, _state(h)
+    return "", _state(h)
+
+
+@pytest.mark.parametrize("i", range(len(_corrupt_cases())))
+def test_corrupt_input_is_the_python_path_s_outcome(i: int) -> None:
+    blob = _corrupt_cases()[i]
+    c, py = _outcome(merge_encoded_into, blob), _outcome(merge_encoded_python, blob)
+    assert c == py
+
+
+@pytest.mark.parametrize("i", range(len(_corrupt_cases())))
+def test_the_c_call_adds_nothing_from_a_blob_it_does_not_read(i: int) -> None:
+    blob = _corrupt_cases()[i]
+    h = _hist([0.005, 0.007])
+    before = _state(h)
+    lay = h.layout
+    status, _, _, _ = _hist_merge.merge_v2(blob, *lay.key, lay.counts_len, [(h.counts_window()[1], 0)])
+    assert status == 2
+    assert _state(h) == before
+
+
+def test_the_c_call_asks_for_a_window_before_it_adds() -> None:
+    blob = _hist([0.5, 2.0]).encode()
+    h = _hist([1e-5])  # a window far below the blob's slots
+    before = _state(h)
+    lay = h.layout
+    off, counts = h.counts_window()
+    status, total, lo, hi = _hist_merge.merge_v2(blob, *lay.key, lay.counts_len, [(counts, off)])
+    assert (status, total) == (1, 2) and lo == lay.index(500_000) and hi == lay.index(2_000_000)
+    assert _state(h) == before
+    with pytest.raises(ValueError, match="targets"):
+        _hist_merge.merge_v2(blob, *lay.key, lay.counts_len, [])
+
+
+def test_pure_python_switch(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LOADGEN_PURE_PYTHON", "1")
+    assert not native_merge_available()
+    blob = _hist([0.01, 0.2]).encode()
+    (h,) = _merged(merge_encoded_into, [blob], 1)
+    (py,) = _merged(merge_encoded_python, [blob], 1)
+    assert _state(h) == _state(py)
+    assert h.count == 2
