@@ -117,6 +117,8 @@ class _Parser(LLHTTPResponse):
         """The stream sent its end marker and nothing went wrong: whatever happens to the connection now (closed,
         reset, the chunked terminator never sent) takes nothing from the request."""
         consumer = self.consumer
+        if self.chunk_counter is not None:
+            consumer.disarm_fast_path()  # what the C counter reached (its end marker too) is the consumer's first
         return self.status == 200 and consumer.finished and not consumer.fatal
 
     @property

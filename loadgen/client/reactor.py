@@ -20,9 +20,10 @@ connection.py decrypts after the read). Where the kernel gives no stamp (not Lin
 stands in: an upper bound on every arrival it reports, and never later than reading each socket in turn.
 
 With loadgen's C half built (protocol/_wire.c), the per-wake-up loop below runs in C: `Drainer.drain` polls the set,
-reads and stamps every ready socket, and a read made only of whole plain token chunks goes straight into its
-request's record through the stream's armed `TokenChunkCounter`; only the other reads (a response head, the first
-token, the last chunks, errors, EOF) come back here, with their stamps, for the Python parser.
+reads and stamps every ready socket, and the leading whole token chunks of a read (and the common end of a stream)
+go straight into its request's record through the stream's armed `TokenChunkCounter`; only the rest (a response
+head, the first token, the chunked terminator, errors, EOF, any shape it does not know) comes back here, with its
+stamp, for the Python parser.
 
 What a stamp cannot fix: TCP keeps one stamp per read (the last segment's), so when a reader is later than the gap
 between two chunks of one stream, both come in one read with the later one's time. The reactor counts reads that

@@ -8,26 +8,31 @@
  *
  * - `Drainer.drain(epfd, counters)` polls the epoll set (no wait), does one recvmsg() per ready socket with the
  *   kernel's receive stamp (SO_TIMESTAMPNS, moved onto CLOCK_MONOTONIC), counts late reads, and gives each read
- *   to the socket's armed `TokenChunkCounter`, if it has one. A read the counter does not count whole comes back
- *   to Python as (fd, time, bytes | errno), untouched, for the full parser.
- * - `TokenChunkCounter` is one request's fast half: while armed, it counts reads of whole token chunks straight
- *   into the request's record (OpenAI chat or completions chunks, or the Responses API's answer deltas, whose
- *   event may also have its `event: response.output_text.delta` line). Armed by Python only when the chunked
- *   decoder is at a chunk boundary and the SSE parser holds nothing (after the response head, and after any read
- *   Python parsed). A read is counted only if *every* chunk in it is a lone `data:` event whose JSON is valid and
- *   of the plain token shape (the strict reader in _wire_json.c says so); otherwise nothing is changed, the
- *   counter disarms, and Python gets the read.
- *   The Messages API's `text_delta` events (with their `event: content_block_delta` line) are counted alike.
- *   All-or-nothing keeps one source of truth for every odd case (errors, usage-only and final chunks, a chunk
- *   with a finish_reason, [DONE], llama.cpp timings, escapes in keys, surrogates, bools as counts).
- *
+ *   to the socket's armed `TokenChunkCounter`, if it has one. What the counter does not count (the whole read, or
+ *   its rest from a chunk boundary) comes back to Python as (fd, time, bytes | errno), untouched, for the full
+ *   parser.
+ * - `TokenChunkCounter` is one request's fast half: while armed, it counts the leading whole token chunks of a read
+ *   straight into the request's record (OpenAI chat or completions chunks, or the Responses API's answer deltas,
+ *   whose event may also have its `event: response.output_text.delta` line; the Messages API's `text_delta` events
+ *   with their `event: content_block_delta` line) and hands the rest of the read, from the first chunk it does not
+ *   take, back to Python with the same arrival time. Armed by Python only when the chunked decoder is at a chunk
+ *   boundary and the SSE parser holds nothing (after the response head, and after any read Python parsed), which is
+ *   exactly where Python stands after the chunks counted here: the rest parses as a read of its own. A chunk is
+ *   taken only if *every* event in it is a lone `data:` line whose JSON is valid and of a shape the strict reader
+ *   in _wire_json.c knows: a token chunk, and for chat / completions the common end of a stream too (a plain string
+ *   finish_reason, copied to the record; the usage-only chunk; `[DONE]`, taken only with more of the read after
+ *   it, so that Python, which must see the end, parses that read: the accumulator ends the stream when it takes
+ *   the count back, `disarm`). Everything else (errors, llama.cpp timings, cached or reasoning token details,
+ *   escapes in keys or in a finish reason, surrogates, bools as counts, other framings) goes to Python whole, from
+ *   its chunk on, so the Python path stays the one source of truth for every odd case.
  * The accounting a counted chunk does is the accumulator's (accumulator.py `_on_chunk`): with server counts, the
  * chunk's tokens are the cumulative count's advance (no token if it did not move); without, one token per chunk
  * with output; the first token decides which. `usage.prompt_tokens` / `completion_tokens` integers are copied to
  * the record.
- * tests/unit/test_wire.py checks every accepted payload against the Python path.
+ * tests/unit/test_wire.py checks every accepted payload against the Python path; test_wire_splits.py captured
+ * streams cut at every byte.
  *
- * Nothing is held across reads here (a read is at most RECV_SIZE, counted whole or handed back whole), so an event
+ * Nothing is held across reads here (a read is at most RECV_SIZE; what is not counted is handed back), so an event
  * that never ends always reaches the Python SSE parser, whose 1 MiB bound (sse.py `MAX_EVENT`) fails the stream as
  * malformed on both paths alike (tests/integration/test_event_bound_paths.py).
  */
@@ -67,9 +72,11 @@ typedef struct {
     PyObject *tokens_append;
     PyObject *server_source; /* the record's token_source once counts are known to come from the server */
     long long set_pt, set_ct; /* what was last written to the record (-2: nothing yet) */
+    int ended;                /* `[DONE]` was counted here (at ended_at) since the last arm */
+    double ended_at;
 } TokenChunkCounter;
 
-static PyObject *s_prompt_tokens, *s_output_tokens, *s_token_source;
+static PyObject *s_prompt_tokens, *s_output_tokens, *s_token_source, *s_finish_reason;
 
 static int Counter_init(TokenChunkCounter *self, PyObject *args, PyObject *kw) {
     static char *names[] = {"record", "chat", "server_source", NULL};
@@ -102,6 +109,8 @@ static int Counter_init(TokenChunkCounter *self, PyObject *args, PyObject *kw) {
     self->counted = 0;
     self->last_rx = 0.0;
     self->set_pt = self->set_ct = -2;
+    self->ended = 0;
+    self->ended_at = 0.0;
     return 0;
 }
 
@@ -135,71 +144,103 @@ static int set_count(PyObject *record, PyObject *name, long long v) {
     return r;
 }
 
-static int counter_scan(TokenChunkCounter *self, double t, const unsigned char *data, Py_ssize_t n);
+static Py_ssize_t counter_scan(TokenChunkCounter *self, double t, const unsigned char *data, Py_ssize_t n);
 
-/* 1: the read was counted whole; 0: not counted, nothing changed; -1: a Python error (set). A refused read
- * disarms the counter: Python must parse it before any later read of the stream may be counted here (order). */
-static int counter_try_count(TokenChunkCounter *self, double t, const unsigned char *data, Py_ssize_t n) {
+/* The bytes counted from the start of the read (0 to n, always whole chunks); -1: a Python error (set). A read
+ * not counted to its end disarms the counter: Python must parse the rest before any later read of the stream may
+ * be counted here (order). So does the stream's end marker. */
+static Py_ssize_t counter_try_count(TokenChunkCounter *self, double t, const unsigned char *data, Py_ssize_t n) {
     if (!self->armed) return 0;
-    int r = counter_scan(self, t, data, n);
-    if (r == 0) self->armed = 0;
+    Py_ssize_t r = counter_scan(self, t, data, n);
+    if (r >= 0 && r < n) self->armed = 0;
     return r;
 }
 
-static int counter_scan(TokenChunkCounter *self, double t, const unsigned char *data, Py_ssize_t n) {
+/* One chunk's events at data[i:stop] (the chunk's data, without its CRLF): each `data: <payload>\n\n`, a Responses
+ * or Messages API event with its `event:` line first, every payload a token chunk (or, for chat / completions, the
+ * usage-only chunk or `[DONE]`, which must be the chunk's last event). Fills chunks[*count...]; 0, or -1 when the
+ * chunk is not all of that (then *count is as it was). */
+static int scan_events(TokenChunkCounter *self, const unsigned char *data, Py_ssize_t i, Py_ssize_t stop,
+                       LgChunk *chunks, int *count) {
+    int c = *count;
+    if (i >= stop) return -1; /* an empty chunk would be the last one */
+    while (i < stop) {
+        if (c == MAX_CHUNKS) return -1;
+        if (self->chat == LG_RESPONSES) {
+            static const char ev[] = "event: response.output_text.delta\n";
+            if (stop - i >= (Py_ssize_t)sizeof ev - 1 && memcmp(data + i, ev, sizeof ev - 1) == 0) i += sizeof ev - 1;
+        } else if (self->chat == LG_ANTHROPIC) {
+            static const char ev[] = "event: content_block_delta\n";
+            if (stop - i >= (Py_ssize_t)sizeof ev - 1 && memcmp(data + i, ev, sizeof ev - 1) == 0) i += sizeof ev - 1;
+        }
+        if (stop - i < 8 || memcmp(data + i, "data: ", 6) != 0) return -1;
+        const unsigned char *payload = data + i + 6;
+        const unsigned char *nl = memchr(payload, '\n', (size_t)(stop - (i + 6)));
+        if (!nl) return -1;
+        Py_ssize_t plen = nl - payload;
+        Py_ssize_t after = nl - data;
+        if (stop - after < 2 || nl[1] != '\n' || memchr(payload, '\r', (size_t)plen)) return -1;
+        LgChunk *ch = &chunks[c];
+        if (lg_parse_token_chunk(payload, plen, self->chat, ch) < 0) return -1;
+        c++;
+        i = after + 2;
+        if (ch->done && i != stop) return -1; /* events after the end marker: Python's (it ignores them) */
+    }
+    *count = c;
+    return 0;
+}
+
+static Py_ssize_t counter_scan(TokenChunkCounter *self, double t, const unsigned char *data, Py_ssize_t n) {
     if (n <= 0) return 0;
     LgChunk chunks[MAX_CHUNKS];
     int count = 0;
     Py_ssize_t pos = 0;
-    /* Pass 1: every chunk must be `<hex>\r\ndata: <payload>\n\n\r\n`, size = len(payload) + 8, no CR in the
-     * payload, and the payload a token chunk; a Responses API delta's or a Messages API delta's may have its
-     * `event:` line before `data:`. */
+    /* Pass 1: the leading run of chunks `<hex>\r\n<events>\r\n` whose events are all ours (scan_events), size =
+     * the events' length. The first chunk that is not, and everything after it, is Python's. A chunk ending in
+     * `[DONE]` ends the run, and is taken only when more of the read follows it, so that Python, which must see
+     * the end of the stream, is called with this read. */
     while (pos < n) {
-        if (count == MAX_CHUNKS) return 0;
         Py_ssize_t i = pos;
         unsigned long long size = 0;
         while (i < n && i - pos < 16 && lg_hexval(data[i]) >= 0) size = size * 16 + lg_hexval(data[i++]);
-        if (i == pos || n - i < 2 || data[i] != '\r' || data[i + 1] != '\n') return 0;
+        if (i == pos || n - i < 2 || data[i] != '\r' || data[i + 1] != '\n') break;
         i += 2;
-        Py_ssize_t event_line = 0;
-        if (self->chat == LG_RESPONSES) {
-            static const char ev[] = "event: response.output_text.delta\n";
-            if (n - i >= (Py_ssize_t)sizeof ev - 1 && memcmp(data + i, ev, sizeof ev - 1) == 0) {
-                event_line = (Py_ssize_t)sizeof ev - 1;
-                i += event_line;
-            }
+        if (size > (unsigned long long)(n - i) || n - i - (Py_ssize_t)size < 2) break;
+        Py_ssize_t stop = i + (Py_ssize_t)size;
+        if (data[stop] != '\r' || data[stop + 1] != '\n') break;
+        int before = count;
+        if (scan_events(self, data, i, stop, chunks, &count) < 0) break;
+        if (chunks[count - 1].done) {
+            if (stop + 2 == n) count = before;
+            else pos = stop + 2;
+            break;
         }
-        if (self->chat == LG_ANTHROPIC) {
-            static const char ev[] = "event: content_block_delta\n";
-            if (n - i >= (Py_ssize_t)sizeof ev - 1 && memcmp(data + i, ev, sizeof ev - 1) == 0) {
-                event_line = (Py_ssize_t)sizeof ev - 1;
-                i += event_line;
-            }
-        }
-        if (n - i < 6 || memcmp(data + i, "data: ", 6) != 0) return 0;
-        const unsigned char *payload = data + i + 6;
-        const unsigned char *nl = memchr(payload, '\n', (size_t)(n - (i + 6)));
-        if (!nl) return 0;
-        Py_ssize_t plen = nl - payload;
-        Py_ssize_t after = (nl - data);
-        if (n - after < 4 || memcmp(nl, "\n\n\r\n", 4) != 0) return 0;
-        if (size != (unsigned long long)(plen + 8 + event_line) || memchr(payload, '\r', (size_t)plen)) return 0;
-        if (lg_parse_token_chunk(payload, plen, self->chat, &chunks[count]) < 0) return 0;
-        count++;
-        pos = after + 4;
+        pos = stop + 2;
     }
+    if (count == 0) return 0;
     /* Pass 2: the accumulator's accounting (accumulator.py `_on_chunk`). Counts are the server's when it sends a
      * cumulative one from the first token on; text before the count moved means they cannot be trusted. */
     for (int j = 0; j < count; j++) {
         LgChunk *ch = &chunks[j];
+        if (ch->done) {
+            /* The end marker (the dialect's `Chunk(done=True)`): the accumulator ends the stream at `disarm`. */
+            self->ended = 1;
+            self->ended_at = t;
+            self->armed = 0;
+            break;
+        }
         long long k = 0;
         int from_server = 0;
-        if (self->exact != 0 && ch->usage_dict && ch->ct >= 0) {
-            k = ch->ct - self->counted;
-            from_server = 1;
-            if (k <= 0 && ch->has_output && self->exact < 0) from_server = 0;
+        if (ch->usage_only) {
+            k = 0; /* totals, not tokens carried by this chunk */
+        } else {
+            if (self->exact != 0 && ch->usage_dict && ch->ct >= 0) {
+                k = ch->ct - self->counted;
+                from_server = 1;
+                if (k <= 0 && ch->has_output && self->exact < 0) from_server = 0;
+            }
+            if (!from_server) k = ch->has_output ? 1 : 0;
         }
-        if (!from_server) k = ch->has_output ? 1 : 0;
         if (k > 0) {
             if (self->exact < 0) {
                 self->exact = from_server;
@@ -229,19 +270,26 @@ static int counter_scan(TokenChunkCounter *self, double t, const unsigned char *
                 self->set_ct = ch->ct;
             }
         }
+        if (ch->fin_len >= 0) {
+            PyObject *fin = PyUnicode_DecodeUTF8((const char *)ch->fin, ch->fin_len, NULL);
+            if (!fin) return -1;
+            int r = PyObject_SetAttr(self->record, s_finish_reason, fin);
+            Py_DECREF(fin);
+            if (r < 0) return -1;
+        }
     }
     self->last_rx = t;
-    return 1;
+    return pos;
 }
 
 static PyObject *Counter_try_count(TokenChunkCounter *self, PyObject *args) {
     double t;
     Py_buffer buf;
     if (!PyArg_ParseTuple(args, "dy*", &t, &buf)) return NULL;
-    int r = counter_try_count(self, t, (const unsigned char *)buf.buf, buf.len);
+    Py_ssize_t r = counter_try_count(self, t, (const unsigned char *)buf.buf, buf.len);
     PyBuffer_Release(&buf);
     if (r < 0) return NULL;
-    return PyBool_FromLong(r);
+    return PyLong_FromSsize_t(r);
 }
 
 static PyObject *Counter_arm(TokenChunkCounter *self, PyObject *args) {
@@ -253,6 +301,7 @@ static PyObject *Counter_arm(TokenChunkCounter *self, PyObject *args) {
     self->exact = exact < 0 ? -1 : exact != 0;
     self->armed = 1;
     self->live = 1;
+    self->ended = 0;
     /* The record may have been written by Python meanwhile: write the next usage values again. */
     self->set_pt = self->set_ct = -2;
     Py_RETURN_NONE;
@@ -263,15 +312,20 @@ static PyObject *Counter_disarm(TokenChunkCounter *self, PyObject *unused) {
     self->armed = 0;
     if (!self->live) Py_RETURN_NONE;
     self->live = 0;
-    return Py_BuildValue("(Li)", self->counted, self->exact);
+    if (self->ended) {
+        self->ended = 0;
+        return Py_BuildValue("(Lid)", self->counted, self->exact, self->ended_at);
+    }
+    return Py_BuildValue("(LiO)", self->counted, self->exact, Py_None);
 }
 
 static PyMethodDef Counter_methods[] = {
     {"disarm", (PyCFunction)Counter_disarm, METH_NOARGS,
-     "disarm() -> (counted, exact) | None: stop counting reads; the state if armed since the last disarm."},
+     "disarm() -> (counted, exact, ended_at | None) | None: stop counting reads; the state if armed since the last "
+     "disarm (ended_at: when `[DONE]` was counted here)."},
     {"try_count", (PyCFunction)Counter_try_count, METH_VARARGS,
-     "try_count(t, data) -> bool: count a read arrived at t into the record, if it is whole token chunks and the "
-     "counter is armed; False changes nothing but disarms."},
+     "try_count(t, data) -> int: count the leading whole token chunks of a read arrived at t into the record, if "
+     "the counter is armed; the bytes counted (a chunk boundary). Fewer than len(data) disarms: the rest is Python's."},
     {"arm", (PyCFunction)Counter_arm, METH_VARARGS, "arm(counted, exact): hand over the accumulator's state."},
     {NULL}};
 
@@ -302,7 +356,7 @@ static PyTypeObject TokenChunkCounterType = {
 
 typedef struct {
     PyObject_HEAD
-    long long reads, late, reads_counted;
+    long long reads, late, reads_counted, reads_split;
     double worst;
     unsigned char *buf;
     struct epoll_event *events;
@@ -316,7 +370,7 @@ static int Drainer_init(Drainer *self, PyObject *args, PyObject *kw) {
         PyErr_NoMemory();
         return -1;
     }
-    self->reads = self->late = self->reads_counted = 0;
+    self->reads = self->late = self->reads_counted = self->reads_split = 0;
     self->worst = 0.0;
     return 0;
 }
@@ -412,6 +466,7 @@ static PyObject *Drainer_drain(Drainer *self, PyObject *args) {
                 break;
             }
         }
+        Py_ssize_t used = 0;
         if (n > 0) {
             PyObject *key = PyLong_FromLong(fd);
             if (!key) goto fail;
@@ -420,16 +475,20 @@ static PyObject *Drainer_drain(Drainer *self, PyObject *args) {
             if (!counter && PyErr_Occurred()) goto fail;
             if (counter && Py_IS_TYPE(counter, &TokenChunkCounterType)) {
                 Py_INCREF(counter);
-                int r = counter_try_count((TokenChunkCounter *)counter, t, self->buf, n);
+                used = counter_try_count((TokenChunkCounter *)counter, t, self->buf, n);
                 Py_DECREF(counter);
-                if (r < 0) goto fail;
-                if (r == 1) {
+                if (used < 0) goto fail;
+                if (used == n) {
                     self->reads_counted++;
                     continue;
                 }
+                if (used > 0) self->reads_split++;
             }
         }
-        if (append_slow(out, fd, t, PyBytes_FromStringAndSize((const char *)self->buf, n)) < 0) goto fail;
+        /* What the counter did not count (all of it, or the rest after its leading whole chunks: a chunk boundary,
+         * where the Python parser stands after a counted read), with the same arrival time. */
+        if (append_slow(out, fd, t, PyBytes_FromStringAndSize((const char *)self->buf + used, n - used)) < 0)
+            goto fail;
     }
     return out;
 fail:
@@ -455,6 +514,8 @@ static PyMethodDef Drainer_methods[] = {
 static PyMemberDef Drainer_members[] = {
     {"reads_counted", T_LONGLONG, offsetof(Drainer, reads_counted), READONLY,
      "reads counted whole by a TokenChunkCounter, since the start"},
+    {"reads_split", T_LONGLONG, offsetof(Drainer, reads_split), READONLY,
+     "reads whose leading whole chunks a TokenChunkCounter counted, the rest handed to Python, since the start"},
     {NULL}};
 
 static PyTypeObject DrainerType = {
@@ -477,7 +538,8 @@ PyMODINIT_FUNC PyInit__wire(void) {
     s_prompt_tokens = PyUnicode_InternFromString("prompt_tokens");
     s_output_tokens = PyUnicode_InternFromString("output_tokens");
     s_token_source = PyUnicode_InternFromString("token_source");
-    if (!s_prompt_tokens || !s_output_tokens || !s_token_source) return NULL;
+    s_finish_reason = PyUnicode_InternFromString("finish_reason");
+    if (!s_prompt_tokens || !s_output_tokens || !s_token_source || !s_finish_reason) return NULL;
     PyObject *m = PyModule_Create(&wiremodule);
     if (!m) return NULL;
     Py_INCREF(&TokenChunkCounterType);

@@ -323,8 +323,21 @@ static int choice_member(Cur *c, const unsigned char *k, ptrdiff_t n, void *ctx)
         return skip_any(c);
     }
     if (!ch->chat && key_is(k, n, "text")) return any_truthy(c, &ch->has_output);
-    /* Why the stream ends (a string) is Python's to record: once per stream, not worth a string built here. */
-    if (key_is(k, n, "finish_reason") && c->p < c->end && *c->p == '"') return -1;
+    /* Why the stream ends: a plain string is handed back as it is (what orjson makes of it: no escapes, valid
+     * UTF-8); one with escapes is Python's; anything else is no reason (the dialect's `type(finish) is str`). The
+     * last one wins, as in orjson. */
+    if (key_is(k, n, "finish_reason")) {
+        ch->fin_len = -1;
+        if (c->p < c->end && *c->p == '"') {
+            const unsigned char *s;
+            ptrdiff_t sn;
+            int esc;
+            if (str(c, &s, &sn, &esc) < 0 || esc) return -1;
+            ch->fin = s;
+            ch->fin_len = sn;
+            return 0;
+        }
+    }
     return skip_any(c);
 }
 
@@ -360,7 +373,7 @@ static int usage_member(Cur *c, const unsigned char *k, ptrdiff_t n, void *ctx) 
     if (key_is(k, n, "prompt_tokens")) return usage_count(c, &ch->pt);
     if (key_is(k, n, "completion_tokens")) return usage_count(c, &ch->ct);
     /* Cached prompt tokens (vLLM / OpenAI final usage): once per stream, Python's to record. */
-    if (key_is(k, n, "prompt_tokens_details")) return -1;
+    if (key_is(k, n, "prompt_tokens_details") && c->p < c->end && *c->p == '{') return -1;
     /* Reasoning tokens (OpenAI's final usage): Python's to record, when they are an object to read. */
     if (key_is(k, n, "completion_tokens_details") && c->p < c->end && *c->p == '{') return -1;
     return skip_any(c);
@@ -369,13 +382,21 @@ static int usage_member(Cur *c, const unsigned char *k, ptrdiff_t n, void *ctx) 
 static int top_member(Cur *c, const unsigned char *k, ptrdiff_t n, void *ctx) {
     LgChunk *ch = (LgChunk *)ctx;
     if (key_is(k, n, "choices")) {
-        /* Only a non-empty list whose first item is an object is a token chunk; anything else is Python's. */
+        /* A non-empty list whose first item is an object is a token chunk, an empty one the usage-only chunk
+         * (the dialect's `not choices`); anything else is Python's. The last "choices" decides, as in orjson. */
         if (c->p >= c->end || *c->p != '[') return -1;
         if (++c->depth > MAX_DEPTH) return -1;
         c->p++;
         ws(c);
+        ch->has_output = ch->saw_choices = ch->usage_only = 0;
+        ch->fin_len = -1;
+        if (c->p < c->end && *c->p == ']') {
+            c->p++;
+            c->depth--;
+            ch->usage_only = 1;
+            return 0;
+        }
         if (c->p >= c->end || *c->p != '{') return -1;
-        ch->has_output = 0;
         if (members(c, choice_member, ch) < 0) return -1;
         for (;;) {
             ws(c);
@@ -486,8 +507,17 @@ static int anthropic_member(Cur *c, const unsigned char *k, ptrdiff_t n, void *c
 
 int lg_parse_token_chunk(const unsigned char *p, ptrdiff_t n, int chat, LgChunk *ch) {
     ch->chat = chat;
-    ch->has_output = ch->saw_choices = ch->usage_dict = 0;
+    ch->has_output = ch->saw_choices = ch->usage_dict = ch->usage_only = ch->done = 0;
     ch->pt = ch->ct = -1;
+    ch->fin = NULL;
+    ch->fin_len = -1;
+    if (chat == LG_CHAT || chat == LG_COMPLETIONS) {
+        /* The end marker: the dialect compares the payload's bytes, so must this. */
+        if (n == 6 && memcmp(p, "[DONE]", 6) == 0) {
+            ch->done = 1;
+            return 0;
+        }
+    }
     Cur c = {p, p + n, 0};
     ws(&c);
     if (chat == LG_ANTHROPIC) {
@@ -498,6 +528,6 @@ int lg_parse_token_chunk(const unsigned char *p, ptrdiff_t n, int chat, LgChunk 
         return -1;
     }
     ws(&c);
-    if (c.p != c.end || !ch->saw_choices) return -1;
+    if (c.p != c.end || !(ch->saw_choices || ch->usage_only)) return -1;
     return 0;
 }

@@ -28,6 +28,11 @@ typedef struct {
                           * last "type" was "response.output_text.delta"; LG_ANTHROPIC: a text_delta's event) */
     int usage_dict;      /* the last "usage" was an object */
     long long pt, ct;    /* usage.prompt_tokens / completion_tokens; -1: absent or not an integer */
+    /* LG_COMPLETIONS / LG_CHAT only: */
+    int usage_only;      /* the last "choices" was an empty array: the final usage-only chunk (no tokens, totals) */
+    int done;            /* the payload was exactly `[DONE]` (nothing else is set) */
+    const unsigned char *fin; /* choices[0].finish_reason, a string without escapes (valid UTF-8), if fin_len >= 0 */
+    ptrdiff_t fin_len;
 } LgChunk;
 
 /* A hex digit's value, or -1 (the chunked framing's size line and JSON's \u escapes). */
@@ -39,8 +44,8 @@ static inline int lg_hexval(unsigned char ch) {
 }
 
 /* 0: the n bytes at p are one JSON object of the plain token chunk shape (a non-empty "choices" list starting
- * with an object, no "error"/"timings", no string finish_reason, no escaped keys, nothing orjson might read
- * differently; for LG_RESPONSES: "type" the string "response.output_text.delta", no "error"/"timings"/"response";
+ * with an object, or an empty one: the usage-only chunk; no "error"/"timings", a finish_reason string only without
+ * escapes, no escaped keys, nothing orjson might read differently; or exactly `[DONE]`; for LG_RESPONSES: "type" the string "response.output_text.delta", no "error"/"timings"/"response";
  * for LG_ANTHROPIC: "type" "content_block_delta", "delta" an object of "type" "text_delta" with a string "text")
  * and *ch says what it held; -1: anything else, left to Python (*ch then means nothing). */
 LG_INTERNAL int lg_parse_token_chunk(const unsigned char *p, ptrdiff_t n, int chat, LgChunk *ch);

@@ -158,8 +158,12 @@ class StreamAccumulator:
         if counter is not None:
             state = counter.disarm()
             if state is not None:
-                self._counted, exact = state
+                self._counted, exact, ended_at = state
                 self._exact = None if exact < 0 else bool(exact)
+                if ended_at is not None:
+                    # The counter took the stream's end marker (`[DONE]`, which it reads as `parse` does): ended as
+                    # `_on_chunk` ends it.
+                    self._ended(ended_at)
 
     def arm_fast_path(self) -> None:
         """After Python handled a read that ended at an event boundary: if the stream is still going, the counter
@@ -329,13 +333,18 @@ class StreamAccumulator:
             self._cancel_t = t
         if chunk.done:
             # [DONE], or a final chunk that also carries the last tokens and totals (TGI, llama.cpp, Ollama).
-            self.saw_done = True
-            self.finished = True
-            rec.done = t
+            self._ended(t)
+
+    def _ended(self, t: float) -> None:
+        """The stream's end marker came at `t` (read here, or by the C counter: `disarm_fast_path`)."""
+        self.saw_done = True
+        self.finished = True
+        self.record.done = t
 
     def finish(self, t: float) -> RequestRecord:
         """End of a complete body. A stream that ended without its end marker is `stream_interrupted`, unless the
         dialect has no end marker (Triton), where the complete body is the orderly end."""
+        self.disarm_fast_path()
         rec = self.record
         if self.cancelled and not self.saw_done:
             rec.cancelled = "tokens"
@@ -414,6 +423,7 @@ class StreamAccumulator:
         """The transport failed mid-stream (reset, timeout): keep every timing received so far. After the stream's
         end marker nothing that was measured is missing, so that is still a success (a server that closes without
         the chunked terminator)."""
+        self.disarm_fast_path()
         rec = self.record
         if rec.error is None and self.saw_done:
             return self.finish(t)

@@ -177,7 +177,9 @@ def test_chunk_times_are_arrival_times_while_the_loop_is_blocked(
     for attempt in range(3):
         rec, sent, after, handled, (reads, late, worst) = _stream_while_blocked(0.008, certs)
         errors_ms = [(t - s) * 1e3 for t, s in zip(rec.chunk_times, sent, strict=True)]
-        late_ms = [(h - s) * 1e3 for h, s in zip(handled, sent, strict=False)]
+        # How late events were handed to Python, and the reactor's own worst read delay (the reads the C counter
+        # takes, now up to the stream's end, never reach `on_event`).
+        late_ms = [(h - s) * 1e3 for h, s in zip(handled, sent, strict=False)] + [worst * 1e3]
         print(f"recorded − written: max {max(errors_ms):.3f} ms; read late by up to {max(late_ms):.1f} ms")
         if max(late_ms) < 100:
             break

@@ -66,9 +66,12 @@ def _record_state(rec: RequestRecord) -> tuple[object, ...]:
     )
 
 
-def _run(reads: list[bytes], dialect: str, fast: bool) -> tuple[tuple[object, ...], int]:
-    """Feed `reads` (read i arrives at t = i) the way the reactor does; returns the record and how many reads the
-    C counter counted."""
+def _run(
+    reads: list[bytes], dialect: str, fast: bool, taken: list[int] | None = None
+) -> tuple[tuple[object, ...], int]:
+    """Feed `reads` (read i arrives at t = i) the way the reactor does (_wire.c `Drainer.drain`); returns the record
+    and how many reads the C counter counted whole. A read it counted in part goes on to Python from where it
+    stopped, with the same arrival time."""
     rec = RequestRecord("r", "v", "m")
     acc = StreamAccumulator(rec, get_dialect(dialect))
     parser = _Parser(acc)
@@ -76,9 +79,14 @@ def _run(reads: list[bytes], dialect: str, fast: bool) -> tuple[tuple[object, ..
     parser.chunk_counter = counter
     counted_in_c = 0
     for i, data in enumerate(reads):
-        if counter is not None and counter.armed and counter.try_count(float(i), data):
-            counted_in_c += 1
-            continue
+        if counter is not None and counter.armed:
+            used = counter.try_count(float(i), data)
+            if used == len(data):
+                counted_in_c += 1
+                if taken is not None:
+                    taken.append(i)
+                continue
+            data = data[used:]
         if parser.on_read(float(i), data):
             break
     if parser.message_complete:
@@ -88,10 +96,12 @@ def _run(reads: list[bytes], dialect: str, fast: bool) -> tuple[tuple[object, ..
     return _record_state(rec), counted_in_c
 
 
-def _parity(middle: list[bytes], dialect: str = "openai-chat", opening: list[bytes] = _OPENING) -> int:
+def _parity(
+    middle: list[bytes], dialect: str = "openai-chat", opening: list[bytes] = _OPENING, taken: list[int] | None = None
+) -> int:
     reads = opening + middle + _CLOSING
     slow, _ = _run(reads, dialect, fast=False)
-    fast, counted_in_c = _run(reads, dialect, fast=True)
+    fast, counted_in_c = _run(reads, dialect, fast=True, taken=taken)
     assert fast == slow
     return counted_in_c
 
@@ -104,7 +114,8 @@ def test_the_c_half_is_built() -> None:
 
 def test_plain_token_chunks_are_counted_in_c_like_python() -> None:
     middle = [_chunk(_vllm(n)) for n in range(3, 9)]
-    assert _parity(middle) == len(middle) + 2  # and the opening's token chunks: after the head, all but the end
+    # and the opening's token chunks and the closing's usage chunk: all but the head, [DONE] alone and the terminator
+    assert _parity(middle) == len(middle) + 3
 
 
 def test_the_first_token_decides_where_counts_come_from() -> None:
@@ -121,12 +132,12 @@ def test_the_first_token_decides_where_counts_come_from() -> None:
     slow, _ = _run(lagging, "openai-chat", fast=False)
     fast, counted_in_c = _run(lagging, "openai-chat", fast=True)
     # One token per chunk, then the final usage (9) spread over the two chunks at the end.
-    assert fast == slow and counted_in_c == 2 and fast[6] == "usage_spread" and fast[1] == [4, 5]
+    assert fast == slow and counted_in_c == 3 and fast[6] == "usage_spread" and fast[1] == [4, 5]
 
 
 def test_several_chunks_in_one_read_and_several_tokens_per_chunk() -> None:
     middle = [_chunk(_vllm(4)) + _chunk(_vllm(6)), _chunk(_vllm(9)) + _chunk(_vllm(9, "")) + _chunk(_vllm(10))]
-    assert _parity(middle) == 4
+    assert _parity(middle) == 5
 
 
 @pytest.mark.parametrize(
@@ -157,18 +168,34 @@ def test_several_chunks_in_one_read_and_several_tokens_per_chunk() -> None:
         b'{"choices":[{"delta":{"content":0}}],"usage":{"completion_tokens":3}}',
         b'{"choices":[{"delta":{"content":"a"}}],"usage":{"completion_tokens":3},"x":[1e5,-0.5e-3,true,false,null,{}]}',
         b'{"object":"chat.completion.chunk","choices":[{"delta":{"content":"a"}}],"usage":{"completion_tokens":3}}',
+        # the final usage-only chunk: totals, no token
+        b'{"choices":[],"usage":{"completion_tokens":3}}',
+        b'{"choices":[],"usage":{"prompt_tokens":12,"completion_tokens":9,"prompt_tokens_details":null}}',
+        b'{"choices":[{"delta":{"content":"a"}}],"choices":[],"usage":{"completion_tokens":3}}',
+        b'{"choices":[]}',
+        # why the stream ended: a plain string is copied to the record as the dialect reads it (the last one wins)
+        b'{"choices":[{"delta":{"content":""},"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":3}}',
+        b'{"choices":[{"delta":{"content":"a"},"finish_reason":"length"}],"usage":{"completion_tokens":3}}',
+        b'{"choices":[{"delta":{"content":"a"},"finish_reason":"stop","finish_reason":null}]}',
+        b'{"choices":[{"delta":{"content":"a"},"finish_reason":null,"finish_reason":"\xc3\xa9t\xc3\xa9"}]}',
+        b'{"choices":[{"delta":{"content":"a"},"finish_reason":""}],"usage":{"completion_tokens":3}}',
+        b'{"choices":[{"finish_reason":"stop"}],"choices":[{"delta":{"content":"a"}}],"usage":{"completion_tokens":3}}',
     ],
 )
 def test_accepted_shapes_match_python(payload: bytes) -> None:
-    assert _parity([_chunk(payload)]) == 3
+    assert _parity([_chunk(payload)]) == 4
 
 
 @pytest.mark.parametrize(
     "payload",
     [
-        b"[DONE]",
-        b'{"choices":[],"usage":{"completion_tokens":3}}',
+        b"[DONE]",  # alone in its read: Python sees the end (the counter takes it only with more bytes after it)
         b'{"choices":null,"usage":{"completion_tokens":3}}',
+        b'{"usage":{"completion_tokens":3}}',
+        b'{"choices":[],"usage":{"prompt_tokens":12,"prompt_tokens_details":{"cached_tokens":8}}}',
+        b'{"choices":[],"usage":{"completion_tokens":3},"timings":{"predicted_n":3}}',
+        b'{"choices":[{"delta":{"content":"a"},"finish_reason":"st\\u006fp"}]}',
+        b'{"choices":[{"delta":{"content":"a"},"finish_reason":"\\n"}]}',
         b'{"choices":[5]}',
         b'{"choices":{"delta":{"content":"a"}}}',
         b'{"error":{"message":"boom"}}',
@@ -186,10 +213,6 @@ def test_accepted_shapes_match_python(payload: bytes) -> None:
         b'{"choices":[{"delta":{"content":"a","tool_calls":[{"index":0}]}}],"usage":{"completion_tokens":3}}',
         b'{"choices":[{"delta":{"tool_calls":[],"tool_calls":[{}]}}],"usage":{"completion_tokens":3}}',
         b'{"choices":[{"delta":{"content":"a"}}],"usage":{"completion_tokens":3,"completion_tokens_details":{}}}',
-        # why the stream ended: Python records it
-        b'{"choices":[{"delta":{"content":""},"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":3}}',
-        b'{"choices":[{"delta":{"content":"a"},"finish_reason":"length"}],"usage":{"completion_tokens":3}}',
-        b'{"choices":[{"delta":{"content":"a"},"finish_reason":"stop","finish_reason":null}]}',
         b'{"choices":[{"delta":{"content":"a"}}],"usage":{"completion_tokens":true}}',
         b'{"choices":[{"delta":{"content":"a"}}],"usage":{"completion_tokens":-1}}',
         b'{"choices":[{"delta":{"content":"a"}}],"usage":{"completion_tokens":[3]}}',
@@ -212,7 +235,9 @@ def test_accepted_shapes_match_python(payload: bytes) -> None:
     ],
 )
 def test_refused_shapes_change_nothing_and_python_decides(payload: bytes) -> None:
-    assert _parity([_chunk(payload)]) == 2  # only the opening's token chunks were counted in C
+    taken: list[int] = []
+    _parity([_chunk(payload)], taken=taken)
+    assert taken[:2] == [1, 2] and 3 not in taken  # the opening's token chunks were counted in C, not this read
 
 
 @pytest.mark.parametrize(
@@ -225,12 +250,14 @@ def test_refused_shapes_change_nothing_and_python_decides(payload: bytes) -> Non
     ],
 )
 def test_other_sse_framings_go_to_python(read: bytes) -> None:
-    assert _parity([b"%x\r\n%s\r\n" % (len(read), read)]) == 2
+    taken: list[int] = []
+    _parity([b"%x\r\n%s\r\n" % (len(read), read)], taken=taken)
+    assert taken[:2] == [1, 2] and 3 not in taken
 
 
 def test_chunk_framing_must_be_exact() -> None:
     good = _chunk(_vllm(3))
-    assert _parity([good[:-1], good[-1:]]) == 2  # split: Python reassembles, the counter never sees half a chunk
+    assert _parity([good[:-1], good[-1:]]) == 3  # split: Python reassembles, the counter never sees half a chunk
     wrong_size = b"ff" + good[good.index(b"\r\n") :]
     slow, _ = _run(_OPENING + [wrong_size], "openai-chat", fast=False)
     fast, counted_in_c = _run(_OPENING + [wrong_size], "openai-chat", fast=True)
@@ -241,8 +268,8 @@ def test_chunk_framing_must_be_exact() -> None:
 def test_completions_dialect() -> None:
     text = [b'{"choices":[{"text":" a","index":0}],"usage":{"completion_tokens":%d}}' % n for n in (3, 4)]
     empty = b'{"choices":[{"text":"","finish_reason":"length"}],"usage":{"completion_tokens":5}}'
-    # the finish chunk is Python's (it records the finish reason)
-    assert _parity([_chunk(p) for p in [*text, empty]], "openai-completions") == 4
+    # the finish chunk too (its finish reason is a plain string)
+    assert _parity([_chunk(p) for p in [*text, empty]], "openai-completions") == 6
 
 
 def test_one_token_per_chunk_when_the_server_sends_no_counts() -> None:
@@ -263,10 +290,21 @@ def test_an_unarmed_counter_counts_nothing_and_hands_its_state_back_once() -> No
     assert (list(rec.chunk_times), list(rec.chunk_tokens), counter.counted, rec.output_tokens) == ([2.0], [2], 3, 3)
     assert not counter.try_count(3.0, _chunk(b"[DONE]"))  # refused: disarmed, so no later read overtakes it
     assert not counter.armed and not counter.try_count(4.0, _chunk(_vllm(4)))
-    assert counter.disarm() == (3, 1) and counter.disarm() is None  # the state once, then nothing new to hand back
+    assert counter.disarm() == (3, 1, None)  # the state once,
+    assert counter.disarm() is None  # then nothing new to hand back
     counter.arm(3, 1)
     assert counter.try_count(5.0, _chunk(_vllm(4)))
-    assert counter.disarm() == (4, 1) and not counter.try_count(6.0, _chunk(_vllm(5)))
+    assert counter.disarm() == (4, 1, None) and not counter.try_count(6.0, _chunk(_vllm(5)))
+    # A read counted in part: its leading whole chunks, up to what the counter does not take; the rest is Python's.
+    counter.arm(4, 1)
+    head = _chunk(_vllm(5)) + _chunk(_USAGE)
+    assert counter.try_count(7.0, head + b"0\r\n\r\n") == len(head) and not counter.armed
+    assert counter.disarm() == (5, 1, None) and (rec.prompt_tokens, rec.output_tokens) == (12, 9)
+    # The end marker with more after it: taken, the counter disarmed, and when it came handed back.
+    counter.arm(5, 1)
+    head = _chunk(_vllm(6, finish_reason="x")) + _chunk(b"[DONE]")
+    assert counter.try_count(8.0, head + b"0\r\n\r\n") == len(head) and not counter.armed
+    assert counter.disarm() == (6, 1, 8.0) and rec.finish_reason is None  # the top-level key is not the choice's
 
 
 def test_other_dialects_and_ndjson_have_no_counter() -> None:
@@ -354,13 +392,13 @@ def test_the_first_body_read_is_pythons_so_a_body_that_is_not_a_stream_is_seen()
     stream = [_HEAD, _chunk(_ROLE) + _chunk(_vllm(1)), _chunk(_vllm(2)), _chunk(_vllm(3))]
     slow, _ = _run(stream + _CLOSING, "openai-chat", fast=False)
     fast, counted_in_c = _run(stream + _CLOSING, "openai-chat", fast=True)
-    assert fast == slow and counted_in_c == 2 and fast[4] is None
+    assert fast == slow and counted_in_c == 3 and fast[4] is None
 
 
 def test_cached_prompt_tokens_in_a_token_chunk_go_to_python() -> None:
     details = {"cached_tokens": 8}
     payload = _vllm(3, usage={"prompt_tokens": 12, "completion_tokens": 3, "prompt_tokens_details": details})
-    assert _parity([_chunk(payload)]) == 2  # the opening only: the read with the details is Python's
+    assert _parity([_chunk(payload)]) == 3  # the opening and the closing's usage: the read with the details is Python's
     usage = {"prompt_tokens": 12, "completion_tokens": 9, "prompt_tokens_details": {"cached_tokens": 8}}
     final = orjson.dumps({"choices": [], "usage": usage})
     reads = [*_OPENING, _chunk(final), _chunk(b"[DONE]"), b"0\r\n\r\n"]
@@ -413,6 +451,6 @@ def test_tool_call_chunks_are_pythons_and_marked_the_same_either_way() -> None:
     slow, _ = _run(reads, "openai-chat", fast=False)
     fast, counted_in_c = _run(reads, "openai-chat", fast=True)
     assert fast == slow
-    assert counted_in_c == 2  # the two content reads
+    assert counted_in_c == 3  # the two content reads and the final usage
     assert fast[0] == [1.0, 2.0, 3.0, 4.0, 5.0] and fast[1] == [1, 2, 1, 1, 2]
     assert fast[12] == [0, 1, 2]
