@@ -476,7 +476,11 @@ def merge_encoded_python(blob: bytes | str, targets: Sequence[LatencyHistogram])
         return
     counts_len = lay.counts_len
     scratch = _DECODE_BUFFER.at_least(counts_len)
-    total, lo, hi = hdr.decode_counts(data, scratch, counts_len)
+    try:
+        total, lo, hi = hdr.decode_counts(data, scratch, counts_len)
+    except BaseException:  # a corrupt payload may have written counts before it failed: none may outlive the call
+        ctypes.memset(scratch, 0, 8 * counts_len)
+        raise
     if not total:
         return
     n = hi - lo + 1

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 import pytest
 from hdrh.histogram import HdrHistogram
 
-from loadgen.measure import _hist_merge
+from loadgen.measure import _hist_merge, histogram
 from loadgen.measure.histogram import (
     LatencyHistogram,
     merge_encoded_into,
@@ -167,6 +167,10 @@ def test_corrupt_input_is_the_python_path_s_outcome(i: int) -> None:
     blob = _corrupt_cases()[i]
     c, py = _outcome(merge_encoded_into, blob), _outcome(merge_encoded_python, blob)
     assert c == py
+    # The Python path's reused decode array holds nothing afterwards (a varint cut short had left counts in it,
+    # which the next merge in the process added).
+    counts = histogram._DECODE_BUFFER.counts
+    assert counts is None or not any(counts)
 
 
 @pytest.mark.parametrize("i", range(len(_corrupt_cases())))
