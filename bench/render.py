@@ -29,6 +29,7 @@ from loadgen.config.scenario import validate_scenario
 from loadgen.measure.aggregate import Aggregate
 from loadgen.measure.records import RequestRecord
 from loadgen.report import build_report
+from loadgen.report.combine import _text
 from loadgen.report.formats import formats
 
 _PER_GROUP = 8
@@ -75,12 +76,6 @@ def _delta(rng: random.Random, variants: int, mixes: int, base: float) -> dict[s
                 agg.add(r, 1_700_000_000.0 + n * 0.003)
                 n += 1
     return agg.pop_delta()
-
-
-def _text(value: object) -> str:
-    if isinstance(value, bytes | bytearray):
-        return bytes(value).decode("ascii")
-    raise TypeError(type(value).__name__)
 
 
 def _rss_mb() -> float:

@@ -14,19 +14,57 @@ that the level goes on rising as the run's keys add up: over a run of n keys a v
 cap x (1 + log2(n / cap) / 2) of them (cap before the level first rises, then about cap / 2 per level), not n.
 
 `HashSample` holds the level, the cap and the counts; a sample subclasses it and holds its rows, dropping those under
-a risen level in `_keep_from`. `RowSample` is that for rows of integers kept in arrays (`Rows`: no object per key).
+a risen level in `_keep_from`. `RowSample` is that for rows of integers kept in arrays (`Rows`: no object per key),
+shipped packed (`pack` / `unpack`: little-endian int64, raw; base64 text in JSON): the master reads a worker's rows
+with no Python object per value and keeps the survivors of its level in one vectorised step.
 """
 
 from __future__ import annotations
 
+import binascii
 import hashlib
+import sys
 from array import array
 from collections.abc import Sequence
 from typing import Any, Self
 
-__all__ = ["BITS", "HashSample", "RowSample", "Rows", "key_hash", "survivors"]
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["BITS", "HashSample", "RowSample", "Rows", "key_hash", "pack", "survivors", "unpack"]
 
 BITS = 63
+# 2**0 … 2**62: a key's bit length is how many of these are <= it (`np.searchsorted`, exact on int64).
+_POWERS = np.array([1 << j for j in range(BITS)], dtype=np.int64)
+_LITTLE = sys.byteorder == "little"
+
+
+def pack(values: array[int]) -> bytearray:
+    """An array of int64 on the wire: its values as little-endian int64, raw (msgpack carries them as bin). A
+    `bytearray`, so that a JSON writer tells them from the histograms' base64 `bytes` and writes them as base64 text
+    (report/combine.py `_text`), which `unpack` reads back."""
+    if not _LITTLE:  # pragma: no cover - every platform loadgen runs on is little-endian
+        values = array("q", values)
+        values.byteswap()
+    return bytearray(values)
+
+
+def unpack(packed: bytes | bytearray | str, what: str = "rows") -> npt.NDArray[np.int64]:
+    """`pack`'s form back as an int64 array, over the same bytes (read-only): raw bytes, or base64 text (JSON)."""
+    if isinstance(packed, str):
+        try:
+            packed = binascii.a2b_base64(packed)
+        except (binascii.Error, ValueError) as e:
+            raise ValueError(f"{what}: not base64 ({e})") from None
+    if not isinstance(packed, bytes | bytearray | memoryview):
+        raise ValueError(f"{what}: packed int64 values, not {type(packed).__name__}")
+    if len(packed) % 8:
+        raise ValueError(f"{what}: {len(packed)} bytes, not whole int64 values")
+    return np.frombuffer(packed, dtype="<i8")
+
+
+def _bit_lengths(keys: npt.NDArray[np.int64]) -> npt.NDArray[np.intp]:
+    return np.searchsorted(_POWERS, keys, side="right")
 
 
 def key_hash(key: str) -> int:
@@ -105,6 +143,21 @@ class HashSample:
         c.kept += len(kept)
         return rows
 
+    def _admit_packed(self, variant: str, keys: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_] | None:
+        """`_admit_wire` for packed keys: the mask of those that survive, None when all do."""
+        mask: npt.NDArray[np.bool_] | None = None
+        if len(keys) and int(keys.max()) >= 1 << (BITS - self.level):
+            mask = keys < 1 << (BITS - self.level)
+            keys = keys[mask]
+        c = self._counts_of(variant)
+        if len(keys):
+            by_level = np.bincount(BITS - _bit_lengths(keys), minlength=BITS + 1)
+            seen = c.seen
+            for z in np.flatnonzero(by_level).tolist():
+                seen[z] += int(by_level[z])
+        c.kept += len(keys)
+        return mask
+
     def _settle(self) -> None:
         """Raise the level until no variant keeps more than `cap` keys, and drop what falls under it."""
         level, cap = self.level, self.cap
@@ -140,15 +193,16 @@ class Rows:
         self.width = width
 
     def keep_from(self, level: int) -> None:
-        rows = survivors(self.keys, level)
-        if rows is None:
+        if not self.keys:
             return
-        keys, w = self.keys, self.width
-        self.keys = array("q", (keys[i] for i in rows))
-        if w == 1:
-            self.columns = [array("q", (col[i] for i in rows)) for col in self.columns]
-        else:
-            self.columns = [array("q", (v for i in rows for v in col[i * w : (i + 1) * w])) for col in self.columns]
+        keys = np.frombuffer(self.keys, dtype=np.int64)
+        top = 1 << (BITS - level)
+        if int(keys.max()) < top:
+            return
+        mask = keys < top
+        self.keys = _array(keys[mask])
+        w = self.width
+        self.columns = [_array(_take(np.frombuffer(col, dtype=np.int64), mask, w)) for col in self.columns]
 
     def extend(self, keys: Sequence[int], columns: Sequence[Sequence[int]], rows: list[int] | None) -> None:
         """Rows shipped as plain lists; `rows`: the positions to take (None: all of them)."""
@@ -164,9 +218,43 @@ class Rows:
         for mine, col in zip(self.columns, columns, strict=True):
             mine.extend(col if len(col) == n else col[:n])
 
+    def extend_packed(
+        self, keys: npt.NDArray[np.int64], columns: Sequence[npt.NDArray[np.int64]], mask: npt.NDArray[np.bool_] | None
+    ) -> None:
+        """Rows shipped packed (`unpack`ed); `mask`: the rows to take (None: all of them)."""
+        w = self.width
+        n = len(keys) * w
+        if mask is not None:
+            keys = keys[mask]
+        self.keys.frombytes(keys.astype(np.int64, copy=False).tobytes())
+        for mine, col in zip(self.columns, columns, strict=True):
+            col = col[:n]
+            if mask is not None:
+                col = _take(col, mask, w)
+            mine.frombytes(col.astype(np.int64, copy=False).tobytes())
+
+    def check_packed(self, keys: npt.NDArray[np.int64], columns: Sequence[npt.NDArray[np.int64]]) -> None:
+        """That packed rows fit these: key hashes (63 bits, none below 0) and a value per column and key."""
+        n = len(keys) * self.width
+        if len(columns) != len(self.columns) or any(len(col) < n for col in columns):
+            raise ValueError(f"rows: {len(keys)} keys need {len(self.columns)} columns of {n} values")
+        if len(keys) and int(keys.min()) < 0:
+            raise ValueError("rows: a key hash below 0")
+
     def clear(self) -> None:
         self.keys = array("q")
         self.columns = [array("q") for _ in self.columns]
+
+
+def _take(col: npt.NDArray[np.int64], mask: npt.NDArray[np.bool_], width: int) -> npt.NDArray[np.int64]:
+    """The values of the rows `mask` keeps, `width` per row."""
+    return col[mask] if width == 1 else col.reshape(-1, width)[mask].reshape(-1)
+
+
+def _array(values: npt.NDArray[np.int64]) -> array[int]:
+    out = array("q")
+    out.frombytes(values.astype(np.int64, copy=False).tobytes())
+    return out
 
 
 class RowSample(HashSample):
@@ -198,13 +286,18 @@ class RowSample(HashSample):
         return not any(r.keys for r in self.variants.values())
 
     def rows_wire(self) -> list[list[Any]]:
-        return [[v, r.keys.tolist(), *(c.tolist() for c in r.columns)] for v, r in self.variants.items() if r.keys]
+        """[variant, keys, *columns] per variant with rows, each array `pack`ed."""
+        return [[v, pack(r.keys), *(pack(c) for c in r.columns)] for v, r in self.variants.items() if r.keys]
 
     def merge_rows_wire(self, level: int, rows: Sequence[Sequence[Any]]) -> None:
         """Another sample's `level` and `rows_wire()`."""
         self._rise_to(level)
-        for variant, keys, *columns in rows:
-            self._rows(variant).extend(keys, columns, self._admit_wire(variant, keys))
+        for variant, keys_text, *columns_text in rows:
+            keys = unpack(keys_text, "row keys")
+            columns = [unpack(c, "row values") for c in columns_text]
+            mine = self._rows(variant)
+            mine.check_packed(keys, columns)
+            mine.extend_packed(keys, columns, self._admit_packed(variant, keys))
         self._settle()
 
     def is_empty(self) -> bool:

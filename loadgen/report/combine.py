@@ -11,6 +11,7 @@ the variants compared as for a concurrent run, and the run facts list each phase
 
 from __future__ import annotations
 
+import binascii
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,8 +30,11 @@ AGGREGATE_FILE = "aggregate.json"
 
 
 def _text(value: object) -> str:
-    # The wire's histograms are base64 bytes; everything else is JSON already.
-    if isinstance(value, bytes | bytearray | memoryview):
+    # The wire's histograms are base64 bytes; its packed sample rows raw int64 in a bytearray (measure/hash_sample.py
+    # `pack`), written as base64 text, which `unpack` reads back; everything else is JSON already.
+    if isinstance(value, bytearray):
+        return binascii.b2a_base64(value, newline=False).decode("ascii")
+    if isinstance(value, bytes | memoryview):
         return bytes(value).decode("ascii")
     raise TypeError(f"not JSON-serialisable: {type(value).__name__}")
 

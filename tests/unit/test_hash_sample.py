@@ -18,6 +18,7 @@ from loadgen.measure.hash_sample import BITS, Rows, RowSample, key_hash, survivo
 from loadgen.measure.latency_samples import LatencySamples
 from loadgen.measure.outputs import OutputSamples
 from loadgen.measure.pairs import PairSamples, pair_hash
+from loadgen.report.combine import _text
 
 _PROPS = settings(derandomize=True, max_examples=40, deadline=None)
 
@@ -106,9 +107,9 @@ def _workers(cap: int, n_workers: int, rng: random.Random, counts: list[int]) ->
         w = workers[rng.randrange(n_workers)]
         w.add(variant, k)
         if rng.random() < 0.02:
-            deltas.append(orjson.loads(orjson.dumps(w.to_wire())))
+            deltas.append(orjson.loads(orjson.dumps(w.to_wire(), default=_text)))
             w.clear_rows()
-    deltas += [orjson.loads(orjson.dumps(w.to_wire())) for w in workers]
+    deltas += [orjson.loads(orjson.dumps(w.to_wire(), default=_text)) for w in workers]
     return workers, deltas
 
 
