@@ -91,6 +91,7 @@ class BodyConsumer(Protocol):
     def disarm_fast_path(self) -> None: ...
 
     def arm_fast_path(self) -> None: ...
+    def count_first(self, t: float, data: bytes) -> int: ...
 
 
 class _Parser(LLHTTPResponse):
@@ -107,9 +108,9 @@ class _Parser(LLHTTPResponse):
         self._head_tail = b""  # the last bytes of a head still incomplete, to find a CRLFCRLF split across reads
         self._head_bytes = 0  # of the response head, so far
         self.received_any = False
-        # The consumer's C fast half (accumulator.py `make_chunk_counter`), handed the reads between events while
-        # armed.
+        # The consumer's C fast half (accumulator.py `make_chunk_counter`), given reads between events while armed.
         self.chunk_counter: Any = None
+        self._body_unseen = False  # a chunked 200's head came alone: its body's first read is `count_first`'s
         self.reading: Reading | None = None  # set by the connection, to shorten its idle wait after the end
 
     @property
@@ -117,8 +118,6 @@ class _Parser(LLHTTPResponse):
         """The stream sent its end marker and nothing went wrong: whatever happens to the connection now (closed,
         reset, the chunked terminator never sent) takes nothing from the request."""
         consumer = self.consumer
-        if self.chunk_counter is not None:
-            consumer.disarm_fast_path()  # what the C counter reached (its end marker too) is the consumer's first
         return self.status == 200 and consumer.finished and not consumer.fatal
 
     @property
@@ -136,10 +135,15 @@ class _Parser(LLHTTPResponse):
         """One read that arrived at `t`; True once the response is complete or the consumer wants no more."""
         counter = self.chunk_counter
         if counter is not None:
+            if counter.armed:  # since the reactor took this read (an earlier one waited to be parsed): unseen
+                data = data[counter.try_count(t, data) :]
+            elif self._body_unseen:  # the first read of a body whose head came alone
+                self._body_unseen = False
+                data = data[self.consumer.count_first(t, data) :]
             self.consumer.disarm_fast_path()
         self.now = t
         self.received_any = True
-        self.parse(data)
+        self.parse(data)  # b"" (the counter took it all): the decoder and the SSE parser stand as they are
         done = self.message_complete or self.consumer.fatal
         if not done and self.consumer.finished and self.reading is not None:
             self.reading.read_timeout = min(self.reading.read_timeout, _AFTER_END_S)
@@ -196,6 +200,9 @@ class _Parser(LLHTTPResponse):
                 self.consumer.on_head(str(self.get("content-type", "")))
             if self.status == 200 and "chunked" in str(self.get("transfer-encoding", "")).lower():
                 self._chunked = ChunkedDecoder()
+                if self.chunk_counter is not None:  # the body's first chunks to C, from here or the next read
+                    self._body_unseen = not data
+                    data = data[self.consumer.count_first(self.now, data) :]
                 if data:
                     self.parse(data)
             elif data:

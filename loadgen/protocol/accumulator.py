@@ -173,6 +173,22 @@ class StreamAccumulator:
             exact = self._exact
             counter.arm(self._counted, -1 if exact is None else int(exact))
 
+    def count_first(self, t: float, data: bytes) -> int:
+        """The body's first bytes (the rest of the head's read, arrived at `t`): the leading whole chunks the C
+        counter takes (token chunks, or the stream's end, as it takes them from any read), counted as they would be
+        here; returns how many bytes it took. A chunk it takes is a `data:` event, so the body is a stream (as
+        `on_event` concludes for a lone event) and need not be sniffed."""
+        counter = self._counter
+        if counter is None or not self.sse_idle or self.finished:
+            return 0
+        exact = self._exact
+        counter.arm(self._counted, -1 if exact is None else int(exact))
+        used: int = counter.try_count(t, data)
+        self.disarm_fast_path()
+        if used:
+            self._sniff = False
+        return used
+
     def on_connection(self, connect_s: float | None, tls_s: float | None) -> None:
         """This request opened its connection (TCP connect and TLS handshake times), or reused one (None)."""
         self.record.connect_s = connect_s

@@ -83,6 +83,9 @@ class WholeReplyAccumulator:
     def arm_fast_path(self) -> None:
         pass
 
+    def count_first(self, t: float, data: bytes) -> int:  # pragma: no cover - it has no chunk counter
+        return 0
+
     # ---- what the request stream calls -----------------------------------------------------------------------------
     def finish(self, t: float) -> RequestRecord:
         """The body is complete (its last read arrived at `t`): read the reply."""

@@ -277,7 +277,7 @@ def test_one_token_per_chunk_when_the_server_sends_no_counts() -> None:
     reads = [_HEAD + _chunk(plain[0])] + [_chunk(p) for p in plain[1:]] + [_chunk(b"[DONE]"), b"0\r\n\r\n"]
     slow, _ = _run(reads, "openai-chat", fast=False)
     fast, counted_in_c = _run(reads, "openai-chat", fast=True)
-    assert fast == slow and counted_in_c == 4  # the first token came with the head: Python's
+    assert fast == slow and counted_in_c == 4  # the first token came with the head: counted in C from that read
     assert fast[1] == [1] * 5
 
 
@@ -381,14 +381,15 @@ def test_corrupted_payloads_agree_with_python(at: int, junk: bytes) -> None:
 
 
 def test_the_first_body_read_is_pythons_so_a_body_that_is_not_a_stream_is_seen() -> None:
-    # The head alone in its read: the counter stays disarmed until Python looked at the first body bytes.
+    # The head alone in its read: the first body read is offered to the counter (count_first), which takes only
+    # whole `data:` chunks; anything else is Python's, which sees that this body is not a stream.
     json_head = _HEAD.replace(b"text/event-stream", b"application/json")
     body = b'{"object":"chat.completion","choices":[{"message":{"content":"Paris."}}]}'
     reads = [json_head, b"%x\r\n%s\r\n" % (len(body), body), b"0\r\n\r\n"]
     slow, _ = _run(reads, "openai-chat", fast=False)
     fast, counted_in_c = _run(reads, "openai-chat", fast=True)
     assert fast == slow and counted_in_c == 0 and fast[4] == "not_a_stream" and fast[10] == body
-    # A stream: its first token read is Python's, the later ones counted in C.
+    # A stream: its first token read is counted in C from Python's hand (count_first), the later ones by the drain.
     stream = [_HEAD, _chunk(_ROLE) + _chunk(_vllm(1)), _chunk(_vllm(2)), _chunk(_vllm(3))]
     slow, _ = _run(stream + _CLOSING, "openai-chat", fast=False)
     fast, counted_in_c = _run(stream + _CLOSING, "openai-chat", fast=True)
