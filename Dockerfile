@@ -1,7 +1,8 @@
 # syntax=docker/dockerfile:1
 # loadgen image: Locust master / worker with loadgen's plugin and its compiled halves (loadgen.protocol._wire, the
 # wire reader; loadgen.measure._hist_walk, the exporter's histogram walk; loadgen.measure._hist_merge, the master's
-# merge of the workers' histograms, which links zlib).
+# merge of the workers' histograms, which links zlib; loadgen.measure._record, a worker's recording of a finished
+# request).
 #   docker build -t REGISTRY/loadgen:0.1.0 . && docker push REGISTRY/loadgen:0.1.0
 #   bash scripts/build-image        (podman, from a Debian bookworm base made with mmdebstrap: no registry pulled)
 # Portable: the C half is built with the flags pyproject.toml gives (-O2 -Wall), never -march=native, so the image
@@ -40,7 +41,7 @@ COPY loadgen ./loadgen
 # they were built (-I: the venv's copy, not ./loadgen).
 RUN pip install --no-deps "./[k8s,otel]" \
     && pip check \
-    && python -I -c "import loadgen.protocol._wire, loadgen.measure._hist_walk, loadgen.measure._hist_merge"
+    && python -I -c "import loadgen.protocol._wire, loadgen.measure._hist_walk, loadgen.measure._hist_merge, loadgen.measure._record"
 
 FROM ${PYTHON_IMAGE} AS runtime
 LABEL org.opencontainers.image.title="loadgen" \

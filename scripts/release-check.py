@@ -24,7 +24,12 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 # The compiled halves every wheel must carry (pyproject.toml's ext-modules), as paths inside the wheel.
-EXTENSIONS = ("loadgen/protocol/_wire.", "loadgen/measure/_hist_walk.", "loadgen/measure/_hist_merge.")
+EXTENSIONS = (
+    "loadgen/protocol/_wire.",
+    "loadgen/measure/_hist_walk.",
+    "loadgen/measure/_hist_merge.",
+    "loadgen/measure/_record.",
+)
 
 
 def versions(root: Path) -> dict[str, str]:

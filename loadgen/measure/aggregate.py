@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from loadgen.measure.fates import FATES, NOT_SENT, fate_of
+from loadgen.measure.fates import FATES, NOT_SENT, fate_of, latencies
 from loadgen.measure.group_stats import CENSORED_METRICS, CONNECTION_METRICS, GroupStats
 from loadgen.measure.latency_samples import LatencySamples
 from loadgen.measure.outputs import OutputSamples
@@ -132,25 +132,29 @@ class Aggregate:
         self.session_timelines.add(tally, fate)
 
     def add(self, rec: RequestRecord, wall_time: float) -> None:
-        self.group(rec.variant, rec.mix).add(rec, self.window_start, self.window_end)
+        # Its fate and latencies asked once (measure/fates.py), for every group and slice it adds to.
+        fate = fate_of(rec, self.window_end)
+        fate_row = FATES[fate]
+        lat = latencies(rec, fate_row)
+        start, end = self.window_start, self.window_end
+        self.group(rec.variant, rec.mix).add(rec, start, end, fate, lat)
         if rec.priority_class:  # warm-up and cut-by-stop requests too: a group counts them as such
-            self.priority_class(rec.variant, rec.priority_class).add(rec, self.window_start, self.window_end)
+            self.priority_class(rec.variant, rec.priority_class).add(rec, start, end, fate, lat)
         if rec.adapter:
-            self.adapter(rec.variant, rec.adapter).add(rec, self.window_start, self.window_end)
-        fate_row = FATES[fate_of(rec, self.window_end)]
-        self.variant_timeline.add(rec, wall_time, self.window_start, fate_row)
-        self.pairs.add(rec, fate_row)
+            self.adapter(rec.variant, rec.adapter).add(rec, start, end, fate, lat)
+        self.variant_timeline.add(rec, wall_time, start, fate_row)
+        self.pairs.add(rec, fate_row, lat)
         if fate_row.complete:
             self.latency_samples.add(rec, wall_time)
             self.outputs.add(rec)
         if fate_row.slices:
-            self.start(rec.variant, rec.cold or "warm").add(rec, fate_row)
+            self.start(rec.variant, rec.cold or "warm").add(rec, fate_row, lat)
             if rec.bucket:
-                self.bucket(rec.variant, rec.mix, rec.bucket).add(rec, fate_row)
+                self.bucket(rec.variant, rec.mix, rec.bucket).add(rec, fate_row, lat)
             if rec.turn:
-                self.turn(rec.variant, rec.mix, rec.turn).add(rec, fate_row)
+                self.turn(rec.variant, rec.mix, rec.turn).add(rec, fate_row, lat)
             if rec.images is not None:
-                slice_at(self.images, (rec.variant, rec.mix, rec.images)).add(rec, fate_row)
+                slice_at(self.images, (rec.variant, rec.mix, rec.images)).add(rec, fate_row, lat)
         if not fate_row.in_timeline:
             return
         sec = int(wall_time)

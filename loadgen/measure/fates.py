@@ -39,7 +39,9 @@ __all__ = [
     "FateRow",
     "Use",
     "fate_name",
+    "LatencyPlan",
     "fate_of",
+    "latencies",
     "latency",
     "sent_in_warmup",
 ]
@@ -254,11 +256,16 @@ def sent_in_warmup(rec: RequestRecord, warmup_end: float) -> bool:
     return at < warmup_end
 
 
+# `fate_of` of a record the recorder stamped: the member by its value, without Enum's call.
+_FATE_BY_VALUE: dict[str, Fate] = {f.value: f for f in Fate}
+
+
 def fate_of(rec: RequestRecord, window_end: float = math.inf) -> Fate:
     """The one fate of a finished record (`rec.warmup` set by `sent_in_warmup`): the one the recorder stamped when
     it did (it knew the window's end; a rebuild from raw rows does not), else from the record's own fields."""
     if rec.fate:
-        return Fate(rec.fate)
+        stamped = _FATE_BY_VALUE.get(rec.fate)
+        return stamped if stamped is not None else Fate(rec.fate)
     if rec.warmup:
         return Fate.IN_WARMUP
     if rec.cut_by_stop:
@@ -279,31 +286,105 @@ def fate_name(rec: RequestRecord) -> str:
     return fate_of(rec).value
 
 
+# What `_decide` makes of a latency: the record's value, a censored sample, or nothing.
+_VALUE, _CENSORED, _NOTHING = "value", "censored", "nothing"
+
+
+def _decide(metric: str, use: Use, streamed: bool, scheduled: bool, reached: bool, done: bool) -> str:
+    """How a record enters `metric` (see `latency`), from its fate's use of it and the record's shape: `streamed`,
+    `scheduled` (open loop), `reached` (it had a first token) and `done` (it has an end time)."""
+    if use is Use.NONE:
+        return _NOTHING
+    from_schedule = metric.endswith("_from_schedule")
+    if from_schedule and not scheduled:
+        return _NOTHING
+    base = metric.removesuffix("_from_schedule")
+    if base == "e2e":
+        if use is Use.CENSORED:
+            return _CENSORED
+        return _VALUE if done else _NOTHING
+    if not streamed:
+        return _NOTHING
+    if base == "ttft":
+        if not reached:
+            return _CENSORED if use is not Use.MEASURED else _NOTHING
+        return _VALUE
+    if base == "tpot":
+        return _CENSORED if use is Use.CENSORED else _VALUE
+    raise ValueError(f"latency: {metric!r} is not one of ttft, tpot, e2e (or their _from_schedule)")
+
+
+def _value(rec: RequestRecord, metric: str) -> float | None:
+    """The record's value of `metric` (seconds), where `_decide` says it has one (TPOT may still be None)."""
+    from_schedule = metric.endswith("_from_schedule")
+    base = metric.removesuffix("_from_schedule")
+    if base == "tpot":
+        return rec.tpot
+    start = rec.scheduled if from_schedule else rec.sent
+    end = rec.done if base == "e2e" else rec.chunk_times[0]
+    return end - start  # type: ignore[operator]
+
+
 def latency(rec: RequestRecord, metric: str, row: FateRow) -> tuple[float | None, bool]:
     """(value in seconds, censored) of `metric` for a record of fate `row`: (None, False) when it has none.
 
     `metric` is one of `LATENCY_METRICS` but ITL (a request gives ITL many samples: `record_chunk_gaps`), or
     `ttft_from_schedule` / `e2e_from_schedule`. A whole reply (`streamed` False) has no TTFT or TPOT, neither
-    measured nor censored. A `_from_schedule` metric exists in open loop only."""
-    use = row.use(metric)
-    if use is Use.NONE:
-        return None, False
-    from_schedule = metric.endswith("_from_schedule")
-    if from_schedule and rec.scheduled is None:
-        return None, False
-    base = metric.removesuffix("_from_schedule")
-    if base == "e2e":
-        if use is Use.CENSORED:
-            return None, True
-        if rec.done is None:
-            return None, False
-        return rec.done - (rec.scheduled if from_schedule else rec.sent), False  # type: ignore[operator]
-    if not rec.streamed:
-        return None, False
-    if base == "ttft":
-        if not rec.chunk_times:
-            return None, use is not Use.MEASURED
-        return rec.chunk_times[0] - (rec.scheduled if from_schedule else rec.sent), False  # type: ignore[operator]
-    if base == "tpot":
-        return (None, True) if use is Use.CENSORED else (rec.tpot, False)
-    raise ValueError(f"latency: {metric!r} is not one of ttft, tpot, e2e (or their _from_schedule)")
+    measured nor censored. A `_from_schedule` metric exists in open loop only. (`latencies` gives the same for every
+    metric of `RECORDED_METRICS` at once.)"""
+    how = _decide(
+        metric, row.use(metric), rec.streamed, rec.scheduled is not None, bool(rec.chunk_times), rec.done is not None
+    )
+    if how is _VALUE:
+        return _value(rec, metric), False
+    return None, how is _CENSORED
+
+
+@dataclass(frozen=True, slots=True)
+class LatencyPlan:
+    """What `latency` gives each metric of `RECORDED_METRICS` for every record of one fate and shape (streamed,
+    scheduled, reached a first token, has an end): which carry the record's value (`measured`, one flag per metric)
+    and which are censored samples (`censored`, by name). Built once per fate and shape (`latencies`), so a request
+    does not ask the table metric by metric."""
+
+    row: FateRow
+    measured: tuple[bool, ...]
+    censored: tuple[str, ...]
+
+
+_PLANS: dict[tuple[int, bool, bool, bool, bool], LatencyPlan] = {}
+# `latencies` reads the values in this order, without a lookup by name.
+assert RECORDED_METRICS == ("ttft", "ttft_from_schedule", "e2e", "e2e_from_schedule", "tpot")
+
+
+def _plan(row: FateRow, streamed: bool, scheduled: bool, reached: bool, done: bool) -> LatencyPlan:
+    hows = [_decide(m, row.use(m), streamed, scheduled, reached, done) for m in RECORDED_METRICS]
+    return LatencyPlan(
+        row,
+        tuple(how is _VALUE for how in hows),
+        tuple(m for m, how in zip(RECORDED_METRICS, hows, strict=True) if how is _CENSORED),
+    )
+
+
+def latencies(rec: RequestRecord, row: FateRow) -> tuple[LatencyPlan, tuple[float | None, ...]]:
+    """`latency` of every metric of `RECORDED_METRICS` at once: the plan of the record's fate and shape (its censored
+    metrics), and the values in `RECORDED_METRICS` order (None where the record has none). Equal to `latency` metric
+    by metric (tests/unit/test_record_values.py); what a finished request is recorded by, once for all its groups."""
+    sched = rec.scheduled
+    times = rec.chunk_times
+    done = rec.done
+    streamed = rec.streamed
+    key = (id(row), streamed, sched is not None, bool(times), done is not None)
+    plan = _PLANS.get(key)
+    if plan is None or plan.row is not row:
+        plan = _PLANS[key] = _plan(row, *key[1:])
+    ttft, ttft_s, e2e, e2e_s, tpot = plan.measured
+    sent = rec.sent
+    first = times[0] if ttft or ttft_s else 0.0
+    return plan, (
+        first - sent if ttft else None,
+        first - sched if ttft_s else None,  # type: ignore[operator]
+        done - sent if e2e else None,  # type: ignore[operator]
+        done - sched if e2e_s else None,  # type: ignore[operator]
+        rec.tpot if tpot else None,
+    )

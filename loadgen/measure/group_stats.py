@@ -15,12 +15,14 @@ from loadgen.measure.fates import (
     RECORDED_METRICS,
     Fate,
     FateRow,
+    LatencyPlan,
     Use,
     fate_of,
-    latency,
+    latencies,
 )
-from loadgen.measure.histogram import LatencyHistogram, merge_encoded_into, record_chunk_gaps
+from loadgen.measure.histogram import LatencyHistogram, merge_encoded_into
 from loadgen.measure.reasoning import add_reasoning
+from loadgen.measure.recording import record_values
 from loadgen.measure.records import RequestRecord
 from loadgen.measure.slices import add_counts, tokens_in_window
 
@@ -28,6 +30,9 @@ __all__ = ["CENSORED_METRICS", "CONNECTION_METRICS", "NOT_SENT", "GroupStats"]
 
 # Opening a connection: beside TTFT, not in it (TTFT runs from the request write).
 CONNECTION_METRICS: tuple[str, ...] = ("connect", "tls")
+# What a record of the window adds one value to (when it has one), in this order: how long opening its connection
+# took, how late it went out (open loop), then its latencies as its fate's row says (`fates.latencies`).
+_RECORDED = (*CONNECTION_METRICS, "queue_delay", *RECORDED_METRICS)
 # Metrics where a request that never got there is a censored sample (above everything measured).
 _COUNTERS = (
     "requests",
@@ -122,9 +127,19 @@ class GroupStats:
     def _censor(self, metric: str) -> None:
         self.censored[metric] = self.censored.get(metric, 0) + 1
 
-    def add(self, rec: RequestRecord, window_start: float = -math.inf, window_end: float = math.inf) -> None:
-        """One record, as its fate's row says (measure/fates.py)."""
-        fate = fate_of(rec, window_end)
+    def add(
+        self,
+        rec: RequestRecord,
+        window_start: float = -math.inf,
+        window_end: float = math.inf,
+        fate: Fate | None = None,
+        lat: tuple[LatencyPlan, tuple[float | None, ...]] | None = None,
+    ) -> None:
+        """One record, as its fate's row says (measure/fates.py). `fate` (`fate_of(rec, window_end)`) and `lat`
+        (`fates.latencies` of its row): when the caller has them already (`Aggregate.add`: one request adds to its
+        group, its class and its adapter)."""
+        if fate is None:
+            fate = fate_of(rec, window_end)
         row = FATES[fate]
         self.fates[fate.value] = self.fates.get(fate.value, 0) + 1
         done = rec.done
@@ -137,14 +152,7 @@ class GroupStats:
             return
         self.target_prompt_tokens += rec.prompt_tokens_target
         self.shared_prefix_tokens += rec.shared_prefix_tokens
-        if rec.connect_s is not None:
-            self._hist("connect").record(rec.connect_s)
-        if rec.tls_s is not None:
-            self._hist("tls").record(rec.tls_s)
-        qd = rec.queue_delay
-        if qd is not None:  # whatever became of it, it went out late all the same
-            self._hist("queue_delay").record(qd)
-        self._latencies(rec, row)
+        self._latencies(rec, row, lat)
         if row.outcome == "neither":  # ended by the client or the stop: in no success rate
             if fate is Fate.CUT_AT_STOP:
                 self.cut_by_stop += 1
@@ -184,17 +192,24 @@ class GroupStats:
             self.ok_without_tokens += 1  # a whole reply: when its usage counted no output token
         add_reasoning(self.reasoning, self._hist, rec)
 
-    def _latencies(self, rec: RequestRecord, row: FateRow) -> None:
-        """Every latency of the record, measured or censored as its fate's row says."""
-        for metric in RECORDED_METRICS:
-            value, censored = latency(rec, metric, row)
-            if value is not None:
-                self._hist(metric).record(value)
-            elif censored:
-                self._censor(metric)
-        t = rec.chunk_times
-        if row.itl is Use.MEASURED and len(t) > 1:  # the gaps it did stream are real gaps
-            record_chunk_gaps(self._hist("itl"), self._hist("icl"), t, rec.chunk_tokens)
+    def _latencies(
+        self, rec: RequestRecord, row: FateRow, lat: tuple[LatencyPlan, tuple[float | None, ...]] | None = None
+    ) -> None:
+        """A record of the window into the histograms, in one call (measure/recording.py): its connection's
+        opening, its queue delay, every latency measured or censored as its fate's row says, and the gaps it did
+        stream (real gaps, whatever became of it)."""
+        plan, values = lat or latencies(rec, row)
+        for metric in plan.censored:
+            self._censor(metric)
+        times = rec.chunk_times if row.itl is Use.MEASURED else None
+        record_values(
+            self.hists,
+            self._hist,
+            _RECORDED,
+            (rec.connect_s, rec.tls_s, rec.queue_delay, *values),
+            times,
+            rec.chunk_tokens,
+        )
 
     def _goodput(self, rec: RequestRecord, tokens: int, window_end: float) -> None:
         """A judged request (`goodput_misses`, set by the recorder): good, or the bounds it missed."""

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from array import array
 
-from loadgen.measure.fates import FATES, FateRow, fate_of, latency
+from loadgen.measure.fates import FATES, RECORDED_METRICS, FateRow, LatencyPlan, fate_of, latencies
 from loadgen.measure.hash_sample import Rows, RowSample
 from loadgen.measure.hash_sample import key_hash as pair_hash
 from loadgen.measure.records import RequestRecord
@@ -70,13 +70,15 @@ def _us(seconds: float | None) -> int:
     return NO_VALUE if seconds is None else max(int(seconds * 1e6 + 0.5), 0)
 
 
-def _row(rec: RequestRecord, row: FateRow) -> list[int]:
-    """The record's values in `PAIR_METRICS` order, measured or censored as its fate's row says."""
-    out = []
-    for metric in PAIR_METRICS:
-        value, censored = latency(rec, metric, row)
-        out.append(CENSORED if censored else _us(value))
-    return out
+# Where `fates.latencies` has each of `PAIR_METRICS`.
+_AT = tuple(RECORDED_METRICS.index(m) for m in PAIR_METRICS)
+
+
+def _row(plan: LatencyPlan, values: tuple[float | None, ...]) -> list[int]:
+    """The record's values in `PAIR_METRICS` order, measured or censored as its fate's row says (`fates.latencies`
+    of it)."""
+    censored = plan.censored
+    return [CENSORED if m in censored else _us(values[i]) for m, i in zip(PAIR_METRICS, _AT, strict=True)]
 
 
 class PairSamples(RowSample):
@@ -88,8 +90,14 @@ class PairSamples(RowSample):
     def __init__(self, cap: int = PAIR_CAP) -> None:
         super().__init__(cap, len(PAIR_METRICS))
 
-    def add(self, rec: RequestRecord, row: FateRow | None = None) -> None:
-        """A record, its values as its fate's row says (measure/fates.py; `row`: when the caller has it already)."""
+    def add(
+        self,
+        rec: RequestRecord,
+        row: FateRow | None = None,
+        lat: tuple[LatencyPlan, tuple[float | None, ...]] | None = None,
+    ) -> None:
+        """A record, its values as its fate's row says (measure/fates.py; `row` and `lat`, its `fates.latencies`:
+        when the caller has them already)."""
         row = row or FATES[fate_of(rec)]
         if not row.pairs:
             return
@@ -101,7 +109,7 @@ class PairSamples(RowSample):
         if rows is None:
             return
         rows.keys.append(h)
-        for col, v in zip(rows.columns, _row(rec, row), strict=True):
+        for col, v in zip(rows.columns, _row(*(lat or latencies(rec, row))), strict=True):
             col.append(v)
 
     def samples(self, variant: str) -> tuple[array[int], dict[str, array[int]]]:

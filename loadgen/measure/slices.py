@@ -8,11 +8,16 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from loadgen.measure.fates import FateRow, latency
+from loadgen.measure.fates import RECORDED_METRICS, FateRow, LatencyPlan, latencies
 from loadgen.measure.histogram import LatencyHistogram, merge_encoded_into
+from loadgen.measure.recording import record_values
 from loadgen.measure.records import RequestRecord
 
 __all__ = ["BucketStats", "add_counts", "merge_slices", "slice_at", "slices_wire", "tokens_in_window"]
+
+# What a slice keeps of a record's latencies (`Aggregate.BUCKET_METRICS`), and where `fates.latencies` has them.
+_METRICS = ("ttft", "e2e")
+_AT = tuple(RECORDED_METRICS.index(m) for m in _METRICS)
 
 
 def tokens_in_window(rec: RequestRecord, start: float, end: float = math.inf) -> int:
@@ -55,14 +60,17 @@ class BucketStats:
             h = self.hists[metric] = LatencyHistogram()
         return h
 
-    def add(self, rec: RequestRecord, row: FateRow) -> None:
-        """A record of the window, as its fate's row says (measure/fates.py)."""
-        for metric in ("ttft", "e2e"):
-            value, censored = latency(rec, metric, row)
-            if value is not None:
-                self._hist(metric).record(value)
-            elif censored:
+    def add(
+        self, rec: RequestRecord, row: FateRow, lat: tuple[LatencyPlan, tuple[float | None, ...]] | None = None
+    ) -> None:
+        """A record of the window, as its fate's row says (measure/fates.py; `lat`: its `fates.latencies`, when the
+        caller has them already)."""
+        plan, values = lat or latencies(rec, row)
+        for metric in plan.censored:
+            if metric in _METRICS:
                 self.censored[metric] = self.censored.get(metric, 0) + 1
+        ttft_at, e2e_at = _AT
+        record_values(self.hists, self._hist, _METRICS, (values[ttft_at], values[e2e_at]))
         if row.outcome == "neither":
             return
         self.requests += 1
