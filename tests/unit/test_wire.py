@@ -455,3 +455,34 @@ def test_tool_call_chunks_are_pythons_and_marked_the_same_either_way() -> None:
     assert counted_in_c == 3  # the two content reads and the final usage
     assert fast[0] == [1.0, 2.0, 3.0, 4.0, 5.0] and fast[1] == [1, 2, 1, 1, 2]
     assert fast[12] == [0, 1, 2]
+
+
+# Bytes the JSON string reader must look at, whichever of its paths meets them: eight at a time for plain ASCII,
+# one at a time for the rest (_wire_json.c `plain8`, `str`). Each at every offset of strings from 0 to 24 bytes.
+_STRING_BYTES = [
+    b'"',
+    b"\\\\",
+    b"\\n",
+    b'\\"',
+    b"\\u00e9",
+    b"\x01",
+    b"\x1f",
+    b" ",
+    b"~",
+    b"\x7f",
+    "é".encode(),
+    b"\xc3",
+    b"\x80",
+    b"\xff",
+    "\U0001f642".encode(),
+]
+
+
+@pytest.mark.parametrize("special", _STRING_BYTES)
+def test_every_byte_the_string_reader_checks_at_every_offset_agrees_with_python(special: bytes) -> None:
+    reads = []
+    for n in range(25):
+        for at in range(n + 1):
+            text = b"abcdefghijklmnopqrstuvwxyz"[:at] + special + b"ABCDEFGHIJKLMNOPQRSTUVWXYZ"[: n - at]
+            reads.append(_chunk(b'{"choices":[{"delta":{"content":"' + text + b'"}}],"model":"m' + text + b'"}'))
+    _parity(reads)
