@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import binascii
 import ctypes
-import os
 import struct
 import sys
 import zlib
@@ -22,6 +21,7 @@ from loadgen.measure.chunk_gaps import record_chunk_gaps
 from loadgen.measure.hdr_layout import DIGITS as _DIGITS
 from loadgen.measure.hdr_layout import LOWEST_US as _LOWEST_US
 from loadgen.measure.hdr_layout import Layout, add_counts, layout_for
+from loadgen.measure.pure_python import pure_python
 from loadgen.metric_names import PERCENTILES
 
 __all__ = [
@@ -416,7 +416,7 @@ _DECODE_BUFFER = _DecodeBuffer()
 
 def native_merge_available() -> bool:
     """Whether the C merge of wire histograms is built and not switched off (LOADGEN_PURE_PYTHON=1)."""
-    return _native is not None and not os.environ.get("LOADGEN_PURE_PYTHON")
+    return _native is not None and not pure_python()
 
 
 def merge_encoded_into(blob: bytes | str, targets: Sequence[LatencyHistogram]) -> None:
@@ -428,7 +428,7 @@ def merge_encoded_into(blob: bytes | str, targets: Sequence[LatencyHistogram]) -
     lay = targets[0]._lay
     if blob == lay.empty_blob:
         return
-    if _native is not None and not os.environ.get("LOADGEN_PURE_PYTHON"):
+    if _native is not None and not pure_python():
         lowest, highest, digits = lay.key
         status, total, lo, hi = _native.merge_v2(
             blob, lowest, highest, digits, lay.counts_len, [(t._counts, t._off) for t in targets]
@@ -443,8 +443,12 @@ def merge_encoded_into(blob: bytes | str, targets: Sequence[LatencyHistogram]) -
             if total:
                 lowest_at, highest_at = lay.slot_values()
                 lo_value, hi_value = lowest_at[lo], highest_at[hi]
-                for t in targets:
-                    t._note(total, lo_value, hi_value)
+                for t in targets:  # `_note`, inline (once per histogram merged)
+                    t._total += total
+                    if lo_value < t._min:
+                        t._min = lo_value
+                    if hi_value > t._max:
+                        t._max = hi_value
             return
     merge_encoded_python(blob, targets)
 

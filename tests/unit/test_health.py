@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import re
 
 from loadgen.measure.health import HealthStats, HealthThresholds, verdict
@@ -32,6 +33,29 @@ def test_interval_reports_merge_into_the_run_totals() -> None:
     }
     assert s["loop_lag_ms"]["count"] == 200
     assert s["cpu_percent"]["mean"] == 50.0
+
+
+def test_merge_wire_equals_adding_each_sample() -> None:
+    """The master's merge (CPU samples appended in one go while no halving is due) keeps what `add_cpu` /
+    `add_reads` per sample keep: across the 4,096-sample bound, and the largest read delay whichever comes first."""
+    rng = random.Random(3)
+    run, each = HealthStats(), HealthStats()
+    for n in (3, 4000, 90, 3, 5000, 1, 0):
+        part = HealthStats()
+        for _ in range(n):
+            part.add_cpu(rng.uniform(0, 100))
+        part.add_reads(rng.randint(0, 50), rng.randint(0, 5), rng.choice([0.0, 0.002, rng.uniform(0, 0.01)]))
+        part.add_lag(rng.expovariate(1000))
+        wire = part.to_wire()
+        run.merge_wire(wire)
+        each.loop_lag.merge_encoded(wire["loop_lag"])
+        for c in wire["cpu"]:
+            each.add_cpu(float(c))
+        each.add_reads(*wire["reads"])
+        assert run.cpu_samples == each.cpu_samples
+        assert (run.reads, run.late_reads, run.max_read_delay) == (each.reads, each.late_reads, each.max_read_delay)
+    assert len(run.cpu_samples) <= 4096
+    assert run.summary() == each.summary()
 
 
 def test_a_report_without_read_counts_still_merges() -> None:

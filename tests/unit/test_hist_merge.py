@@ -7,6 +7,7 @@ layout, a str blob; and corrupt input is the Python path's clear error in both, 
 from __future__ import annotations
 
 import base64
+import os
 import random
 import struct
 import zlib
@@ -22,6 +23,7 @@ from loadgen.measure.histogram import (
     merge_encoded_python,
     native_merge_available,
 )
+from loadgen.measure.pure_python import pure_python
 
 Merge = Callable[[bytes | str, Sequence[LatencyHistogram]], None]
 
@@ -205,3 +207,14 @@ def test_pure_python_switch(monkeypatch: pytest.MonkeyPatch) -> None:
     (py,) = _merged(merge_encoded_python, [blob], 1)
     assert _state(h) == _state(py)
     assert h.count == 2
+
+
+@pytest.mark.parametrize("value", [None, "", "0", "1"])
+def test_pure_python_reads_the_environment_as_os_does(monkeypatch: pytest.MonkeyPatch, value: str | None) -> None:
+    """The switch's one-lookup read (measure/pure_python.py) answers as `os.environ.get` does, at every call."""
+    if value is None:
+        monkeypatch.delenv("LOADGEN_PURE_PYTHON", raising=False)
+    else:
+        monkeypatch.setenv("LOADGEN_PURE_PYTHON", value)
+    assert pure_python() is bool(os.environ.get("LOADGEN_PURE_PYTHON"))
+    assert native_merge_available() is not bool(os.environ.get("LOADGEN_PURE_PYTHON"))  # (the C merge is built)
