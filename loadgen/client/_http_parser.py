@@ -11,7 +11,7 @@ checked by tests/unit/test_client_http_parser.py, which fails naming the attribu
 from __future__ import annotations
 
 from geventhttpclient._parser import HTTPResponseParser
-from geventhttpclient.response import HTTPParseError, HTTPResponse
+from geventhttpclient.response import HEADER_STATE_DONE, HTTPParseError, HTTPResponse
 
 __all__ = ["RELIED_ON", "HTTPParseError", "LLHTTPResponse"]
 
@@ -21,6 +21,9 @@ RELIED_ON: tuple[tuple[str, str, str], ...] = (
     ("geventhttpclient._parser", "", "HTTPResponseParser"),
     ("geventhttpclient._parser", "", "HTTPParseError"),
     ("geventhttpclient._parser", "HTTPResponseParser", "feed"),
+    ("geventhttpclient._parser", "HTTPResponseParser", "get_code"),
+    ("geventhttpclient._parser", "HTTPResponseParser", "get_http_version"),
+    ("geventhttpclient._parser", "HTTPResponseParser", "should_keep_alive"),
     ("geventhttpclient.response", "", "HTTPResponse"),
     ("geventhttpclient.response", "HTTPResponse", "_on_headers_complete"),
     ("geventhttpclient.response", "HTTPResponse", "_on_body"),
@@ -30,6 +33,15 @@ RELIED_ON: tuple[tuple[str, str, str], ...] = (
     ("geventhttpclient.response", "HTTPResponse", "get"),
     ("geventhttpclient.response", "HTTPResponse", "get_code"),
     ("geventhttpclient.response", "HTTPResponse", "should_close"),
+    # `take_head` leaves what llhttp's callbacks leave after a head (response.py `_on_message_begin`,
+    # `_on_status`, `_on_header_*`, `_flush_header`, `_on_headers_complete`).
+    ("geventhttpclient.response", "HTTPResponse", "message_begun"),
+    ("geventhttpclient.response", "HTTPResponse", "status_message"),
+    ("geventhttpclient.response", "HTTPResponse", "_headers_index"),
+    ("geventhttpclient.response", "HTTPResponse", "_header_state"),
+    ("geventhttpclient.response", "HTTPResponse", "_header_position"),
+    ("geventhttpclient.response", "", "HEADER_STATE_DONE"),
+    ("geventhttpclient.header", "Headers", "add"),  # and its storage, which test_head_parity.py holds to llhttp's
 )
 
 
@@ -38,11 +50,54 @@ class LLHTTPResponse(HTTPResponse):
 
     `status` is the status code once the head is complete (0 before); `on_body(buf)` receives every piece of body
     llhttp parses; `feed_llhttp(data)` parses one read; `drop_trailing_data()` marks the connection unusable after
-    this response. Raises `HTTPParseError` on a malformed response."""
+    this response. Raises `HTTPParseError` on a malformed response.
+
+    `take_head(...)`: a head read elsewhere (loadgen/protocol/_wire.c `parse_head`, which takes only a chunked
+    `HTTP/1.1 200` head llhttp reads the same) leaves the state llhttp's callbacks leave after it; llhttp then parses
+    nothing of this response, and what it would answer from its own state (code, version, keep-alive) is answered
+    here."""
 
     def __init__(self) -> None:
         super().__init__(method="POST")
         self.status = 0
+        self._keep_alive: bool | None = None  # the head was read by `take_head`: whether the connection stays open
+
+    def take_head(
+        self, reason: str | None, keep_alive: bool, fields: list[tuple[str, tuple[str, str]]], unique: bool
+    ) -> None:
+        """A complete chunked `HTTP/1.1 200` head, read elsewhere: `reason` (None: no reason phrase, not even
+        its space), `keep_alive` (no `Connection: close`), the header lines in order as (lowercased name, (name,
+        value)), `unique` when no name repeats. llhttp must not be fed."""
+        self.message_begun = True
+        self.status_message = reason
+        index = self._headers_index
+        if unique:  # Headers' own storage (header.py `add`: lowercased name -> (name, value)), in one update
+            dict.update(index, fields)
+        else:
+            add = index.add
+            for _, (name, value) in fields:
+                add(name, value)
+        self._header_position += len(fields)
+        self._header_state = HEADER_STATE_DONE
+        self.headers_complete = True
+        self.status = 200
+        self._keep_alive = keep_alive
+
+    def get_code(self) -> int:
+        return self.status if self._keep_alive is not None else HTTPResponseParser.get_code(self)
+
+    def get_http_version(self) -> str:
+        return "HTTP/1.1" if self._keep_alive is not None else HTTPResponseParser.get_http_version(self)
+
+    def should_keep_alive(self) -> bool:
+        keep_alive = self._keep_alive
+        return HTTPResponseParser.should_keep_alive(self) if keep_alive is None else keep_alive
+
+    def should_close(self) -> bool:
+        keep_alive = self._keep_alive
+        if keep_alive is None:
+            return super().should_close()
+        return self._trailing_data_dropped or not self.message_complete or not keep_alive
 
     # `feed_llhttp(data)`: the C parser's own feed, not HTTPResponse.feed, whose wrapper only recovers HEAD
     # responses (loadgen sends POST) and costs a Python frame per read.
@@ -58,7 +113,7 @@ class LLHTTPResponse(HTTPResponse):
     # llhttp calls these by name.
     def _on_headers_complete(self) -> int | bool | None:
         result = super()._on_headers_complete()
-        self.status = self.get_code()
+        self.status = HTTPResponseParser.get_code(self)
         return result
 
     def _on_body(self, buf: bytearray) -> None:

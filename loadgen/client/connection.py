@@ -4,9 +4,9 @@ Why not Locust's FastHttpSession or httpx: FastHttp's `iter_lines()` reads in 1 
 (the `fasthttp` client's "added TTFT" in `python bench/run.py --parts fidelity`); an httpx client per user blocked
 the loop while users spawned. Here the process's reactor reads every response socket with the kernel's receive
 stamp (reactor.py); TLS is decrypted from memory buffers so HTTPS streams are read the same way; geventhttpclient's
-C llhttp parser takes the response head (_http_parser.py) and loadgen de-chunks the body (chunked.py) straight into
-the SSE accumulator. One connection per user and variant, kept alive across requests, so there is no pool to
-contend on.
+C llhttp parser takes the response head (_http_parser.py), but for a chunked 200 one read by _wire.c `parse_head`,
+and loadgen de-chunks the body (chunked.py) straight into the SSE accumulator. One connection per user and variant,
+kept alive across requests, so there is no pool to contend on.
 """
 
 from __future__ import annotations
@@ -14,16 +14,18 @@ from __future__ import annotations
 import socket
 import ssl
 import time
-from typing import Any, Protocol
+from typing import Any
 from urllib.parse import urlsplit
 
 from gevent import socket as gsocket
 
 from loadgen.client._http_parser import HTTPParseError, LLHTTPResponse
+from loadgen.client.consumer import BodyConsumer
 from loadgen.client.dial import Dialer, TLSSession
 from loadgen.client.reactor import Reactor, Reading, enable_rx_timestamps
 from loadgen.measure.records import ErrorKind
 from loadgen.protocol.chunked import ChunkedDecoder, ChunkedError
+from loadgen.protocol.native import fast_path_available, wire
 
 __all__ = ["BodyConsumer", "Endpoint", "StreamConnection", "TransportError"]
 
@@ -36,6 +38,8 @@ _MAX_HEAD = 65536
 # After a stream's end marker, how long to wait for the rest of the body (the chunked terminator) before giving
 # the connection up: the request is complete and measured, only the connection's reuse is at stake.
 _AFTER_END_S = 1.0
+# _wire.c `parse_head`, or None (no C half, or LOADGEN_PURE_PYTHON=1 at import): then llhttp reads every head.
+_PARSE_HEAD: Any = getattr(wire, "parse_head", None) if fast_path_available() else None
 
 
 class TransportError(Exception):
@@ -62,36 +66,6 @@ class Endpoint:
         self.prefix = u.path.rstrip("/")
         default_port = 443 if self.tls else 80
         self.host_header = self.host if self.port == default_port else f"{self.host}:{self.port}"
-
-
-class BodyConsumer(Protocol):
-    """What the connection streams a 200 body into (a `StreamAccumulator`)."""
-
-    finished: bool
-
-    def on_connection(self, connect_s: float | None, tls_s: float | None) -> None: ...
-
-    def on_sent(self, t: float) -> None: ...
-
-    def on_head(self, content_type: str) -> None: ...
-
-    def feed(self, t: float, data: bytes) -> None: ...
-
-    def on_event(self, t: float, payload: bytes) -> None: ...
-
-    sse_idle: bool
-
-    @property
-    def fatal(self) -> bool: ...
-
-    # The C fast half's hand-over (protocol/accumulator.py): a chunk counter or None, and the state moving between
-    # it and Python.
-    def make_chunk_counter(self) -> Any: ...
-
-    def disarm_fast_path(self) -> None: ...
-
-    def arm_fast_path(self) -> None: ...
-    def count_first(self, t: float, data: bytes) -> int: ...
 
 
 class _Parser(LLHTTPResponse):
@@ -177,6 +151,15 @@ class _Parser(LLHTTPResponse):
         if self.headers_complete and self.status >= 200:
             self.feed_llhttp(data)
             return
+        if not self._head_bytes and _PARSE_HEAD is not None:
+            # A chunked 200 head whole in the first read, every byte of it one llhttp reads the same: read in C
+            # (tests/unit/test_head_parity.py); anything else, or a head over the bound, goes to llhttp below.
+            head = _PARSE_HEAD(data)
+            if head is not None and head[0] <= _MAX_HEAD:
+                self._head_bytes = cut = head[0]
+                self.take_head(*head[1:])
+                self._after_head(data[cut:], True)
+                return
         # The head: llhttp gets exactly its bytes, so the body after it can be de-chunked here.
         while data:
             seen = self._head_tail + data
@@ -196,18 +179,22 @@ class _Parser(LLHTTPResponse):
                 continue  # a CRLFCRLF inside something llhttp still reads as head (cannot happen in valid HTTP)
             if self.status < 200:
                 continue  # an interim (1xx) response: the real head follows
-            if self.status == 200:
-                self.consumer.on_head(str(self.get("content-type", "")))
-            if self.status == 200 and "chunked" in str(self.get("transfer-encoding", "")).lower():
-                self._chunked = ChunkedDecoder()
-                if self.chunk_counter is not None:  # the body's first chunks to C, from here or the next read
-                    self._body_unseen = not data
-                    data = data[self.consumer.count_first(self.now, data) :]
-                if data:
-                    self.parse(data)
-            elif data:
-                self.feed_llhttp(data)
+            self._after_head(data, self.status == 200 and "chunked" in str(self.get("transfer-encoding", "")).lower())
             return
+
+    def _after_head(self, data: bytes, chunked: bool) -> None:
+        """The rest of the read after a final head; `chunked`: a chunked 200, whose body is de-chunked here."""
+        if self.status == 200:
+            self.consumer.on_head(str(self.get("content-type", "")))
+        if chunked:
+            self._chunked = ChunkedDecoder()
+            if self.chunk_counter is not None:  # the body's first chunks to C, from here or the next read
+                self._body_unseen = not data
+                data = data[self.consumer.count_first(self.now, data) :]
+            if data:
+                self.parse(data)
+        elif data:
+            self.feed_llhttp(data)
 
     def on_body(self, buf: bytearray) -> None:
         if self.status == 200:

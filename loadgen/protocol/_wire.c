@@ -25,6 +25,9 @@
  *   the count back, `disarm`). Everything else (errors, llama.cpp timings, cached or reasoning token details,
  *   escapes in keys or in a finish reason, surrogates, bools as counts, other framings) goes to Python whole, from
  *   its chunk on, so the Python path stays the one source of truth for every odd case.
+ * - `parse_head(data)` reads the common response head (a chunked `HTTP/1.1 200`, whole at the start of `data`) for
+ *   `_Parser` (loadgen/client/connection.py): only a head every byte of which llhttp reads the same, else None and
+ *   llhttp reads it (tests/unit/test_head_parity.py holds the parser's state and the record equal either way).
  * The accounting a counted chunk does is the accumulator's (accumulator.py `_on_chunk`): with server counts, the
  * chunk's tokens are the cumulative count's advance (no token if it did not move); without, one token per chunk
  * with output; the first token decides which. `usage.prompt_tokens` / `completion_tokens` integers are copied to
@@ -530,8 +533,169 @@ static PyTypeObject DrainerType = {
     .tp_members = Drainer_members,
 };
 
+/* ------------------------------------------------------------------------------------------------------------ */
+/* parse_head: the common response head, read whole in one call */
+
+/* RFC 9110 tchar */
+static int is_tchar(unsigned char c) {
+    if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) return 1;
+    return c != 0 && strchr("!#$%&'*+-.^_`|~", c) != NULL;
+}
+
+static int name_is(const unsigned char *p, Py_ssize_t n, const char *lower) {
+    Py_ssize_t k = (Py_ssize_t)strlen(lower);
+    if (n != k) return 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char c = p[i];
+        if (c >= 'A' && c <= 'Z') c += 32;
+        if (c != (unsigned char)lower[i]) return 0;
+    }
+    return 1;
+}
+
+/* two tchar names of length n, equal but for case */
+static int name_is_ci(const unsigned char *a, const unsigned char *b, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char x = a[i], y = b[i];
+        if (x >= 'A' && x <= 'Z') x += 32;
+        if (y >= 'A' && y <= 'Z') y += 32;
+        if (x != y) return 0;
+    }
+    return 1;
+}
+
+/* parse_head(data) -> None | (head_len, reason | None, keep_alive, [(lower, (name, value)), ...], unique): a response head that
+ * starts `data` and is, byte for byte, one llhttp reads the same: `HTTP/1.1 200`, a reason of SP / VCHAR / obs-text,
+ * header lines `token ":" OWS value CRLF` (the value as llhttp gives it: leading OWS dropped, trailing kept; bytes
+ * latin-1), `Transfer-Encoding: chunked` once, no Content-Length, Upgrade or Proxy-Connection, every Connection
+ * exactly `close` or `keep-alive`. Anything else (an incomplete head too): None, and llhttp reads it. */
+static PyObject *wire_parse_head(PyObject *module, PyObject *arg) {
+    if (!PyBytes_Check(arg)) Py_RETURN_NONE;
+    const unsigned char *d = (const unsigned char *)PyBytes_AS_STRING(arg);
+    Py_ssize_t n = PyBytes_GET_SIZE(arg), i;
+    if (n < 16 || memcmp(d, "HTTP/1.1 200", 12) != 0) Py_RETURN_NONE;
+    Py_ssize_t rs = 12, re;
+    int has_reason = d[12] == ' ';
+    if (has_reason) {
+        rs = 13;
+        if (rs < n && d[rs] == ' ') Py_RETURN_NONE;
+        for (re = rs; re < n && d[re] != '\r'; re++)
+            if (d[re] < 0x20 || d[re] == 0x7f) Py_RETURN_NONE;
+    } else {
+        re = 12;
+    }
+    if (re + 1 >= n || d[re] != '\r' || d[re + 1] != '\n') Py_RETURN_NONE;
+    /* a first pass checks every line and finds the end; nothing is built for a head that falls back */
+    int chunked = 0, close = 0, lines = 0;
+    for (i = re + 2;;) {
+        if (i + 1 >= n) Py_RETURN_NONE;
+        if (d[i] == '\r') {
+            if (d[i + 1] != '\n') Py_RETURN_NONE;
+            i += 2;
+            break;
+        }
+        Py_ssize_t ns = i;
+        while (i < n && is_tchar(d[i])) i++;
+        if (i == ns || i >= n || d[i] != ':') Py_RETURN_NONE;
+        Py_ssize_t ne = i++;
+        while (i < n && (d[i] == ' ' || d[i] == '\t')) i++;
+        Py_ssize_t vs = i;
+        while (i < n && d[i] != '\r') {
+            if ((d[i] < 0x20 && d[i] != '\t') || d[i] == 0x7f) Py_RETURN_NONE;
+            i++;
+        }
+        if (i + 1 >= n || d[i + 1] != '\n') Py_RETURN_NONE;
+        Py_ssize_t ve = i;
+        i += 2;
+        lines++;
+        const unsigned char *nm = d + ns;
+        Py_ssize_t nl = ne - ns;
+        if (nl == 17 && name_is(nm, nl, "transfer-encoding")) {
+            if (chunked || !name_is(d + vs, ve - vs, "chunked")) Py_RETURN_NONE;
+            chunked = 1;
+        } else if (nl == 10 && name_is(nm, nl, "connection")) {
+            if (name_is(d + vs, ve - vs, "close"))
+                close = 1;
+            else if (!name_is(d + vs, ve - vs, "keep-alive"))
+                Py_RETURN_NONE;
+        } else if (name_is(nm, nl, "content-length") || name_is(nm, nl, "upgrade") ||
+                   name_is(nm, nl, "proxy-connection")) {
+            Py_RETURN_NONE;
+        }
+    }
+    if (!chunked) Py_RETURN_NONE;
+    Py_ssize_t head_len = i;
+    PyObject *reason = NULL, *fields = NULL, *out = NULL;
+    if (has_reason) {
+        reason = PyUnicode_DecodeLatin1((const char *)d + rs, re - rs, NULL);
+    } else {
+        reason = Py_None;
+        Py_INCREF(reason);
+    }
+    if (!reason || !(fields = PyList_New(lines))) goto fail;
+    /* each line as (lowercased name, (name, value)): geventhttpclient's Headers storage, filled in one
+     * dict.update when no name repeats (`unique`), else line by line through Headers.add */
+    int unique = lines <= 64;
+    Py_ssize_t starts[64], lens[64];
+    int k = 0;
+    for (i = re + 2; k < lines; k++) {
+        Py_ssize_t ns = i;
+        int upper = 0;
+        while (d[i] != ':') upper |= d[i] >= 'A' && d[i] <= 'Z', i++;
+        Py_ssize_t ne = i++;
+        while (d[i] == ' ' || d[i] == '\t') i++;
+        Py_ssize_t vs = i;
+        while (d[i] != '\r') i++;
+        if (unique) {
+            for (int j = 0; j < k && unique; j++)
+                if (lens[j] == ne - ns && name_is_ci(d + starts[j], d + ns, ne - ns)) unique = 0;
+            starts[k] = ns;
+            lens[k] = ne - ns;
+        }
+        PyObject *name = PyUnicode_DecodeLatin1((const char *)d + ns, ne - ns, NULL);
+        PyObject *lower = NULL, *value = NULL, *pair = NULL, *item = NULL;
+        if (name && upper) {
+            lower = PyUnicode_New(ne - ns, 127);
+            if (lower) {
+                Py_UCS1 *out = PyUnicode_1BYTE_DATA(lower);
+                for (Py_ssize_t j = 0; j < ne - ns; j++) {
+                    unsigned char c = d[ns + j];
+                    out[j] = (c >= 'A' && c <= 'Z') ? c + 32 : c;
+                }
+            }
+        } else if (name) {
+            lower = name;
+            Py_INCREF(lower);
+        }
+        if (lower) value = PyUnicode_DecodeLatin1((const char *)d + vs, i - vs, NULL);
+        if (value) pair = PyTuple_Pack(2, name, value);
+        if (pair) item = PyTuple_Pack(2, lower, pair);
+        Py_XDECREF(name);
+        Py_XDECREF(lower);
+        Py_XDECREF(value);
+        Py_XDECREF(pair);
+        if (!item) goto fail;
+        PyList_SET_ITEM(fields, k, item);
+        i += 2;
+    }
+    out = Py_BuildValue("(nOOOO)", head_len, reason, close ? Py_False : Py_True, fields,
+                        unique ? Py_True : Py_False);
+    Py_CLEAR(fields);
+fail:
+    Py_XDECREF(reason);
+    Py_XDECREF(fields);
+    return out;
+}
+
+static PyMethodDef wire_functions[] = {
+    {"parse_head", (PyCFunction)wire_parse_head, METH_O,
+     "parse_head(data) -> None | (head_len, reason | None, keep_alive, [(lower, (name, value)), ...], unique): a "
+     "chunked "
+     "`HTTP/1.1 200` head llhttp reads the same, else None."},
+    {NULL, NULL, 0, NULL}};
+
 static struct PyModuleDef wiremodule = {
-    PyModuleDef_HEAD_INIT, "loadgen.protocol._wire", "The common case of reading a token stream, in C.", -1, NULL};
+    PyModuleDef_HEAD_INIT, "loadgen.protocol._wire", "The common case of reading a token stream, in C.", -1, wire_functions};
 
 PyMODINIT_FUNC PyInit__wire(void) {
     if (PyType_Ready(&TokenChunkCounterType) < 0 || PyType_Ready(&DrainerType) < 0) return NULL;
