@@ -137,7 +137,10 @@ def test_a_cut_host_that_heals_reports_again_and_one_that_never_does_is_named_lo
     assert len(report["run"]["workers"]) == PER_HOST * len(WORKER_HOSTS)
     # The master noticed: both cut hosts' workers missed their heartbeats; w1's came back.
     assert log.count("setting state to missing") >= 2 * PER_HOST, log[-3000:]
-    assert log.count("self-healed with heartbeat") >= PER_HOST, log[-3000:]
+    # Locust logs a heal when a missing worker's heartbeat gets through again; whether each of w1's workers gets one
+    # in before the 30-s run ends depends on when the cut began on a slow start (3 of 4 seen once in CI). That w1's
+    # workers are not lost and their requests after the heal count is held below, from the report.
+    assert log.count("self-healed with heartbeat") >= 1, log[-3000:]
     by_host = {h: [r for r in run["records"] if r["id"].split("-")[2] in pids] for h, pids in run["pids"].items()}
     # w1 healed: its requests from after the heal are in the counts. w2 never did: its workers are named lost.
     assert any(r["sent"] > run["heal_at"] and r["error"] is None for r in by_host["w1"])
