@@ -44,6 +44,7 @@ import orjson
 import yaml
 
 from bench.common import REPO, Cores, ServerRun, bench_server, fmt, machine_info, print_table, write_results
+from bench.openloop import pin_worker
 from bench.sittings import _commit, _worktree
 
 C_SOURCE = REPO / "bench" / "clients" / "minimal_client.c"
@@ -208,19 +209,8 @@ def _scenario(url: str, users: int, output_tokens: int, seconds: float, rate: fl
 
 def _worker_of(pid: int, cores: Cores, deadline: float) -> int:
     """The run's Locust worker process (a grandchild): pinned to the client core, the rest of the tree elsewhere."""
-    import psutil
-
     client = {int(c) for c in cores.client.split(",")}
-    others = {int(c) for c in cores.server.split(",")}
-    while time.monotonic() < deadline:
-        tree = psutil.Process(pid).children(recursive=True)
-        workers = [p for p in tree if "--worker" in p.cmdline()]
-        if workers:
-            for p in [psutil.Process(pid), *tree]:
-                p.cpu_affinity(sorted(client if p in workers else others))
-            return workers[0].pid
-        time.sleep(0.02)
-    raise RuntimeError("the run's worker process did not start")
+    return pin_worker(pid, client, deadline, others={int(c) for c in cores.server.split(",")})
 
 
 @dataclass

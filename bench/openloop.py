@@ -62,7 +62,7 @@ def _run(scenario: dict[str, Any], directory: Path, timeout: float) -> tuple[dic
     cmd = [sys.executable, "-m", "loadgen.cli", "run", str(path), "--quiet", "--workers", _WORKERS]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if _PIN_WORKER is not None:
-        _pin_worker(proc.pid, _PIN_WORKER, t0 + 20)
+        pin_worker(proc.pid, _PIN_WORKER, t0 + 20)
     out, err = proc.communicate(timeout=timeout)
     wall = time.monotonic() - t0
     report_file = directory / "report" / "report.json"
@@ -71,18 +71,20 @@ def _run(scenario: dict[str, Any], directory: Path, timeout: float) -> tuple[dic
     return orjson.loads(report_file.read_bytes()), wall
 
 
-def _pin_worker(pid: int, cpus: set[int], deadline: float) -> None:
-    """Move the run's Locust worker process (a grandchild) onto `cpus`, the rest of the tree onto the others."""
+def pin_worker(pid: int, cpus: set[int], deadline: float, others: set[int] | None = None) -> int:
+    """Move the run's Locust worker process (a grandchild) onto `cpus`, the rest of the tree onto `others` (default:
+    every other CPU); returns the worker's pid."""
     import psutil
 
-    others = set(range(os.cpu_count() or 1)) - cpus or cpus
+    if others is None:
+        others = set(range(os.cpu_count() or 1)) - cpus or cpus
     while time.monotonic() < deadline:
         tree = psutil.Process(pid).children(recursive=True)
         workers = [p for p in tree if "--worker" in p.cmdline()]
         if workers:
             for p in [psutil.Process(pid), *tree]:
                 p.cpu_affinity(sorted(cpus if p in workers else others))
-            return
+            return workers[0].pid
         time.sleep(0.05)
     raise RuntimeError("the run's worker process did not start")
 
