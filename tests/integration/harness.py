@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import socket
 import subprocess
 import sys
+import time
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +20,38 @@ import yaml
 from loadgen.sim.truth import TruthRequest
 
 from ..report_schema import checked
+
+_ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def serving_bench(folder: Path, *args: str) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
+    """bench/server.py with `args` on a free port, once it wrote its ready file in `folder`: (port, process). Stopped
+    on the way out by SIGTERM, at which it writes its truth log (a caller may have stopped it already)."""
+    port, ready = free_port(), folder / "ready"
+    cmd = [sys.executable, "-m", "bench.server", "--port", str(port), *args, "--ready-file", str(ready)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(_ROOT), os.environ.get("PYTHONPATH")) if p)}
+    proc = subprocess.Popen(cmd, cwd=_ROOT, env=env, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 15
+        while not ready.exists():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
+            time.sleep(0.05)
+        yield port, proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
 
 
 def write_scenario(path: Path, variants: Mapping[str, str | dict[str, Any]], **over: Any) -> Path:

@@ -11,7 +11,6 @@ import random
 import shutil
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -22,14 +21,9 @@ import pytest
 
 from bench.cpu import build_minimal_client
 
-_ROOT = Path(__file__).resolve().parents[2]
+from .harness import serving_bench
+
 pytestmark = pytest.mark.skipif(shutil.which(os.environ.get("CC", "cc")) is None, reason="no C compiler")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
@@ -46,20 +40,8 @@ def _run(client: Path, port: int, *args: str) -> tuple[int, dict[str, int]]:
 
 @pytest.fixture
 def bench_server(tmp_path: Path) -> Iterator[int]:
-    port, ready = _free_port(), tmp_path / "ready"
-    cmd = [sys.executable, "-m", "bench.server", "--port", str(port), "--k", "3", "--itl-ms", "1", "--ttft-ms", "1"]
-    cmd += ["--no-spin", "--ready-file", str(ready)]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(_ROOT), os.environ.get("PYTHONPATH")) if p)}
-    proc = subprocess.Popen(cmd, cwd=_ROOT, env=env, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 15
-    while not ready.exists():
-        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
-        time.sleep(0.05)
-    try:
+    with serving_bench(tmp_path, "--k", "3", "--itl-ms", "1", "--ttft-ms", "1", "--no-spin") as (port, _):
         yield port
-    finally:
-        proc.kill()
-        proc.wait(10)
 
 
 def test_counts_against_the_bench_server(client: Path, bench_server: int) -> None:

@@ -7,11 +7,8 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import statistics
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,37 +18,20 @@ from loadgen.client.reactor import Reactor
 from loadgen.measure.records import RequestRecord, TokenSource
 from loadgen.sim.truth import TruthRequest, load_truth
 
+from .harness import serving_bench
 from .streams import stream_chat
 
-_ROOT = Path(__file__).resolve().parents[2]
 _K, _ITL_MS, _TOKENS = 4, 10.0, 128
 _USERS, _PER_USER = 6, 2
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
 def bench_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path, subprocess.Popen[bytes]]]:
     d = tmp_path_factory.mktemp("spread")
-    port, ready, truth = _free_port(), d / "ready", d / "truth.jsonl"
-    cmd = [sys.executable, "-m", "bench.server", "--port", str(port), "--k", str(_K), "--itl-ms", str(_ITL_MS)]
-    cmd += ["--force-output-tokens", str(_TOKENS), "--no-spin", "--truth", str(truth), "--ready-file", str(ready)]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(_ROOT), os.environ.get("PYTHONPATH")) if p)}
-    proc = subprocess.Popen(cmd, cwd=_ROOT, env=env, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 15
-    while not ready.exists():
-        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
-        time.sleep(0.05)
-    try:
+    truth = d / "truth.jsonl"
+    args = ("--k", str(_K), "--itl-ms", str(_ITL_MS), "--force-output-tokens", str(_TOKENS), "--no-spin")
+    with serving_bench(d, *args, "--truth", str(truth)) as (port, proc):
         yield f"http://127.0.0.1:{port}", truth, proc
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(10)
 
 
 def _stream_all(base_url: str, tag: str, reactor: Reactor) -> list[RequestRecord]:

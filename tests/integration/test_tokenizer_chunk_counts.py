@@ -16,13 +16,8 @@ are, and the test says what a real deployment has when the scenario names the mo
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
 import statistics
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +28,7 @@ from loadgen.sim.launch import start_sim_process
 from loadgen.sim.truth import TruthRequest, load_truth
 from loadgen.traffic.words import WORDS
 
-from .harness import read_records, read_report, run_loadgen, write_scenario
+from .harness import read_records, read_report, run_loadgen, serving_bench, write_scenario
 
 _ROOT = Path(__file__).resolve().parents[2]
 _K, _ITL_MS, _TOKENS = 4, 10.0, 128
@@ -60,12 +55,6 @@ def _write_tokenizer(path: Path) -> Path:
     return path
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _truth_tpot(tr: TruthRequest) -> float:
     return (tr.chunk_times[-1] - tr.chunk_times[0]) / (sum(tr.chunk_tokens) - tr.chunk_tokens[0])
 
@@ -76,25 +65,15 @@ def _finished(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def test_tokenizer_counts_give_per_token_itl_at_4_tokens_per_chunk(tmp_path: Path) -> None:
     tokenizer = _write_tokenizer(tmp_path / "tokenizer.json")
-    port, ready, truth_path = _free_port(), tmp_path / "ready", tmp_path / "truth.jsonl"
-    cmd = [sys.executable, "-m", "bench.server", "--port", str(port), "--k", str(_K), "--itl-ms", str(_ITL_MS)]
-    cmd += ["--force-output-tokens", str(_TOKENS), "--no-spin", "--truth", str(truth_path)]
-    cmd += ["--ready-file", str(ready)]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(_ROOT), os.environ.get("PYTHONPATH")) if p)}
-    proc = subprocess.Popen(cmd, cwd=_ROOT, env=env, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 15
-        while not ready.exists():
-            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
-            time.sleep(0.05)
+    truth_path = tmp_path / "truth.jsonl"
+    args = ("--k", str(_K), "--itl-ms", str(_ITL_MS), "--force-output-tokens", str(_TOKENS), "--no-spin")
+    with serving_bench(tmp_path, *args, "--truth", str(truth_path)) as (port, _):
         variant = {"base_url": f"http://127.0.0.1:{port}", "continuous_usage_stats": False}
         scenario = write_scenario(
             tmp_path / "s.yaml", {"bench": variant}, tokenizer=str(tokenizer), load={"users": 6, "duration": "3s"}
         )
         run = run_loadgen(scenario, "--workers", "0", "--raw-records", str(tmp_path / "raw"))
-    finally:
-        proc.send_signal(signal.SIGTERM)  # the server writes its truth log at exit
-        proc.wait(10)
+    # (the server wrote its truth log at SIGTERM, on the way out)
     assert run.returncode == 0, run.stdout + run.stderr
     truth = load_truth(truth_path)
     rows = _finished(read_records(tmp_path / "raw"))
