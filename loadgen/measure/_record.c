@@ -71,6 +71,18 @@ static int us_of(double seconds, int64_t *out) {
     return 0;
 }
 
+/* 1: the layout's own `index(v)` is the slot this module computes for v; 0: it is not; -1: an error. */
+static int index_agrees(PyObject *lay, int64_t v) {
+    PyObject *r = PyObject_CallMethod(lay, "index", "L", (long long)v);
+    if (r == NULL)
+        return -1;
+    long long got = PyLong_AsLongLong(r);
+    Py_DECREF(r);
+    if (got == -1 && PyErr_Occurred())
+        return -1;
+    return got == slot_of(v);
+}
+
 /* 1: a histogram this module writes in place; 0: not (its own methods record it); -1: an error. */
 static int ours(PyObject *h) {
     if (hist_type == NULL || (PyObject *)Py_TYPE(h) != hist_type)
@@ -93,24 +105,12 @@ static int ours(PyObject *h) {
         goto fail;
     if (ok && layout_ok == NULL) {
         static const int64_t probes[] = {0, 1, 2047, 2048, 4095, 4096, 65535, 65536, 123456, 1000000007};
-        for (size_t i = 0; ok && i < sizeof probes / sizeof probes[0]; i++) {
-            PyObject *r = PyObject_CallMethod(lay, "index", "L", (long long)probes[i]);
-            if (r == NULL)
-                goto fail;
-            long long got = PyLong_AsLongLong(r);
-            Py_DECREF(r);
-            if (got == -1 && PyErr_Occurred())
-                goto fail;
-            ok = got == slot_of(probes[i]);
-        }
-        PyObject *r = PyObject_CallMethod(lay, "index", "L", (long long)highest);
-        if (r == NULL)
+        for (size_t i = 0; ok == 1 && i < sizeof probes / sizeof probes[0]; i++)
+            ok = index_agrees(lay, probes[i]);
+        if (ok == 1)
+            ok = index_agrees(lay, highest);
+        if (ok < 0)
             goto fail;
-        long long got = PyLong_AsLongLong(r);
-        Py_DECREF(r);
-        if (got == -1 && PyErr_Occurred())
-            goto fail;
-        ok = ok && got == slot_of(highest);
         if (ok) {
             Py_INCREF(lay);
             layout_ok = lay;
