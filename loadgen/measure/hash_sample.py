@@ -204,20 +204,6 @@ class Rows:
         w = self.width
         self.columns = [_array(_take(np.frombuffer(col, dtype=np.int64), mask, w)) for col in self.columns]
 
-    def extend(self, keys: Sequence[int], columns: Sequence[Sequence[int]], rows: list[int] | None) -> None:
-        """Rows shipped as plain lists; `rows`: the positions to take (None: all of them)."""
-        w = self.width
-        if rows is not None:
-            keys = [keys[i] for i in rows]
-            if w == 1:
-                columns = [[col[i] for i in rows] for col in columns]
-            else:
-                columns = [[v for i in rows for v in col[i * w : (i + 1) * w]] for col in columns]
-        self.keys.extend(keys)
-        n = len(keys) * w
-        for mine, col in zip(self.columns, columns, strict=True):
-            mine.extend(col if len(col) == n else col[:n])
-
     def extend_packed(
         self, keys: npt.NDArray[np.int64], columns: Sequence[npt.NDArray[np.int64]], mask: npt.NDArray[np.bool_] | None
     ) -> None:

@@ -18,7 +18,7 @@ from loadgen.measure.chunk_gaps import _SUB_HALF_MAG, record_chunk_gaps
 from loadgen.measure.hdr_layout import DIGITS, HIGHEST_US, LOWEST_US
 from loadgen.measure.histogram import LatencyHistogram
 
-__all__ = ["native_record_available", "record_gaps", "record_values", "record_values_python"]
+__all__ = ["native_record_available", "record_values", "record_values_python"]
 
 try:  # optional, as every C half is
     from loadgen.measure import _record as _native
@@ -55,7 +55,5 @@ if _native is not None:
 
 if _native is not None and not os.environ.get("LOADGEN_PURE_PYTHON"):
     record_values: Callable[..., None] = _native.record
-    record_gaps: Callable[..., None] = _native.gaps
 else:
     record_values = record_values_python
-    record_gaps = record_chunk_gaps

@@ -10,6 +10,8 @@ import functools
 import random
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -80,8 +82,13 @@ def test_a_key_survives_the_levels_under_its_bound_and_the_hash_is_blake2b_of_63
 
 def test_rows_keep_their_values_with_their_keys_at_every_width() -> None:
     r = Rows(2, 3)
-    r.extend([2**62, 5, 2**61], [[1, 2, 3, 4, 5, 6, 7, 8, 9], [0, 0, 0, 1, 1, 1, 2, 2, 2]], None)
-    r.extend([2**62 + 1, 6], [[10, 11, 12, 13, 14, 15], [3, 3, 3, 4, 4, 4]], [1])  # only the second row
+
+    def packed(*values: list[int]) -> list[npt.NDArray[np.int64]]:
+        return [np.array(v, dtype=np.int64) for v in values]
+
+    r.extend_packed(*packed([2**62, 5, 2**61]), packed([1, 2, 3, 4, 5, 6, 7, 8, 9], [0, 0, 0, 1, 1, 1, 2, 2, 2]), None)
+    only_second = np.array([False, True])
+    r.extend_packed(*packed([2**62 + 1, 6]), packed([10, 11, 12, 13, 14, 15], [3, 3, 3, 4, 4, 4]), only_second)
     r.keep_from(1)
     assert list(r.keys) == [5, 2**61, 6]
     assert [list(c) for c in r.columns] == [[4, 5, 6, 7, 8, 9, 13, 14, 15], [1, 1, 1, 2, 2, 2, 4, 4, 4]]
