@@ -26,6 +26,7 @@ __all__ = [
     "counts",
     "counts_len",
     "decode_counts",
+    "encode_payload",
     "index_for",
     "index_function",
     "layout_magnitudes",
@@ -75,7 +76,7 @@ def check(h: Any = None) -> None:
     for name in METHODS:
         if not callable(getattr(h, name, None)):
             raise _changed(f"HdrHistogram.{name}()", "is gone")
-    for name in ("decode", "add_array"):
+    for name in ("decode", "encode", "add_array"):
         if not callable(getattr(pyhdrh, name, None)):
             raise _changed(f"pyhdrh.{name}()", "is gone")
     if not isinstance(getattr(codec, "payload_header_size", None), int):
@@ -146,6 +147,17 @@ def decode_counts(payload: bytes, into: ctypes.Array[Any], length: int) -> tuple
     be zero there; (total count, lowest nonzero index, highest nonzero index)."""
     res = pyhdrh.decode(payload, codec.payload_header_size, ctypes.addressof(into), length, 8)
     return res["total"], res["min_nonzero_index"], res["max_nonzero_index"]
+
+
+def encode_payload(h: HdrHistogram, header: bytes) -> bytes:
+    """hdrh's V2 payload of `h` before zlib (what `HdrPayload.compress` deflates): `header` (the layout's 40-byte
+    payload header, as hdrh writes it) with its length set, then the ZigZag LEB128 counts up to the highest value's
+    slot, encoded by hdrh's C."""
+    n = int(h._counts_index_for(h.max_value)) + 1 if h.total_count else 0
+    cap = 9 * n + 16  # a word is at most 9 bytes
+    buf = ctypes.create_string_buffer(cap)
+    used = pyhdrh.encode(ctypes.addressof(h.counts), n, 8, ctypes.addressof(buf), cap)
+    return header[:4] + used.to_bytes(4, "big") + header[8:] + buf.raw[:used]
 
 
 def add_counts(h: HdrHistogram, src: ctypes.Array[Any], lo: int, n: int) -> None:

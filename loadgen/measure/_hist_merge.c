@@ -1,18 +1,21 @@
-/* loadgen.measure._hist_merge: add one wire histogram (hdrh's base64 + zlib V2 blob) straight into the counts
- * arrays of the histograms it merges into, without decoding it to objects or to a scratch array first.
+/* loadgen.measure._hist_merge: add one wire histogram (hdrh's V2 payload: raw as the wire carries it, or base64 +
+ * zlib as hdrh encodes it) straight into the counts arrays of the histograms it merges into, without decoding it to
+ * objects or to a scratch array first.
  *
  * Why: the master adds every worker's every histogram; in Python a blob costs ~10 calls (base64, two header unpacks,
- * zlib, hdrh's decode into a scratch array, the add, zeroing the scratch again). Here it is one call: base64, inflate
- * and the ZigZag LEB128 counts are read in one pass that finds the slots with counts, a second that adds them.
+ * zlib, hdrh's decode into a scratch array, the add, zeroing the scratch again). Here it is one call: the ZigZag
+ * LEB128 counts (after base64 and inflate, for encode()'s form) are read in one pass that finds the slots with
+ * counts, a second that adds them.
  *
  * merge_v2(blob, lowest, highest, digits, counts_len, targets) -> (status, total, lo, hi)
- *   blob     bytes or str: LatencyHistogram.encode()'s form
+ *   blob     bytes: LatencyHistogram.wire()'s form (the raw payload); bytes or str: encode()'s (base64 of the
+ *            compressed payload) or base64 of the raw payload (the wire's bytes as aggregate.json holds them)
  *   lowest, highest, digits, counts_len: the layout the targets are of (the blob must be of the same, offset 0)
  *   targets  sequence of (counts, off): a writable buffer of int64 holding slots off .. off + len - 1, or None
  * status 0: added to every target (total, the first and the last slot with a count; total 0: nothing to add).
  * status 1: a target's window does not hold slots lo .. hi: nothing added; grow it and call again.
- * status 2: not the canonical form this reads (another layout, a non-zero normalizing offset, characters outside
- *           the base64 alphabet, an uncompressed or corrupt payload, a count outside the layout): nothing added;
+ * status 2: not a form this reads (another layout, a non-zero normalizing offset, characters outside the base64
+ *           alphabet, a corrupt payload, a count outside the layout): nothing added;
  *           the caller takes its Python path, which maps another layout or says what is wrong.
  * loadgen/measure/histogram.py `merge_encoded_into` is the Python path it must equal (tests/unit/test_hist_merge.py
  * holds both equal on every case).
@@ -28,6 +31,7 @@
 #define V2_ENCODING_COOKIE 0x1C849303u
 #define PAYLOAD_HEADER 40 /* cookie, length, normalizing offset, digits (4 bytes each), lowest, highest (8 each) */
 #define MAX_TARGETS 8
+#define RAW_FIRST 0x1C /* the first byte of a raw payload (its cookie's); never a base64 character */
 
 /* Reused between calls (the GIL is held throughout): the base64-decoded blob and the inflated payload. */
 static uint8_t *raw_buf = NULL, *out_buf = NULL, *slot_buf = NULL;
@@ -167,7 +171,8 @@ static PyObject *merge_v2(PyObject *Py_UNUSED(self), PyObject *args) {
         return NULL;
     const uint8_t *text;
     Py_ssize_t text_len;
-    if (PyBytes_Check(blob)) {
+    int raw_bytes = PyBytes_Check(blob);
+    if (raw_bytes) {
         text = (const uint8_t *)PyBytes_AS_STRING(blob);
         text_len = PyBytes_GET_SIZE(blob);
     } else if (PyUnicode_Check(blob)) {
@@ -219,21 +224,34 @@ static PyObject *merge_v2(PyObject *Py_UNUSED(self), PyObject *args) {
         }
         tg[k].len = tg[k].view.len / 8;
     }
-    /* The blob: base64, then the V2 header (cookie, length) and the zlib stream of the payload. */
-    if (reserve(&raw_buf, &raw_cap, (size_t)text_len / 4 * 3 + 4) < 0)
-        goto done;
-    Py_ssize_t raw_len = b64_decode(text, text_len, raw_buf);
-    if (raw_len < 8)
-        goto answer;
-    uint32_t cookie = be32(raw_buf), length = be32(raw_buf + 4);
-    if ((cookie & ~0xF0u) != V2_COMPRESSION_COOKIE || (Py_ssize_t)length + 8 > raw_len)
-        goto answer;
-    Py_ssize_t plen = inflate_all(raw_buf + 8, length);
-    if (plen == -2)
-        goto done;
+    /* The payload: the blob itself (the wire's raw form, bytes whose first byte is the cookie's), else base64 of the
+     * compressed form (the V2 header: cookie, length; then the zlib stream) or of the raw one. */
+    const uint8_t *p;
+    Py_ssize_t plen;
+    if (raw_bytes && text_len >= 1 && text[0] == RAW_FIRST) {
+        p = text;
+        plen = text_len;
+    } else {
+        if (reserve(&raw_buf, &raw_cap, (size_t)text_len / 4 * 3 + 4) < 0)
+            goto done;
+        Py_ssize_t raw_len = b64_decode(text, text_len, raw_buf);
+        if (raw_len < 8)
+            goto answer;
+        uint32_t cookie = be32(raw_buf), length = be32(raw_buf + 4);
+        if ((cookie & ~0xF0u) == V2_ENCODING_COOKIE) {
+            p = raw_buf;
+            plen = raw_len;
+        } else {
+            if ((cookie & ~0xF0u) != V2_COMPRESSION_COOKIE || (Py_ssize_t)length + 8 > raw_len)
+                goto answer;
+            plen = inflate_all(raw_buf + 8, length);
+            if (plen == -2)
+                goto done;
+            p = out_buf;
+        }
+    }
     if (plen < PAYLOAD_HEADER)
         goto answer;
-    const uint8_t *p = out_buf;
     uint32_t pcookie = be32(p), plength = be32(p + 4), offset = be32(p + 8), pdigits = be32(p + 12);
     if ((pcookie & ~0xF0u) != V2_ENCODING_COOKIE || offset != 0 || pdigits != (uint32_t)digits ||
         be64(p + 16) != lowest || be64(p + 24) != highest || (Py_ssize_t)plength != plen - PAYLOAD_HEADER)

@@ -40,8 +40,9 @@ __all__ = [
 # 11: agent sessions per (variant, mix) ("sessions", measure/sessions.py). 12: a few sessions per variant step by
 # step, for the HTML report's timeline ("session_timelines"), and the replayed agent traces' schedule slip in each
 # sessions entry ("slip"). 13: the hash-sampled rows (pairs, session_pairs, latency_samples) packed, each array
-# base64 of little-endian int64 (measure/hash_sample.py `pack`), not lists of integers.
-WIRE_VERSION = 13
+# base64 of little-endian int64 (measure/hash_sample.py `pack`), not lists of integers. 14: histograms as their raw
+# V2 payload (measure/histogram.py `wire`: no zlib, no base64).
+WIRE_VERSION = 14
 # What a (variant, mix, bucket) and a (variant, mix, turn) keep: few histograms, so these add little to each delta.
 BUCKET_METRICS: tuple[str, ...] = ("ttft", "e2e")
 # The maps of `BucketStats` by (variant, mix, bucket / turn / images carried); on the wire, [*key, stats] rows.

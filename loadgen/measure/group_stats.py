@@ -271,7 +271,7 @@ class GroupStats:
         for m, h in self.hists.items() if histograms else ():
             if not h.count:
                 continue
-            blob = h.encode()
+            blob = h.wire()
             first = by_blob.setdefault(blob, m)
             if first == m:
                 hists[m] = blob

@@ -9,8 +9,10 @@ first histogram of it, its slot tables on the first merge.
 
 from __future__ import annotations
 
+import binascii
 import ctypes
 import sys
+import zlib
 from array import array
 from collections.abc import Callable
 from typing import Any
@@ -21,7 +23,10 @@ from hdrh.histogram import HdrHistogram
 
 from loadgen.measure import _hdr_internals as hdr
 
-__all__ = ["DIGITS", "HIGHEST_US", "LOWEST_US", "Layout", "add_counts", "layout_for"]
+__all__ = ["DIGITS", "HIGHEST_US", "LOWEST_US", "PAYLOAD_HEADER_SIZE", "Layout", "add_counts", "layout_for"]
+
+# HdrHistogram V2's payload header: cookie, length, normalizing offset, digits, lowest, highest, conversion ratio.
+PAYLOAD_HEADER_SIZE = 40
 
 # The latency histograms' layout: 1 µs … 1 h, 3 significant digits (any value within 0.1 %).
 LOWEST_US = 1
@@ -41,6 +46,7 @@ class Layout:
         "median_of",
         "highest_of",
         "empty_blob",
+        "empty_wire",
         "_lowest",
         "_highest",
     )
@@ -54,6 +60,8 @@ class Layout:
         self.index: Callable[[int], int] = hdr.index_function(t)
         self.value_at, self.median_of, self.highest_of = hdr.walkers(t)
         self.empty_blob = bytes(t.encode())
+        # The same empty histogram as the wire carries it (`wire`): hdrh's V2 payload header, no counts.
+        self.empty_wire = zlib.decompress(binascii.a2b_base64(self.empty_blob)[8:])[:PAYLOAD_HEADER_SIZE]
         self._lowest: array[int] | None = None
         self._highest: array[int] | None = None
 
@@ -83,17 +91,40 @@ class Layout:
     def encode(
         self, counts: ctypes.Array[ctypes.c_int64], off: int, total: int, min_value: int, max_value: int
     ) -> bytes:
-        """hdrh's V2 encoding of a histogram whose counts are `counts` from slot `off` (zero elsewhere): copied into
-        the template, encoded by hdrh itself (the same bytes as before the window), and zeroed again."""
+        """hdrh's V2 encoding of a histogram whose counts are `counts` from slot `off` (zero elsewhere), by hdrh
+        itself (the same bytes as before the window): compressed, base64."""
         if not total:
             return self.empty_blob
+        return self._in_template(counts, off, total, min_value, max_value, lambda t: bytes(t.encode()))
+
+    def wire(self, counts: ctypes.Array[ctypes.c_int64], off: int, total: int, min_value: int, max_value: int) -> bytes:
+        """What the workers ship: `encode`'s V2 payload before zlib and base64 (the bytes hdrh would deflate).
+        Inside msgpack neither pays: base64 only grows it, and zlib shrinks a histogram's LEB128 counts by a third
+        at most while costing the worker a deflate and the master, for every blob of every worker, an inflate
+        (`python -m bench.merge`). Readers take either form (histogram.merge_encoded_into)."""
+        if not total:
+            return self.empty_wire
+        return self._in_template(
+            counts, off, total, min_value, max_value, lambda t: hdr.encode_payload(t, self.empty_wire)
+        )
+
+    def _in_template(
+        self,
+        counts: ctypes.Array[ctypes.c_int64],
+        off: int,
+        total: int,
+        min_value: int,
+        max_value: int,
+        encode: Callable[[HdrHistogram], bytes],
+    ) -> bytes:
+        """`encode(template)` with the counts copied into the template, which is zeroed again after."""
         t = self.template
         dst = ctypes.addressof(hdr.counts(t)) + 8 * off
         size = 8 * len(counts)
         ctypes.memmove(dst, ctypes.addressof(counts), size)
         t.total_count, t.min_value, t.max_value = total, min_value, max_value
         try:
-            return bytes(t.encode())
+            return encode(t)
         finally:
             ctypes.memset(dst, 0, size)
             t.total_count, t.min_value, t.max_value = 0, sys.maxsize, 0

@@ -62,11 +62,11 @@ class HealthStats:
 
     def to_wire(self) -> dict[str, Any]:
         return {
-            "loop_lag": self.loop_lag.encode(),
+            "loop_lag": self.loop_lag.wire(),
             "cpu": list(self.cpu_samples),
             "reads": [self.reads, self.late_reads, self.max_read_delay],
             "reads_c": self.reads_in_c,
-            "slip": self.schedule_slip.encode(),
+            "slip": self.schedule_slip.wire(),
         }
 
     def merge_wire(self, w: dict[str, Any]) -> None:
@@ -74,7 +74,7 @@ class HealthStats:
         # `add_cpu` / `add_reads` / `merge_encoded` do, without a call per sample or an empty histogram's merge.
         lag = self.loop_lag
         blob = w["loop_lag"]
-        if blob != lag._lay.empty_blob:
+        if blob != lag._lay.empty_wire:
             merge_encoded_into(blob, (lag,))
         cpu = w.get("cpu")
         if cpu:
@@ -94,7 +94,7 @@ class HealthStats:
         if "slip" in w:
             slip = self.schedule_slip
             blob = w["slip"]
-            if blob != slip._lay.empty_blob:
+            if blob != slip._lay.empty_wire:
                 merge_encoded_into(blob, (slip,))
 
     def summary(self) -> dict[str, Any]:

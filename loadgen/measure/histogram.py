@@ -1,17 +1,14 @@
 """Mergeable latency histograms with a stated relative error.
 
 HDR histograms (hdrhistogram) of durations in integer microseconds, 1 µs … 1 h, 3 significant digits: any reported
-percentile is within 0.1 % of the true sample value. They merge by adding counts, so workers ship a compressed
+percentile is within 0.1 % of the true sample value. They merge by adding counts, so workers ship a V2-encoded
 snapshot per interval instead of raw samples, and the master's result equals one histogram of every sample.
 """
 
 from __future__ import annotations
 
-import binascii
 import ctypes
-import struct
 import sys
-import zlib
 from collections.abc import Sequence
 
 from hdrh.histogram import HdrHistogram
@@ -21,6 +18,7 @@ from loadgen.measure.chunk_gaps import record_chunk_gaps
 from loadgen.measure.hdr_layout import DIGITS as _DIGITS
 from loadgen.measure.hdr_layout import LOWEST_US as _LOWEST_US
 from loadgen.measure.hdr_layout import Layout, add_counts, layout_for
+from loadgen.measure.hist_blob import canonical, payload, payload_layout
 from loadgen.measure.pure_python import pure_python
 from loadgen.metric_names import PERCENTILES
 
@@ -45,10 +43,6 @@ _WALK_BLOCK = 2048
 _WALK_SUB = 64
 # A histogram's window of slots grows in steps of this many (2 KiB): few regrowths, little held beyond its values.
 _WINDOW_STEP_MASK = 255
-
-
-_V2_HEADER = struct.Struct(">ii")
-_PAYLOAD_HEADER = struct.Struct(">IIIIQQ")  # cookie, length, normalizing offset, digits, lowest, highest
 
 
 class LatencyHistogram:
@@ -170,9 +164,16 @@ class LatencyHistogram:
             return self._lay.empty_blob
         return self._lay.encode(self._counts, self._off, self._total, self._min, self._max)
 
+    def wire(self) -> bytes:
+        """As the wire carries it: `encode()`'s V2 payload before zlib and base64 (`Layout.wire`; the forms a
+        histogram travels in: measure/hist_blob.py)."""
+        if self._counts is None:
+            return self._lay.empty_wire
+        return self._lay.wire(self._counts, self._off, self._total, self._min, self._max)
+
     @classmethod
     def decode(cls, blob: bytes | str) -> LatencyHistogram:
-        h = HdrHistogram.decode(blob)
+        h = HdrHistogram.decode(canonical(blob))
         out = cls(_layout=layout_for(h.lowest_trackable_value, h.highest_trackable_value, h.significant_figures))
         out._total, out._min, out._max = hdr.recorded(h)
         if out._total:  # decoding set min and max to the lowest and highest slot with a count
@@ -420,13 +421,13 @@ def native_merge_available() -> bool:
 
 
 def merge_encoded_into(blob: bytes | str, targets: Sequence[LatencyHistogram]) -> None:
-    """Add one `encode()`d histogram to each of `targets`, decoding it once: in C where built (`_hist_merge.c`: the
-    blob read straight into the targets' counts, one call), else `merge_encoded_python`. The C call answers for the
-    canonical form (hdrh's V2, compressed, base64, of the targets' layout) and leaves everything else (another
-    layout, a corrupt blob) to the Python path, untouched: both give the same histograms
-    (tests/unit/test_hist_merge.py)."""
+    """Add one histogram, as the wire carries it (`wire()`) or as `encode()` writes it, to each of `targets`,
+    decoding it once: in C where built (`_hist_merge.c`: the blob read straight into the targets' counts, one call),
+    else `merge_encoded_python`. The C call answers for hdrh's V2 payload of the targets' layout (raw, base64 of
+    it, or base64 of it compressed) and leaves everything else (another layout, a corrupt blob) to the Python path,
+    untouched: both give the same histograms (tests/unit/test_hist_merge.py)."""
     lay = targets[0]._lay
-    if blob == lay.empty_blob:
+    if blob == lay.empty_wire or blob == lay.empty_blob:
         return
     if _native is not None and not pure_python():
         lowest, highest, digits = lay.key
@@ -461,20 +462,13 @@ def merge_encoded_python(blob: bytes | str, targets: Sequence[LatencyHistogram])
     bench.hotpath` prints both); this is the master's hot path (every worker's every histogram, every report
     interval).
     """
-    if blob == targets[0]._lay.empty_blob:
-        return  # an empty histogram (a worker's health ships its schedule slip, empty in closed loop, every report)
-    raw = binascii.a2b_base64(blob)  # (base64.b64decode without its wrapper: the same, non-strict)
-    cookie, length = _V2_HEADER.unpack_from(raw)
-    if cookie & ~0xF0 != 0x1C849304 or 8 + length > len(raw):
-        decoded = LatencyHistogram.decode(blob)  # not a V2-compressed blob: let hdrh check it and complain
-        for t in targets:
-            t.merge(decoded)
-        return
-    data = zlib.decompress(raw[8 : 8 + length])
     lay = targets[0]._lay
-    _, _, offset, digits, lowest, highest = _PAYLOAD_HEADER.unpack_from(data)
-    if offset or (lowest, highest, digits) != lay.key:
-        decoded = LatencyHistogram.decode(blob)  # another bucket layout: mapped value by value, as hdrh does
+    if blob == lay.empty_blob or blob == lay.empty_wire:
+        return  # an empty histogram (a worker's health ships its schedule slip, empty in closed loop, every report)
+    data = payload(blob)
+    if data is None or payload_layout(data) != (0, *lay.key):
+        # Not a V2 blob (hdrh checks it and complains), or another bucket layout (mapped value by value, as hdrh does).
+        decoded = LatencyHistogram.decode(blob)
         for t in targets:
             t.merge(decoded)
         return

@@ -342,8 +342,8 @@ class SessionStats:
     def to_wire(self) -> dict[str, Any]:
         return {
             "fates": dict(self.fates),
-            "duration": self.duration.encode() if self.duration.count else b"",
-            "slip": self.slip.encode() if self.slip.count else b"",
+            "duration": self.duration.wire() if self.duration.count else b"",
+            "slip": self.slip.wire() if self.slip.count else b"",
             "censored": self.censored,
             "completed": self.completed,
             **{name: getattr(self, name) for name in (*_SUMS, *_SECONDS)},

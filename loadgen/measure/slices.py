@@ -94,7 +94,7 @@ class BucketStats:
         self.censored = {}
 
     def to_wire(self, histograms: bool = True) -> dict[str, Any]:
-        hists = {m: h.encode() for m, h in self.hists.items() if h.count} if histograms else {}
+        hists = {m: h.wire() for m, h in self.hists.items() if h.count} if histograms else {}
         return {
             "hists": hists,
             **{name: getattr(self, name) for name in _SLICE_COUNTERS},

@@ -1,9 +1,12 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from loadgen.measure.aggregate import Aggregate
 from loadgen.measure.records import ErrorKind, RequestRecord, TokenSource
+from loadgen.report.combine import read_aggregate, write_aggregate
 
 
 def _rec(variant: str, mix: str, sent: float, times: list[float], tokens: list[int], **kw: object) -> RequestRecord:
@@ -84,3 +87,22 @@ def test_counter_only_deltas_keep_histograms_for_a_later_delta() -> None:
             assert m.hists[name].count == h.count
             assert m.hists[name].percentile(50) == h.percentile(50)
     assert master.timeline == whole.timeline
+
+
+def test_histograms_travel_raw_and_survive_aggregate_json(tmp_path: Path) -> None:
+    # The wire carries each histogram as its raw V2 payload (bytes, in Locust's msgpack); aggregate.json writes them
+    # as base64 text: both read back to the same counts as the worker's own histograms.
+    worker = Aggregate()
+    for i in range(200):
+        worker.add(_rec("a", "chat", 0.0, [0.05 + i / 997, 0.2 + i / 500, 0.3 + i / 400], [1, 2, 1]), wall_time=5.0)
+    want = {m: h.encode() for m, h in worker.group("a", "chat").hists.items()}
+    wire = worker.pop_delta()
+    (_, _, g) = wire["groups"][0]
+    assert all(isinstance(b, bytes) and b[:1] == b"\x1c" for b in g["hists"].values())
+    master = Aggregate()
+    master.merge_wire(wire)
+    back = read_aggregate(write_aggregate(master, tmp_path))
+    for agg in (master, back):
+        got = agg.group("a", "chat").hists
+        assert {m: got[m].encode() for m in want} == want
+        assert got["ttft"].count == 200 and got["itl"].count == 600

@@ -1,8 +1,10 @@
 """The master's merge of a wire histogram: the C one (`_hist_merge.c`, one call straight into the counts) and the
-Python one (`merge_encoded_python`: base64, zlib, hdrh's decode into a scratch array, the add) give the same histogram
-(counts, total, min and max; counts and total as hdrh's own `decode_and_add`) on every case either accepts: empty,
-one slot, thousands, windows that must grow below and above, aliases (one blob into several histograms), another
-layout, a str blob; and corrupt input is the Python path's clear error in both, never a crash nor a partial add."""
+Python one (`merge_encoded_python`: the payload out of its form, hdrh's decode into a scratch array, the add) give the
+same histogram (counts, total, min and max; counts and total as hdrh's own `decode_and_add`) on every case either
+accepts, in every form a histogram travels in (the wire's raw payload, `encode()`'s base64 of it compressed, base64
+of the raw one as aggregate.json holds it; bytes or str): empty, one slot, thousands, windows that must grow below
+and above, aliases (one blob into several histograms), another layout; and corrupt input is the Python path's clear
+error in both, never a crash nor a partial add."""
 
 from __future__ import annotations
 
@@ -66,14 +68,27 @@ def _merged(merge: Merge, blobs: Sequence[bytes | str], targets: int, **kw: floa
     return out
 
 
+def _forms(h: LatencyHistogram) -> list[bytes | str]:
+    """Every form `h` travels in: the wire's raw payload, base64 of it (bytes and str: aggregate.json), `encode()`'s
+    (bytes and str)."""
+    raw, enc = h.wire(), h.encode()
+    b64 = base64.b64encode(raw)
+    return [raw, b64, b64.decode("ascii"), enc, enc.decode("ascii")]
+
+
+_FORM_NAMES = ["wire", "wire-base64", "wire-base64-str", "encode", "encode-str"]
+
+
+@pytest.mark.parametrize("form", range(len(_FORM_NAMES)), ids=_FORM_NAMES)
 @pytest.mark.parametrize("targets", [1, 3])
-def test_c_and_python_merges_are_equal_and_hdrh_s(targets: int) -> None:
+def test_c_and_python_merges_are_equal_and_hdrh_s(targets: int, form: int) -> None:
     # In turn, so that windows grow below (a later case lower than an earlier one) and above, and stay.
     cases = _cases()
-    blobs = [_hist(v).encode() for v in cases] + [_hist(v).encode() for v in reversed(cases)]
+    hists = [_hist(v) for v in cases] + [_hist(v) for v in reversed(cases)]
+    blobs = [_forms(h)[form] for h in hists]
     ref = HdrHistogram(1, 3_600_000_000, 3)
-    for b in blobs:
-        ref.decode_and_add(b)
+    for h in hists:
+        ref.decode_and_add(h.encode())
     c = _merged(merge_encoded_into, blobs, targets)
     py = _merged(merge_encoded_python, blobs, targets)
     want = (list(ref.counts), ref.total_count, ref.min_value, ref.max_value)
@@ -81,10 +96,10 @@ def test_c_and_python_merges_are_equal_and_hdrh_s(targets: int) -> None:
         assert _state(h) == want
 
 
-def test_every_case_alone_and_as_a_str() -> None:
+def test_every_case_alone_in_every_form() -> None:
     for values in _cases():
         blob = _hist(values).encode()
-        for form in (blob, blob.decode("ascii")):
+        for form in _forms(_hist(values)):
             (c,) = _merged(merge_encoded_into, [form], 1)
             (py,) = _merged(merge_encoded_python, [form], 1)
             ref = HdrHistogram(1, 3_600_000_000, 3)
@@ -123,6 +138,23 @@ def test_another_layout_is_mapped_as_the_python_path_does() -> None:
     (c2,) = _merged(merge_encoded_into, [lag], 1, digits=2, highest_s=60.0)
     (py2,) = _merged(merge_encoded_python, [lag], 1, digits=2, highest_s=60.0)
     assert _state(c2) == _state(py2)
+    # The health ships it raw: mapped the same, both paths (hdrh decodes it re-wrapped in its own form).
+    raw = _hist([0.0004, 0.002, 0.03, 1.5], digits=2, highest_s=60.0).wire()
+    (c3,) = _merged(merge_encoded_into, [raw], 1)
+    (py3,) = _merged(merge_encoded_python, [raw], 1)
+    assert _state(c3) == _state(py3) == _state(c)
+
+
+def test_the_wire_form_is_hdrh_s_payload() -> None:
+    # `wire()` is exactly what hdrh deflates in `encode()`: inflating encode()'s blob gives the same bytes; and
+    # `decode` reads it back as it reads encode()'s (the counts; min and max, as any V2 blob, at their slots).
+    for values in _cases():
+        h = _hist(values)
+        raw = base64.b64decode(h.encode())
+        assert zlib.decompress(raw[8 : 8 + struct.unpack_from(">i", raw, 4)[0]]) == h.wire()
+        back = LatencyHistogram.decode(h.wire())
+        assert _state(back) == _state(LatencyHistogram.decode(h.encode()))
+        assert _state(back)[:2] == _state(h)[:2]
 
 
 def _reencode(blob: bytes, edit: Callable[[bytes], bytes]) -> bytes:
@@ -139,6 +171,7 @@ def _corrupt_cases() -> list[bytes | str]:
     raw = base64.b64decode(blob)
     flipped = bytearray(raw)
     flipped[20] ^= 0xFF  # inside the zlib stream
+    wire = _hist([0.01, 0.02, 0.5, 3.0]).wire()
     return [
         blob[:-6],  # cut base64
         b"!!" + blob,  # characters outside the alphabet
@@ -152,6 +185,16 @@ def _corrupt_cases() -> list[bytes | str]:
         _reencode(blob, lambda p: p[:8] + struct.pack(">I", 5) + p[12:]),  # a normalizing offset
         _reencode(blob, lambda p: p[:4] + struct.pack(">I", 10**6) + p[8:]),  # a payload length it does not have
         b"",
+        # The wire's raw form: cut short, past the layout, a normalizing offset, a wrong length, a cookie that is not
+        # V2's behind the raw form's first byte, the first byte alone; and base64 of a raw payload cut short.
+        wire[:-1] + b"\x80",
+        wire + b"\x02" * 30_000,
+        wire[:8] + struct.pack(">I", 5) + wire[12:],
+        wire[:4] + struct.pack(">I", 10**6) + wire[8:],
+        b"\x1c\x00\x00\x00" + wire[4:],
+        b"\x1c",
+        wire[:30],
+        base64.b64encode(wire[:30]),
     ]
 
 

@@ -111,7 +111,7 @@ def test_it_merges_from_workers_as_if_one_process_saw_every_task() -> None:
         w = workers[(i // 20) % 3]
         _run(w, "base", range(i, i + 20))
         wire = w.pop_delta()
-        assert wire["v"] == WIRE_VERSION == 13
+        assert wire["v"] == WIRE_VERSION == 14
         master.merge_wire(wire)
     assert master.session_timelines.variants == whole.session_timelines.variants
     assert master.session_timelines.level == whole.session_timelines.level
