@@ -11,7 +11,8 @@ every interval (health: its loop lag, CPU, reads), and ships its aggregate (hist
 intervals of requests it accumulated. The master unpacks every message (msgpack, as Locust's protocol carries it) and
 merges it into its `Collector`; both are timed, per interval, over `rounds` intervals after a first one (which also
 meets each worker for the first time). Every W runs in a fresh interpreter, its messages built by another: RSS is the
-master's own (its high-water mark, `ru_maxrss`, which includes holding the interval's W messages).
+master's own (its high-water mark, `ru_maxrss`, which includes the imports and this bench's store of the messages it
+replays); `rss_merge_mb` is what the merging added to it.
 
 The final merge: every worker's final delta, 1,000 of them, each with requests of every group (as bench/render.py:
 8 requests a group), merged into one `Aggregate` as the report does. Writes bench/results/merge.json.
@@ -164,6 +165,9 @@ def measure(w: int, path: Path, rounds: int, profile: bool) -> dict[str, Any]:
         "rss_imports_mb": round(rss_imports, 1),
         "rss_before_mb": round(rss_start, 1),
         "rss_peak_mb": round(_ru_maxrss_mb(), 1),
+        # What the merging added to the high-water mark: the collector's state and one message decoded at a time
+        # (bounded by groups × buckets, not by workers), apart from the imports and this bench's store of messages.
+        "rss_merge_mb": round(_ru_maxrss_mb() - rss_start, 1),
     }
 
 
@@ -257,7 +261,7 @@ def main() -> None:
             f"{r['unpack_ms']:.1f}",
             f"{r['merge_ms']:.1f}",
             f"{r['ms_per_interval']:.1f} (max {r['ms_per_interval_max']:.1f})",
-            f"{r['rss_peak_mb']:.0f}",
+            f"{r['rss_peak_mb']:.0f} (+{r['rss_merge_mb']:.0f})",
             f"{r['final_merge_s']:.3f}",
             f"{r['final_rss_peak_mb']:.0f}",
         ]
@@ -265,7 +269,7 @@ def main() -> None:
     ]
     print_table(
         f"Master merge, {_VARIANTS} variants × {_MIXES} mixes ({machine['cpu_model']}, {machine['cores']} cores)",
-        ["workers", "groups", "aggregate every", "unpack ms", "merge ms", "ms / interval", "RSS MB", "final s",
+        ["workers", "groups", "aggregate every", "unpack ms", "merge ms", "ms / interval", "RSS MB (merge)", "final s",
          "final RSS MB"],
         table,
     )  # fmt: skip
