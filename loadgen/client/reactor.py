@@ -19,11 +19,12 @@ once per wake-up, bracketed so a preemption cannot skew it (`clock.realtime_offs
 connection.py decrypts after the read). Where the kernel gives no stamp (not Linux), the time the wake-up began
 stands in: an upper bound on every arrival it reports, and never later than reading each socket in turn.
 
-With loadgen's C half built (protocol/_wire.c), the per-wake-up loop below runs in C: `Drainer.drain` polls the set,
-reads and stamps every ready socket, and the leading whole token chunks of a read (and the common end of a stream)
-go straight into its request's record through the stream's armed `TokenChunkCounter`; only the rest (a response
-head, the first token, the chunked terminator, errors, EOF, any shape it does not know) comes back here, with its
-stamp, for the Python parser.
+With loadgen's C half built (protocol/_wire.c), the per-wake-up loop below runs in C: `Drainer.wake` is the event
+loop's callback itself; it polls the set, reads and stamps every ready socket, and the leading whole token chunks of
+a read (and the common end of a stream) go straight into its request's record through the stream's armed
+`TokenChunkCounter`; only the rest (a response head, the first token, the chunked terminator, errors, EOF, any shape
+it does not know) comes back here (`_on_reads`), with its stamp, for the Python parser. A wake-up that leaves
+nothing for Python runs no Python.
 
 What a stamp cannot fix: TCP keeps one stamp per read (the last segment's), so when a reader is later than the gap
 between two chunks of one stream, both come in one read with the later one's time. The reactor counts reads that
@@ -157,7 +158,12 @@ class Reactor:
         self._reads_in_c_reported = 0
         self._watcher = hub.loop.io(self._ep.fileno(), 1)
         self._watcher.ref = False  # an idle reactor must not keep the loop (gevent.wait(), joinall) from ending
-        self._watcher.start(self._on_ready)
+        if self._drainer is not None:
+            # The wake-up itself in C: one whose reads the chunk counters took whole (most of a stream's) runs no
+            # Python; `_on_reads` gets the rest.
+            self._watcher.start(self._drainer.wake, self._ep.fileno(), self._counters, self._on_reads)
+        else:
+            self._watcher.start(self._on_ready)
         self._closed = False
         self._sweeper = gevent.spawn(self._sweep)
         # A call due at a time, run between the reads of a wake-up (`call_between_reads`).
@@ -257,8 +263,28 @@ class Reactor:
         polled again every `_REPOLL_S`. Reads of one stream stay in order."""
         pending: deque[tuple[Reading, float, bytes | int]] = deque()
         self._poll(pending)
-        if not pending:
-            return
+        if pending:
+            self._wave(pending)
+
+    def _on_reads(self, reads: list[tuple[int, float, bytes | int]]) -> None:
+        """`_on_ready` after the C half's `Drainer.wake` read the set: the reads it left for Python."""
+        pending: deque[tuple[Reading, float, bytes | int]] = deque()
+        self._queue(reads, pending)
+        if pending:
+            self._wave(pending)
+
+    def _queue(
+        self, reads: list[tuple[int, float, bytes | int]], pending: deque[tuple[Reading, float, bytes | int]]
+    ) -> None:
+        """Queue the C half's reads (fd, arrival, bytes | errno) for their readings' parsers."""
+        readings = self._readings
+        for fd, t, data in reads:
+            r = readings.get(fd)
+            if r is not None:
+                pending.append((r, t, data))
+
+    def _wave(self, pending: deque[tuple[Reading, float, bytes | int]]) -> None:
+        """Parse `pending`, wake the greenlets whose response ended, and read the set again while this lasts."""
         ended: deque[tuple[Reading, BaseException | None]] = deque()
         mark = time.monotonic()
         while pending or ended:
@@ -303,10 +329,7 @@ class Reactor:
         readings = self._readings
         if self._drainer is not None:
             # In C: reads stamped and late reads counted there; reads an armed chunk counter took whole stay there.
-            for fd, t, data in self._drainer.drain(self._ep.fileno(), self._counters):
-                r = readings.get(fd)
-                if r is not None:
-                    pending.append((r, t, data))
+            self._queue(self._drainer.drain(self._ep.fileno(), self._counters), pending)
             return
         events = self._ep.poll(0, _MAX_EVENTS)
         if not events:

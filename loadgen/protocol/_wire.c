@@ -10,7 +10,8 @@
  *   kernel's receive stamp (SO_TIMESTAMPNS, moved onto CLOCK_MONOTONIC), counts late reads, and gives each read
  *   to the socket's armed `TokenChunkCounter`, if it has one. What the counter does not count (the whole read, or
  *   its rest from a chunk boundary) comes back to Python as (fd, time, bytes | errno), untouched, for the full
- *   parser.
+ *   parser. `Drainer.wake(epfd, counters, on_reads)` is the same as the event loop's callback: Python runs only
+ *   for a wake-up that left it reads.
  * - `TokenChunkCounter` is one request's fast half: while armed, it counts the leading whole token chunks of a read
  *   straight into the request's record (OpenAI chat or completions chunks, or the Responses API's answer deltas,
  *   whose event may also have its `event: response.output_text.delta` line; the Messages API's `text_delta` events
@@ -419,10 +420,7 @@ static int append_slow(PyObject *out, int fd, double t, PyObject *what) {
     return r;
 }
 
-static PyObject *Drainer_drain(Drainer *self, PyObject *args) {
-    int epfd;
-    PyObject *counters;
-    if (!PyArg_ParseTuple(args, "iO!", &epfd, &PyDict_Type, &counters)) return NULL;
+static PyObject *drain(Drainer *self, int epfd, PyObject *counters) {
     /* No wait (the event loop said the set is ready), so the GIL is kept. */
     int nev = epoll_wait(epfd, self->events, MAX_EVENTS, 0);
     if (nev < 0) {
@@ -499,6 +497,30 @@ fail:
     return NULL;
 }
 
+static PyObject *Drainer_drain(Drainer *self, PyObject *args) {
+    int epfd;
+    PyObject *counters;
+    if (!PyArg_ParseTuple(args, "iO!", &epfd, &PyDict_Type, &counters)) return NULL;
+    return drain(self, epfd, counters);
+}
+
+/* The reactor's wake-up itself, as the event loop's callback: `drain`, and only when a read is left for Python,
+ * `on_reads(reads)`. A wake-up whose reads the chunk counters took whole (most of a stream's) runs no Python. */
+static PyObject *Drainer_wake(Drainer *self, PyObject *args) {
+    int epfd;
+    PyObject *counters, *on_reads;
+    if (!PyArg_ParseTuple(args, "iO!O", &epfd, &PyDict_Type, &counters, &on_reads)) return NULL;
+    PyObject *out = drain(self, epfd, counters);
+    if (!out) return NULL;
+    if (PyList_GET_SIZE(out) == 0) {
+        Py_DECREF(out);
+        Py_RETURN_NONE;
+    }
+    PyObject *r = PyObject_CallOneArg(on_reads, out);
+    Py_DECREF(out);
+    return r;
+}
+
 static PyObject *Drainer_pop_stats(Drainer *self, PyObject *unused) {
     PyObject *r = Py_BuildValue("(LLd)", self->reads, self->late, self->worst);
     self->reads = self->late = 0;
@@ -510,6 +532,9 @@ static PyMethodDef Drainer_methods[] = {
     {"drain", (PyCFunction)Drainer_drain, METH_VARARGS,
      "drain(epfd, counters) -> [(fd, t, bytes | errno)]: read every ready socket once; reads an armed "
      "TokenChunkCounter (counters: fd -> counter) counted whole are not returned."},
+    {"wake", (PyCFunction)Drainer_wake, METH_VARARGS,
+     "wake(epfd, counters, on_reads) -> None | on_reads(...): drain(epfd, counters), then on_reads(reads) only "
+     "when there are reads left for Python (the event loop's callback for the epoll set)."},
     {"pop_stats", (PyCFunction)Drainer_pop_stats, METH_NOARGS,
      "(stamped reads, reads > 1 ms late, worst delay s) since the last call."},
     {NULL}};

@@ -1,5 +1,7 @@
 """Types of loadgen.protocol._wire, the C half of the common read (loadgen/protocol/_wire.c, _wire_json.c)."""
 
+from collections.abc import Callable
+
 SO_TIMESTAMPNS: int
 
 class TokenChunkCounter:
@@ -25,4 +27,10 @@ class Drainer:
     def reads_split(self) -> int: ...
     def __init__(self) -> None: ...
     def drain(self, epfd: int, counters: dict[int, TokenChunkCounter]) -> list[tuple[int, float, bytes | int]]: ...
+    def wake(
+        self,
+        epfd: int,
+        counters: dict[int, TokenChunkCounter],
+        on_reads: Callable[[list[tuple[int, float, bytes | int]]], object],
+    ) -> object: ...
     def pop_stats(self) -> tuple[int, int, float]: ...

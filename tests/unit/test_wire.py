@@ -5,6 +5,8 @@ nothing."""
 from __future__ import annotations
 
 import json
+import select
+import socket
 
 import orjson
 import pytest
@@ -486,3 +488,39 @@ def test_every_byte_the_string_reader_checks_at_every_offset_agrees_with_python(
             text = b"abcdefghijklmnopqrstuvwxyz"[:at] + special + b"ABCDEFGHIJKLMNOPQRSTUVWXYZ"[: n - at]
             reads.append(_chunk(b'{"choices":[{"delta":{"content":"' + text + b'"}}],"model":"m' + text + b'"}'))
     _parity(reads)
+
+
+def test_wake_runs_python_only_for_reads_left_to_it() -> None:
+    # `Drainer.wake` is the reactor's event-loop callback: it drains the epoll set as `drain` does and calls
+    # `on_reads` only with what is left for Python; a wake-up whose reads the counter took whole (or that found
+    # nothing) calls nothing.
+    rec = RequestRecord("r", "v", "m")
+    acc = StreamAccumulator(rec, get_dialect("openai-chat"))
+    parser = _Parser(acc)
+    counter = acc.make_chunk_counter()
+    parser.chunk_counter = counter
+    a, b = socket.socketpair()
+    ep = select.epoll()
+    try:
+        b.setblocking(False)
+        ep.register(b.fileno(), select.EPOLLIN)
+        drainer = _wire.Drainer()
+        calls: list[list[tuple[int, float, bytes | int]]] = []
+        counters = {b.fileno(): counter}
+        assert drainer.wake(ep.fileno(), counters, calls.append) is None and calls == []  # nothing ready
+        a.sendall(_OPENING[0])  # the head and the role chunk: Python's
+        drainer.wake(ep.fileno(), counters, calls.append)
+        assert len(calls) == 1 and [(fd, data) for fd, _, data in calls[0]] == [(b.fileno(), _OPENING[0])]
+        assert not parser.on_read(calls[0][0][1], _OPENING[0]) and counter.armed
+        for token_read in _OPENING[1:]:  # whole token chunks: counted in C, no call
+            a.sendall(token_read)
+            drainer.wake(ep.fileno(), counters, calls.append)
+        assert len(calls) == 1 and counter.counted == 2 and drainer.reads_counted == 2
+        a.sendall(_CLOSING[0])  # the usage chunk: counted too (the common end of a stream), then [DONE] is Python's
+        a.sendall(_CLOSING[1] + _CLOSING[2])
+        drainer.wake(ep.fileno(), counters, calls.append)
+        assert len(calls) == 2 and calls[1][0][0] == b.fileno()
+    finally:
+        ep.close()
+        a.close()
+        b.close()
