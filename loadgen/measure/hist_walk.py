@@ -7,10 +7,11 @@ give equal answers on every input (tests/unit/test_hist_walk.py), and LOADGEN_PU
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 
 import numpy as np
+
+from loadgen.pure_python import pure_python
 
 __all__ = ["Scratch", "native_available", "walk", "walk_numpy"]
 
@@ -22,7 +23,7 @@ except ImportError:  # pragma: no cover - a build without a C compiler
 
 def native_available() -> bool:
     """Whether the C walk is built and not switched off (LOADGEN_PURE_PYTHON=1)."""
-    return _native is not None and not os.environ.get("LOADGEN_PURE_PYTHON")
+    return _native is not None and not pure_python()
 
 
 class Scratch:

@@ -19,8 +19,8 @@ from loadgen.measure.hdr_layout import DIGITS as _DIGITS
 from loadgen.measure.hdr_layout import LOWEST_US as _LOWEST_US
 from loadgen.measure.hdr_layout import Layout, add_counts, layout_for
 from loadgen.measure.hist_blob import canonical, payload, payload_layout
-from loadgen.measure.pure_python import pure_python
 from loadgen.metric_names import PERCENTILES
+from loadgen.pure_python import pure_python
 
 __all__ = [
     "LatencyHistogram",

@@ -11,12 +11,12 @@ histograms on every input (tests/unit/test_record_values.py). LOADGEN_PURE_PYTHO
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping, Sequence
 
 from loadgen.measure.chunk_gaps import _SUB_HALF_MAG, record_chunk_gaps
 from loadgen.measure.hdr_layout import DIGITS, HIGHEST_US, LOWEST_US
 from loadgen.measure.histogram import LatencyHistogram
+from loadgen.pure_python import pure_python
 
 __all__ = ["native_record_available", "record_values", "record_values_python"]
 
@@ -53,7 +53,7 @@ if _native is not None:
         LatencyHistogram, (LOWEST_US, HIGHEST_US, DIGITS), 0, _SUB_HALF_MAG, HIGHEST_US, record_chunk_gaps
     )
 
-if _native is not None and not os.environ.get("LOADGEN_PURE_PYTHON"):
+if _native is not None and not pure_python():
     record_values: Callable[..., None] = _native.record
 else:
     record_values = record_values_python

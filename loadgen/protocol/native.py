@@ -6,7 +6,7 @@ same path in Python. Parity tests (tests/unit/test_wire.py) hold the two equal o
 
 from __future__ import annotations
 
-import os
+from loadgen.pure_python import pure_python
 
 __all__ = ["fast_path_available", "wire"]
 
@@ -18,4 +18,4 @@ except ImportError:  # pragma: no cover - a build without a C compiler
 
 def fast_path_available() -> bool:
     """Whether the C half is built and not switched off (LOADGEN_PURE_PYTHON=1)."""
-    return wire is not None and not os.environ.get("LOADGEN_PURE_PYTHON")
+    return wire is not None and not pure_python()

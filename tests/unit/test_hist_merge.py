@@ -25,7 +25,7 @@ from loadgen.measure.histogram import (
     merge_encoded_python,
     native_merge_available,
 )
-from loadgen.measure.pure_python import pure_python
+from loadgen.pure_python import pure_python
 
 Merge = Callable[[bytes | str, Sequence[LatencyHistogram]], None]
 

@@ -1,4 +1,7 @@
-"""Whether LOADGEN_PURE_PYTHON switches the C halves off, read afresh at every call (a test may set it at any time).
+"""Whether LOADGEN_PURE_PYTHON switches the C halves off, read afresh at every call (a test may set it at any time):
+the one place every C half asks (protocol/native.py, measure/histogram.py, hist_walk.py, recording.py; the last
+and client/connection.py bind their C call once, at import, where a check per request would cost more than it
+saves).
 
 `os.environ.get` costs a Mapping lookup, a key encode and a try/except (~1.5 µs), and the master's merge asks once per
 histogram merged (~2,000 times a 3-s interval at 1,000 workers). The environment's own dict, which `os.environ`'s
