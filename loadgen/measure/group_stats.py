@@ -56,6 +56,9 @@ _COUNTERS = (
     "good_output_tokens",
 )
 _COUNTS = ("fates", "errors", "token_sources", "censored", "finish_reasons", "arrivals", "goodput_misses", "reasoning")
+# What each key of a group's wire form is, for the merge that walks the keys a delta has.
+_COUNTER, _COUNT = "counter", "counts"
+_WIRE_KIND = {**dict.fromkeys(_COUNTERS, _COUNTER), **dict.fromkeys(_COUNTS, _COUNT)}
 
 
 @dataclass(slots=True)
@@ -277,11 +280,19 @@ class GroupStats:
                 hists[m] = blob
             else:
                 alias[m] = first
-        out: dict[str, Any] = {"hists": hists, "alias": alias}
+        # Most counters of a delta are zero and most counts empty (drained, cancelled, cache, arrivals…): they stay
+        # off the wire, which a master merging every worker's every group walks key by key.
+        out: dict[str, Any] = {"hists": hists}
+        if alias:
+            out["alias"] = alias
         for name in _COUNTERS:
-            out[name] = getattr(self, name)
+            v = getattr(self, name)
+            if v:
+                out[name] = v
         for name in _COUNTS:
-            out[name] = dict(getattr(self, name))
+            counts = getattr(self, name)
+            if counts:
+                out[name] = dict(counts)
         return out
 
     def merge_wire(self, w: dict[str, Any]) -> None:
@@ -291,13 +302,10 @@ class GroupStats:
             if alias:
                 targets += [self._hist(a) for a, src in alias.items() if src == m]
             merge_encoded_into(blob, targets)
-        # Most counters of a delta are zero (drained, cancelled, cache…): a master merging thousands of deltas of
-        # many groups skips them rather than setting each.
-        for name in _COUNTERS:
-            v = w.get(name)
-            if v:
-                setattr(self, name, getattr(self, name) + int(v))
-        for name in _COUNTS:
-            counts = w.get(name)
-            if counts:
-                add_counts(getattr(self, name), counts)
+        for name, v in w.items():
+            kind = _WIRE_KIND.get(name)
+            if kind is _COUNTER:
+                if v:
+                    setattr(self, name, getattr(self, name) + int(v))
+            elif kind is _COUNT and v:
+                add_counts(getattr(self, name), v)

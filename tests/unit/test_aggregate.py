@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from loadgen.measure.aggregate import Aggregate
+from loadgen.measure.group_stats import _COUNTERS, _COUNTS, GroupStats
 from loadgen.measure.records import ErrorKind, RequestRecord, TokenSource
 from loadgen.report.combine import read_aggregate, write_aggregate
 
@@ -106,3 +107,24 @@ def test_histograms_travel_raw_and_survive_aggregate_json(tmp_path: Path) -> Non
         got = agg.group("a", "chat").hists
         assert {m: got[m].encode() for m in want} == want
         assert got["ttft"].count == 200 and got["itl"].count == 600
+
+
+def test_zero_counters_stay_off_the_wire_and_every_counter_still_merges() -> None:
+    # A delta carries only the counters and counts it has (most are zero: drained, cancelled, cache…); the master
+    # adds what is there, and a group that had them all comes through whole.
+    worker = Aggregate()
+    for i in range(5):
+        worker.add(_rec("a", "chat", 0.0, [0.1 + i / 100], [2]), wall_time=5.0)
+    gw = worker.pop_delta()["groups"][0][2]
+    assert {"requests", "ok", "output_tokens", "fates"} <= set(gw)
+    assert not {"cancelled", "drained", "errors", "arrivals"} & set(gw)
+    full = GroupStats()
+    for k, name in enumerate(_COUNTERS):
+        setattr(full, name, k + 1)
+    for name in _COUNTS:
+        setattr(full, name, {"x": 3})
+    into = GroupStats()
+    into.merge_wire(full.to_wire())
+    into.merge_wire(full.to_wire())
+    assert [getattr(into, n) for n in _COUNTERS] == [2 * (k + 1) for k in range(len(_COUNTERS))]
+    assert all(getattr(into, n) == {"x": 6} for n in _COUNTS)
