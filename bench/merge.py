@@ -15,7 +15,9 @@ master's own (its high-water mark, `ru_maxrss`, which includes the imports and t
 replays); `rss_merge_mb` is what the merging added to it.
 
 The final merge: every worker's final delta, 1,000 of them, each with requests of every group (as bench/render.py:
-8 requests a group), merged into one `Aggregate` as the report does. Writes bench/results/merge.json.
+8 requests a group), merged into one `Aggregate` as the report does; and the same with full deltas (`final_full`:
+each worker's final holding `hist_every` intervals of requests, the interval part's shipped aggregates — the most a
+final holds when workers ship every few reports; half that on average). Writes bench/results/merge.json.
 """
 
 from __future__ import annotations
@@ -171,12 +173,22 @@ def measure(w: int, path: Path, rounds: int, profile: bool) -> dict[str, Any]:
     }
 
 
-def measure_final(w: int, path: Path, profile: bool) -> dict[str, Any]:
-    """Every worker's final delta (`w` of them) merged into one Aggregate, as the report does."""
+def measure_final(w: int, path: Path, profile: bool, full: bool = False) -> dict[str, Any]:
+    """Every worker's final delta (`w` of them) merged into one Aggregate, as the report does: small deltas (8
+    requests a group), or (`full`) the interval part's shipped aggregates, each holding `hist_every` intervals of
+    requests — what a worker's final holds at most when it ships every `hist_every`-th report (half that on
+    average)."""
     from loadgen.measure.aggregate import Aggregate
 
     rss_imports = _ru_maxrss_mb()
-    finals = msgpack.loads((path / "final.msgpack").read_bytes(), raw=False)
+    if full:
+        spec = msgpack.loads((path / f"interval-{w}.msgpack").read_bytes(), raw=False)
+        finals = [
+            msgpack.dumps(msgpack.loads(m, raw=False, strict_map_key=False)[1]["loadgen"]["agg"]) for m in spec["full"]
+        ]
+        del spec
+    else:
+        finals = msgpack.loads((path / "final.msgpack").read_bytes(), raw=False)
     gc.collect()
     rss_start = _ru_maxrss_mb()
     prof: Any = None
@@ -222,6 +234,7 @@ def main() -> None:
     ap.add_argument("--gen", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--measure", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--final", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--final-full", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     counts = [int(x) for x in args.workers.split(",")]
     if args.gen:
@@ -232,9 +245,10 @@ def main() -> None:
         row = measure(int(w), Path(path), args.rounds, bool(args.profile))
         sys.stdout.buffer.write(orjson.dumps(row))
         return
-    if args.final:
-        w, path = args.final.split(":", 1)
-        sys.stdout.buffer.write(orjson.dumps(measure_final(int(w), Path(path), bool(args.profile))))
+    if args.final or args.final_full:
+        w, path = (args.final or args.final_full).split(":", 1)
+        row = measure_final(int(w), Path(path), bool(args.profile), full=bool(args.final_full))
+        sys.stdout.buffer.write(orjson.dumps(row))
         return
     machine = machine_info()
     with tempfile.TemporaryDirectory() as tmp:
@@ -250,9 +264,13 @@ def main() -> None:
             return
         rows = [_child("--rounds", str(args.rounds), "--measure", f"{w}:{path}") for w in counts]
         finals = [_child("--final", f"{w}:{path}") for w in counts]
-    for r, f in zip(rows, finals, strict=True):
+        full = [_child("--final-full", f"{w}:{path}") for w in counts]
+    for r, f, ff in zip(rows, finals, full, strict=True):
         r["final_merge_s"] = f["final_merge_s"]
         r["final_rss_peak_mb"] = f["rss_peak_mb"]
+        r["final_full_merge_s"] = ff["final_merge_s"]
+        r["final_full_requests"] = ff["requests"]
+        r["final_full_rss_peak_mb"] = ff["rss_peak_mb"]
     table = [
         [
             str(r["workers"]),
@@ -264,13 +282,14 @@ def main() -> None:
             f"{r['rss_peak_mb']:.0f} (+{r['rss_merge_mb']:.0f})",
             f"{r['final_merge_s']:.3f}",
             f"{r['final_rss_peak_mb']:.0f}",
+            f"{r['final_full_merge_s']:.2f}",
         ]
         for r in rows
     ]
     print_table(
         f"Master merge, {_VARIANTS} variants × {_MIXES} mixes ({machine['cpu_model']}, {machine['cores']} cores)",
         ["workers", "groups", "aggregate every", "unpack ms", "merge ms", "ms / interval", "RSS MB (merge)", "final s",
-         "final RSS MB"],
+         "final RSS MB", "final, full deltas s"],
         table,
     )  # fmt: skip
     from loadgen.measure.histogram import native_merge_available
