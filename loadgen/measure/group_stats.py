@@ -304,8 +304,7 @@ class GroupStats:
             merge_encoded_into(blob, targets)
         for name, v in w.items():
             kind = _WIRE_KIND.get(name)
-            if kind is _COUNTER:
-                if v:
-                    setattr(self, name, getattr(self, name) + int(v))
+            if kind is _COUNTER and v:
+                setattr(self, name, getattr(self, name) + int(v))
             elif kind is _COUNT and v:
                 add_counts(getattr(self, name), v)

@@ -20,6 +20,7 @@ import orjson
 
 from loadgen.config.scenario import Scenario
 from loadgen.measure.aggregate import Aggregate
+from loadgen.measure.hist_blob import is_raw
 from loadgen.report.build import build_report
 from loadgen.report.cluster_metrics_report import join_cluster_sections
 from loadgen.report.server_split import latency_split
@@ -33,7 +34,7 @@ def _text(value: object) -> str:
     # The wire's histograms are raw V2 payloads (measure/histogram.py `wire`) and its packed sample rows raw int64
     # in a bytearray (measure/hash_sample.py `pack`): both written as base64 text, which their readers take back
     # (`merge_encoded_into`, `unpack`); a histogram already in base64 (`encode()`) as it is; the rest is JSON.
-    if isinstance(value, bytearray) or (isinstance(value, bytes) and value[:1] == b"\x1c"):
+    if isinstance(value, bytearray) or is_raw(value):
         return binascii.b2a_base64(value, newline=False).decode("ascii")
     if isinstance(value, bytes | memoryview):
         return bytes(value).decode("ascii")
