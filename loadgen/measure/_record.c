@@ -71,14 +71,22 @@ static int us_of(double seconds, int64_t *out) {
     return 0;
 }
 
+/* `v` (a new reference, or NULL with an error set: it is released) as an int64 in *out: 0, or -1 on an error. */
+static int take_i64(PyObject *v, int64_t *out) {
+    if (v == NULL)
+        return -1;
+    long long x = PyLong_AsLongLong(v);
+    Py_DECREF(v);
+    if (x == -1 && PyErr_Occurred())
+        return -1;
+    *out = x;
+    return 0;
+}
+
 /* 1: the layout's own `index(v)` is the slot this module computes for v; 0: it is not; -1: an error. */
 static int index_agrees(PyObject *lay, int64_t v) {
-    PyObject *r = PyObject_CallMethod(lay, "index", "L", (long long)v);
-    if (r == NULL)
-        return -1;
-    long long got = PyLong_AsLongLong(r);
-    Py_DECREF(r);
-    if (got == -1 && PyErr_Occurred())
+    int64_t got;
+    if (take_i64(PyObject_CallMethod(lay, "index", "L", (long long)v), &got) < 0)
         return -1;
     return got == slot_of(v);
 }
@@ -126,15 +134,7 @@ fail:
 }
 
 static int get_i64(PyObject *obj, PyObject *name, int64_t *out) {
-    PyObject *v = PyObject_GetAttr(obj, name);
-    if (v == NULL)
-        return -1;
-    long long x = PyLong_AsLongLong(v);
-    Py_DECREF(v);
-    if (x == -1 && PyErr_Occurred())
-        return -1;
-    *out = x;
-    return 0;
+    return take_i64(PyObject_GetAttr(obj, name), out);
 }
 
 static int set_i64(PyObject *obj, PyObject *name, int64_t value) {
