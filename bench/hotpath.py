@@ -26,7 +26,8 @@ from bench.server import _WORDS
 from loadgen.client.connection import _Parser
 from loadgen.config.scenario import validate_scenario
 from loadgen.measure.aggregate import Aggregate
-from loadgen.measure.histogram import LatencyHistogram, merge_encoded_into
+from loadgen.measure.hist_merge import merge_encoded_into
+from loadgen.measure.histogram import LatencyHistogram
 from loadgen.measure.records import RequestRecord
 from loadgen.protocol.accumulator import StreamAccumulator, fast_path_available
 from loadgen.protocol.dialects import get_dialect

@@ -292,7 +292,7 @@ def main() -> None:
          "final RSS MB", "final, full deltas s"],
         table,
     )  # fmt: skip
-    from loadgen.measure.histogram import native_merge_available
+    from loadgen.measure.hist_merge import native_merge_available
 
     doc = {
         # The C merge of wire histograms (loadgen/measure/_hist_merge.c); LOADGEN_PURE_PYTHON=1 measures without it.

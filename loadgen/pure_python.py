@@ -1,5 +1,5 @@
 """Whether LOADGEN_PURE_PYTHON switches the C halves off, read afresh at every call (a test may set it at any time):
-the one place every C half asks (protocol/native.py, measure/histogram.py, hist_walk.py, recording.py; the last
+the one place every C half asks (protocol/native.py, measure/hist_merge.py, hist_walk.py, recording.py; the last
 and client/connection.py bind their C call once, at import, where a check per request would cost more than it
 saves).
 

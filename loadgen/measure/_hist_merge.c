@@ -17,7 +17,14 @@
  * status 2: not a form this reads (another layout, a non-zero normalizing offset, characters outside the base64
  *           alphabet, a corrupt payload, a count outside the layout): nothing added;
  *           the caller takes its Python path, which maps another layout or says what is wrong.
- * loadgen/measure/histogram.py `merge_encoded_into` is the Python path it must equal (tests/unit/test_hist_merge.py
+ *
+ * merge_many(items, start, lay, lowest, highest, digits, counts_len, lowest_at, highest_at) -> int
+ *   items[start:], each (blob, histograms): merge_v2 of the blob into the LatencyHistograms (of layout `lay`) and
+ *   their total, min and max noted, as merge_encoded_into does — a group's histograms in one call, no Python per
+ *   histogram. Stops at the first item it cannot merge (a histogram of another layout, a window to grow, status 2)
+ *   and answers its index, having added nothing of it (-1: all merged); the caller merges that one and calls again
+ *   from the next, so items end as merged one by one.
+ * loadgen/measure/hist_merge.py `merge_encoded_into` is the Python path it must equal (tests/unit/test_hist_merge.py
  * holds both equal on every case).
  */
 #define PY_SSIZE_T_CLEAN
@@ -162,13 +169,9 @@ typedef struct {
     Py_ssize_t off, len;
 } Target;
 
-static PyObject *merge_v2(PyObject *Py_UNUSED(self), PyObject *args) {
-    PyObject *blob, *targets_obj;
-    unsigned long long lowest, highest;
-    int digits;
-    Py_ssize_t counts_len;
-    if (!PyArg_ParseTuple(args, "OKKinO", &blob, &lowest, &highest, &digits, &counts_len, &targets_obj))
-        return NULL;
+/* The V2 payload a blob holds: 0 with *p, *plen set (into the blob or the reused buffers); 2 when the blob is not a
+ * form this reads; -1 with an exception set. */
+static int payload_of(PyObject *blob, const uint8_t **p, Py_ssize_t *plen) {
     const uint8_t *text;
     Py_ssize_t text_len;
     int raw_bytes = PyBytes_Check(blob);
@@ -177,12 +180,154 @@ static PyObject *merge_v2(PyObject *Py_UNUSED(self), PyObject *args) {
         text_len = PyBytes_GET_SIZE(blob);
     } else if (PyUnicode_Check(blob)) {
         if (!PyUnicode_IS_ASCII(blob))
-            return Py_BuildValue("(iiii)", 2, 0, 0, 0);
+            return 2;
         text = (const uint8_t *)PyUnicode_DATA(blob);
         text_len = PyUnicode_GET_LENGTH(blob);
     } else {
-        return Py_BuildValue("(iiii)", 2, 0, 0, 0);
+        return 2;
     }
+    /* The blob itself (the wire's raw form, bytes whose first byte is the cookie's), else base64 of the compressed
+     * form (the V2 header: cookie, length; then the zlib stream) or of the raw one. */
+    if (raw_bytes && text_len >= 1 && text[0] == RAW_FIRST) {
+        *p = text;
+        *plen = text_len;
+        return 0;
+    }
+    if (reserve(&raw_buf, &raw_cap, (size_t)text_len / 4 * 3 + 4) < 0)
+        return -1;
+    Py_ssize_t raw_len = b64_decode(text, text_len, raw_buf);
+    if (raw_len < 8)
+        return 2;
+    uint32_t cookie = be32(raw_buf), length = be32(raw_buf + 4);
+    if ((cookie & ~0xF0u) == V2_ENCODING_COOKIE) {
+        *p = raw_buf;
+        *plen = raw_len;
+        return 0;
+    }
+    if ((cookie & ~0xF0u) != V2_COMPRESSION_COOKIE || (Py_ssize_t)length + 8 > raw_len)
+        return 2;
+    *plen = inflate_all(raw_buf + 8, length);
+    if (*plen == -2)
+        return -1;
+    *p = out_buf;
+    return *plen < 0 ? 2 : 0;
+}
+
+typedef struct {
+    unsigned long long lowest, highest;
+    int digits;
+    Py_ssize_t counts_len;
+} LayoutKey;
+
+typedef struct {
+    Py_ssize_t npairs; /* (slot, count) pairs in slot_buf */
+    int64_t total;
+    Py_ssize_t lo, hi; /* the first and the last slot with a count; -1 when none */
+} Counts;
+
+/* Pass 1 over a payload of layout `k`: the slots with counts, as (slot, count) pairs in slot_buf (a word is at least
+ * a byte, so at most plength of them), and that the stream is whole and inside the layout. 0 read; 2 not a payload
+ * of `k` or corrupt; -1 with an exception set. */
+static int read_counts(const uint8_t *p, Py_ssize_t plen, const LayoutKey *k, Counts *c) {
+    c->npairs = 0;
+    c->total = 0;
+    c->lo = c->hi = -1;
+    if (plen < PAYLOAD_HEADER)
+        return 2;
+    uint32_t pcookie = be32(p), plength = be32(p + 4), offset = be32(p + 8), pdigits = be32(p + 12);
+    if ((pcookie & ~0xF0u) != V2_ENCODING_COOKIE || offset != 0 || pdigits != (uint32_t)k->digits ||
+        be64(p + 16) != k->lowest || be64(p + 24) != k->highest || (Py_ssize_t)plength != plen - PAYLOAD_HEADER)
+        return 2;
+    const uint8_t *start = p + PAYLOAD_HEADER, *end = start + plength;
+    if (reserve(&slot_buf, &slot_cap, 16 * (size_t)plength + 16) < 0)
+        return -1;
+    int64_t *pairs = (int64_t *)slot_buf;
+    Py_ssize_t index = 0, counts_len = k->counts_len;
+    for (const uint8_t *q = start; q < end;) {
+        int64_t v;
+        if (!(*q & 0x80)) { /* a one-byte word (most of them: small counts, short runs of empty slots) */
+            v = (int64_t)((*q >> 1) ^ (~(uint64_t)(*q & 1) + 1));
+            q++;
+        } else {
+            int used = zigzag(q, end, &v);
+            if (!used)
+                return 2;
+            q += used;
+        }
+        if (v < 0) {
+            if (v < -(int64_t)counts_len)
+                return 2;
+            index += (Py_ssize_t)(-v);
+            continue;
+        }
+        if (index >= counts_len)
+            return 2;
+        if (v > 0) {
+            if (c->lo < 0)
+                c->lo = index;
+            c->hi = index;
+            if (c->total > INT64_MAX - v)
+                return 2;
+            c->total += v;
+            pairs[2 * c->npairs] = index;
+            pairs[2 * c->npairs + 1] = v;
+            c->npairs++;
+        }
+        index++;
+    }
+    return 0;
+}
+
+/* Pass 2: add the pairs into a target whose window holds them. */
+static void add_pairs(Target *t, const Counts *c) {
+    int64_t *dst = (int64_t *)t->view.buf - t->off;
+    const int64_t *pairs = (const int64_t *)slot_buf;
+    for (Py_ssize_t j = 0; j < c->npairs; j++)
+        dst[pairs[2 * j]] += pairs[2 * j + 1];
+}
+
+/* A target's (counts, off): its window's buffer held (none when counts is None). 0, or -1 with an exception set. */
+static int hold(Target *t, PyObject *counts, PyObject *off_obj) {
+    t->off = PyLong_AsSsize_t(off_obj);
+    if (t->off == -1 && PyErr_Occurred())
+        return -1;
+    if (counts == Py_None)
+        return 0;
+    if (PyObject_GetBuffer(counts, &t->view, PyBUF_WRITABLE) < 0)
+        return -1;
+    t->held = 1;
+    if (t->view.len % 8 != 0) {
+        PyErr_SetString(PyExc_ValueError, "counts: a buffer of 8-byte integers");
+        return -1;
+    }
+    t->len = t->view.len / 8;
+    return 0;
+}
+
+static void release(Target *tg, Py_ssize_t nt) {
+    for (Py_ssize_t k = 0; k < nt; k++)
+        if (tg[k].held) {
+            PyBuffer_Release(&tg[k].view);
+            tg[k].held = 0;
+        }
+}
+
+/* Whether every target holds a window over the counts' slots. */
+static int windows_hold(const Target *tg, Py_ssize_t nt, const Counts *c) {
+    for (Py_ssize_t k = 0; k < nt; k++)
+        if (!tg[k].held || c->lo < tg[k].off || c->hi >= tg[k].off + tg[k].len)
+            return 0;
+    return 1;
+}
+
+static PyObject *merge_v2(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *blob, *targets_obj;
+    LayoutKey key;
+    if (!PyArg_ParseTuple(args, "OKKinO", &blob, &key.lowest, &key.highest, &key.digits, &key.counts_len,
+                          &targets_obj))
+        return NULL;
+    if (!PyBytes_Check(blob) && !PyUnicode_Check(blob))
+        return Py_BuildValue("(iiii)", 2, 0, 0, 0);
     PyObject *seq = PySequence_Fast(targets_obj, "targets: a sequence of (counts, off)");
     if (seq == NULL)
         return NULL;
@@ -195,137 +340,180 @@ static PyObject *merge_v2(PyObject *Py_UNUSED(self), PyObject *args) {
     Target tg[MAX_TARGETS];
     memset(tg, 0, sizeof(tg));
     PyObject *result = NULL;
-    int status = 2;
-    int64_t total = 0;
-    Py_ssize_t lo = -1, hi = -1;
-    int no_window = 0;
+    Counts c = {0, 0, -1, -1};
     for (Py_ssize_t k = 0; k < nt; k++) {
         PyObject *pair = PySequence_Fast_GET_ITEM(seq, k);
-        PyObject *counts, *off_obj;
         if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
             PyErr_SetString(PyExc_TypeError, "a target is a (counts, off) tuple");
             goto done;
         }
-        counts = PyTuple_GET_ITEM(pair, 0);
-        off_obj = PyTuple_GET_ITEM(pair, 1);
-        tg[k].off = PyLong_AsSsize_t(off_obj);
-        if (tg[k].off == -1 && PyErr_Occurred())
+        if (hold(&tg[k], PyTuple_GET_ITEM(pair, 0), PyTuple_GET_ITEM(pair, 1)) < 0)
             goto done;
-        if (counts == Py_None) {
-            no_window = 1;
-            continue;
-        }
-        if (PyObject_GetBuffer(counts, &tg[k].view, PyBUF_WRITABLE) < 0)
-            goto done;
-        tg[k].held = 1;
-        if (tg[k].view.len % 8 != 0) {
-            PyErr_SetString(PyExc_ValueError, "counts: a buffer of 8-byte integers");
-            goto done;
-        }
-        tg[k].len = tg[k].view.len / 8;
     }
-    /* The payload: the blob itself (the wire's raw form, bytes whose first byte is the cookie's), else base64 of the
-     * compressed form (the V2 header: cookie, length; then the zlib stream) or of the raw one. */
     const uint8_t *p;
     Py_ssize_t plen;
-    if (raw_bytes && text_len >= 1 && text[0] == RAW_FIRST) {
-        p = text;
-        plen = text_len;
-    } else {
-        if (reserve(&raw_buf, &raw_cap, (size_t)text_len / 4 * 3 + 4) < 0)
-            goto done;
-        Py_ssize_t raw_len = b64_decode(text, text_len, raw_buf);
-        if (raw_len < 8)
-            goto answer;
-        uint32_t cookie = be32(raw_buf), length = be32(raw_buf + 4);
-        if ((cookie & ~0xF0u) == V2_ENCODING_COOKIE) {
-            p = raw_buf;
-            plen = raw_len;
-        } else {
-            if ((cookie & ~0xF0u) != V2_COMPRESSION_COOKIE || (Py_ssize_t)length + 8 > raw_len)
-                goto answer;
-            plen = inflate_all(raw_buf + 8, length);
-            if (plen == -2)
-                goto done;
-            p = out_buf;
-        }
-    }
-    if (plen < PAYLOAD_HEADER)
-        goto answer;
-    uint32_t pcookie = be32(p), plength = be32(p + 4), offset = be32(p + 8), pdigits = be32(p + 12);
-    if ((pcookie & ~0xF0u) != V2_ENCODING_COOKIE || offset != 0 || pdigits != (uint32_t)digits ||
-        be64(p + 16) != lowest || be64(p + 24) != highest || (Py_ssize_t)plength != plen - PAYLOAD_HEADER)
-        goto answer;
-    const uint8_t *start = p + PAYLOAD_HEADER, *end = start + plength;
-    /* Pass 1: the slots with counts (kept as (slot, count) pairs: a word is at least a byte, so at most plength of
-     * them), and that the stream is whole and inside the layout. */
-    if (reserve(&slot_buf, &slot_cap, 16 * (size_t)plength + 16) < 0)
+    int status = payload_of(blob, &p, &plen);
+    if (status == 0)
+        status = read_counts(p, plen, &key, &c);
+    if (status < 0)
         goto done;
-    int64_t *pairs = (int64_t *)slot_buf;
-    Py_ssize_t npairs = 0;
-    Py_ssize_t index = 0;
-    for (const uint8_t *q = start; q < end;) {
-        int64_t v;
-        int used = zigzag(q, end, &v);
-        if (!used)
-            goto answer;
-        q += used;
-        if (v < 0) {
-            if (v < -(int64_t)counts_len)
-                goto answer;
-            index += (Py_ssize_t)(-v);
-            continue;
-        }
-        if (index >= counts_len)
-            goto answer;
-        if (v > 0) {
-            if (lo < 0)
-                lo = index;
-            hi = index;
-            if (total > INT64_MAX - v)
-                goto answer;
-            total += v;
-            pairs[2 * npairs] = index;
-            pairs[2 * npairs + 1] = v;
-            npairs++;
-        }
-        index++;
-    }
-    if (total == 0) {
-        status = 0;
-        goto answer;
-    }
-    if (no_window) {
-        status = 1;
-        goto answer;
-    }
-    for (Py_ssize_t k = 0; k < nt; k++) {
-        if (lo < tg[k].off || hi >= tg[k].off + tg[k].len) {
+    if (status == 0 && c.total > 0) {
+        if (!windows_hold(tg, nt, &c)) {
             status = 1;
-            goto answer;
+        } else {
+            for (Py_ssize_t k = 0; k < nt; k++)
+                add_pairs(&tg[k], &c);
         }
     }
-    /* Pass 2: add the counts into every target. */
-    for (Py_ssize_t k = 0; k < nt; k++) {
-        int64_t *dst = (int64_t *)tg[k].view.buf - tg[k].off;
-        for (Py_ssize_t j = 0; j < npairs; j++)
-            dst[pairs[2 * j]] += pairs[2 * j + 1];
-    }
-    status = 0;
-answer:
-    result = Py_BuildValue("(iLnn)", status, (long long)(status == 2 ? 0 : total), lo, hi);
+    result = Py_BuildValue("(iLnn)", status, (long long)(status == 2 ? 0 : c.total), c.lo, c.hi);
 done:
-    for (Py_ssize_t k = 0; k < nt; k++)
-        if (tg[k].held)
-            PyBuffer_Release(&tg[k].view);
+    release(tg, nt);
     Py_DECREF(seq);
     return result;
+}
+
+static PyObject *s_lay, *s_counts, *s_off, *s_total, *s_min, *s_max;
+
+/* hist.<name> = op(hist.<name>, value): add (op 0), or the lower (1) or the higher (2) of the two. 0, or -1. */
+static int update(PyObject *hist, PyObject *name, int64_t value, int op) {
+    PyObject *cur = PyObject_GetAttr(hist, name);
+    if (cur == NULL)
+        return -1;
+    long long have = PyLong_AsLongLong(cur);
+    Py_DECREF(cur);
+    if (have == -1 && PyErr_Occurred())
+        return -1;
+    long long want = op == 0 ? have + value : op == 1 ? (value < have ? value : have) : (value > have ? value : have);
+    if (want == have && op != 0)
+        return 0;
+    PyObject *v = PyLong_FromLongLong(want);
+    if (v == NULL)
+        return -1;
+    int rc = PyObject_SetAttr(hist, name, v);
+    Py_DECREF(v);
+    return rc;
+}
+
+/* One item of merge_many: 0 merged (or nothing to add), 1 left to the caller (another layout, a window to grow, a
+ * form this does not read), -1 with an exception set. */
+static int merge_item(PyObject *item, PyObject *lay, const LayoutKey *key, const int64_t *lowest_at,
+                      const int64_t *highest_at) {
+    if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2) {
+        PyErr_SetString(PyExc_TypeError, "an item is a (blob, histograms) tuple");
+        return -1;
+    }
+    PyObject *seq = PySequence_Fast(PyTuple_GET_ITEM(item, 1), "an item's histograms: a sequence");
+    if (seq == NULL)
+        return -1;
+    Py_ssize_t nt = PySequence_Fast_GET_SIZE(seq);
+    Target tg[MAX_TARGETS];
+    memset(tg, 0, sizeof(tg));
+    int rc = 1;
+    if (nt < 1 || nt > MAX_TARGETS)
+        goto done;
+    Py_ssize_t held = 0;
+    for (; held < nt; held++) {
+        PyObject *h = PySequence_Fast_GET_ITEM(seq, held);
+        PyObject *hl = PyObject_GetAttr(h, s_lay);
+        if (hl == NULL) {
+            rc = -1;
+            goto done;
+        }
+        Py_DECREF(hl);
+        if (hl != lay)
+            goto done;
+        PyObject *counts = PyObject_GetAttr(h, s_counts), *off = PyObject_GetAttr(h, s_off);
+        int ok = counts != NULL && off != NULL && hold(&tg[held], counts, off) == 0;
+        Py_XDECREF(counts);
+        Py_XDECREF(off);
+        if (!ok) {
+            rc = -1;
+            goto done;
+        }
+    }
+    const uint8_t *p;
+    Py_ssize_t plen;
+    Counts c;
+    int status = payload_of(PyTuple_GET_ITEM(item, 0), &p, &plen);
+    if (status == 0)
+        status = read_counts(p, plen, key, &c);
+    if (status < 0) {
+        rc = -1;
+        goto done;
+    }
+    if (status != 0)
+        goto done;
+    if (c.total == 0) {
+        rc = 0;
+        goto done;
+    }
+    if (!windows_hold(tg, nt, &c))
+        goto done;
+    for (Py_ssize_t k = 0; k < nt; k++) {
+        PyObject *h = PySequence_Fast_GET_ITEM(seq, k);
+        add_pairs(&tg[k], &c);
+        /* LatencyHistogram._note, as merge_encoded_into does it once per histogram merged */
+        if (update(h, s_total, c.total, 0) < 0 || update(h, s_min, lowest_at[c.lo], 1) < 0 ||
+            update(h, s_max, highest_at[c.hi], 2) < 0) {
+            rc = -1;
+            goto done;
+        }
+    }
+    rc = 0;
+done:
+    release(tg, nt < MAX_TARGETS ? nt : MAX_TARGETS);
+    Py_DECREF(seq);
+    return rc;
+}
+
+/* A buffer of `n` int64 (a layout's slot values, array('q')), held in *view; -1 with an exception set. */
+static int hold_slot_values(PyObject *obj, Py_buffer *view, Py_ssize_t n) {
+    if (PyObject_GetBuffer(obj, view, PyBUF_SIMPLE) < 0)
+        return -1;
+    if (view->len != 8 * n) {
+        PyBuffer_Release(view);
+        PyErr_Format(PyExc_ValueError, "slot values: %zd int64, one per slot of the layout", n);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *merge_many(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *items, *lay, *lowest_obj, *highest_obj;
+    Py_ssize_t start;
+    LayoutKey key;
+    if (!PyArg_ParseTuple(args, "O!nOKKinOO", &PyList_Type, &items, &start, &lay, &key.lowest, &key.highest,
+                          &key.digits, &key.counts_len, &lowest_obj, &highest_obj))
+        return NULL;
+    Py_buffer lowest_view, highest_view;
+    if (hold_slot_values(lowest_obj, &lowest_view, key.counts_len) < 0)
+        return NULL;
+    if (hold_slot_values(highest_obj, &highest_view, key.counts_len) < 0) {
+        PyBuffer_Release(&lowest_view);
+        return NULL;
+    }
+    Py_ssize_t i = start < 0 ? 0 : start, stop = -1;
+    int rc = 0;
+    for (; i < PyList_GET_SIZE(items); i++) {
+        rc = merge_item(PyList_GET_ITEM(items, i), lay, &key, lowest_view.buf, highest_view.buf);
+        if (rc != 0) {
+            stop = i;
+            break;
+        }
+    }
+    PyBuffer_Release(&lowest_view);
+    PyBuffer_Release(&highest_view);
+    return rc < 0 ? NULL : PyLong_FromSsize_t(stop);
 }
 
 static PyMethodDef methods[] = {
     {"merge_v2", merge_v2, METH_VARARGS,
      "merge_v2(blob, lowest, highest, digits, counts_len, targets) -> (status, total, lo, hi): add one encoded "
      "histogram into each (counts, off) target"},
+    {"merge_many", merge_many, METH_VARARGS,
+     "merge_many(items, start, lay, lowest, highest, digits, counts_len, lowest_at, highest_at) -> int: merge "
+     "items[start:] ((blob, histograms) each) into their LatencyHistograms in turn; the index of the first it leaves "
+     "to the caller, or -1"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -335,5 +523,13 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__hist_merge(void) {
     b64_init();
+    s_lay = PyUnicode_InternFromString("_lay");
+    s_counts = PyUnicode_InternFromString("_counts");
+    s_off = PyUnicode_InternFromString("_off");
+    s_total = PyUnicode_InternFromString("_total");
+    s_min = PyUnicode_InternFromString("_min");
+    s_max = PyUnicode_InternFromString("_max");
+    if (!s_lay || !s_counts || !s_off || !s_total || !s_min || !s_max)
+        return NULL;
     return PyModule_Create(&module);
 }

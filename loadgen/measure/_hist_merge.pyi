@@ -3,6 +3,7 @@ A target's `counts`: anything with the writable buffer protocol over 8-byte inte
 while the histogram holds no window."""
 
 from collections.abc import Sequence
+from typing import Any
 
 def merge_v2(
     blob: bytes | str,
@@ -12,3 +13,14 @@ def merge_v2(
     counts_len: int,
     targets: Sequence[tuple[object | None, int]],
 ) -> tuple[int, int, int, int]: ...
+def merge_many(
+    items: list[Any],  # (blob, a sequence of LatencyHistogram) each
+    start: int,
+    lay: object,
+    lowest: int,
+    highest: int,
+    digits: int,
+    counts_len: int,
+    lowest_at: object,
+    highest_at: object,
+) -> int: ...

@@ -20,7 +20,8 @@ from loadgen.measure.fates import (
     fate_of,
     latencies,
 )
-from loadgen.measure.histogram import LatencyHistogram, merge_encoded_into
+from loadgen.measure.hist_merge import merge_encoded_many
+from loadgen.measure.histogram import LatencyHistogram
 from loadgen.measure.reasoning import add_reasoning
 from loadgen.measure.recording import record_values
 from loadgen.measure.records import RequestRecord
@@ -297,11 +298,16 @@ class GroupStats:
 
     def merge_wire(self, w: dict[str, Any]) -> None:
         alias: dict[str, str] = w.get("alias") or {}
-        for m, blob in w.get("hists", {}).items():
-            targets = [self._hist(m)]
-            if alias:
-                targets += [self._hist(a) for a, src in alias.items() if src == m]
-            merge_encoded_into(blob, targets)
+        hist = self._hist
+        if alias:
+            merge_encoded_many(
+                [
+                    (blob, [hist(m), *(hist(a) for a, src in alias.items() if src == m)])
+                    for m, blob in w.get("hists", {}).items()
+                ]
+            )
+        else:
+            merge_encoded_many([(blob, (hist(m),)) for m, blob in w.get("hists", {}).items()])
         for name, v in w.items():
             kind = _WIRE_KIND.get(name)
             if kind is _COUNTER and v:

@@ -101,7 +101,7 @@ class Layout:
         """What the workers ship: `encode`'s V2 payload before zlib and base64 (the bytes hdrh would deflate).
         Inside msgpack neither pays: base64 only grows it, and zlib shrinks a histogram's LEB128 counts by a third
         at most while costing the worker a deflate and the master, for every blob of every worker, an inflate
-        (`python -m bench.merge`). Readers take either form (histogram.merge_encoded_into)."""
+        (`python -m bench.merge`). Readers take either form (hist_merge.merge_encoded_into)."""
         if not total:
             return self.empty_wire
         return self._in_template(

@@ -14,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from loadgen.measure.histogram import LatencyHistogram, merge_encoded_into
+from loadgen.measure.hist_merge import merge_encoded_into
+from loadgen.measure.histogram import LatencyHistogram
 
 __all__ = ["HealthStats", "HealthThresholds", "verdict"]
 

@@ -18,24 +18,15 @@ from loadgen.measure.chunk_gaps import record_chunk_gaps
 from loadgen.measure.hdr_layout import DIGITS as _DIGITS
 from loadgen.measure.hdr_layout import LOWEST_US as _LOWEST_US
 from loadgen.measure.hdr_layout import Layout, add_counts, layout_for
-from loadgen.measure.hist_blob import canonical, payload, payload_layout
+from loadgen.measure.hist_blob import canonical
 from loadgen.metric_names import PERCENTILES
-from loadgen.pure_python import pure_python
 
 __all__ = [
     "LatencyHistogram",
     "RELATIVE_ERROR",
     "PERCENTILES",
-    "merge_encoded_into",
-    "merge_encoded_python",
-    "native_merge_available",
     "record_chunk_gaps",
 ]
-
-try:  # the master's merge of a wire histogram in one C call (_hist_merge.c); optional, as every C half is
-    from loadgen.measure import _hist_merge as _native
-except ImportError:  # pragma: no cover - a build without a C compiler or zlib's headers
-    _native = None  # type: ignore[assignment]  # (a C build may be absent)
 
 RELATIVE_ERROR = 10.0**-_DIGITS
 # Counts summed per step by `percentiles_ms` (one C-level sum), and per sub-step inside a block that holds a rank.
@@ -180,9 +171,6 @@ class LatencyHistogram:
             lo, hi = out._lay.index(out._min), min(out._lay.index(out._max), out._lay.counts_len - 1)
             add_counts(out._cover(lo, hi), lo - out._off, hdr.counts(h), lo, hi - lo + 1)
         return out
-
-    def merge_encoded(self, blob: bytes | str) -> None:
-        merge_encoded_into(blob, (self,))
 
     def _bounds(self) -> tuple[int, int, int] | None:
         """(total count, first slot, last slot) of what the walks below go over, the slots of the lowest and highest
@@ -391,103 +379,3 @@ class LatencyHistogram:
                             ti += 1
                 j = sub_end
         return out
-
-
-class _DecodeBuffer:
-    """Counts decoded from one wire blob before they are added to the targets: one array reused by every merge
-    (the master decodes every worker's every histogram each report interval), grown to the largest bucket layout
-    decoded so far. It never holds data between calls: the decoded range is zeroed again after the add. Merges run
-    to completion on one event loop, so one instance serves the process (`_DECODE_BUFFER`); nothing is allocated
-    until the first merge."""
-
-    __slots__ = ("counts",)
-
-    def __init__(self) -> None:
-        self.counts: ctypes.Array[ctypes.c_int64] | None = None
-
-    def at_least(self, n: int) -> ctypes.Array[ctypes.c_int64]:
-        counts = self.counts
-        if counts is None or len(counts) < n:
-            counts = self.counts = (ctypes.c_int64 * n)()
-        return counts
-
-
-_DECODE_BUFFER = _DecodeBuffer()
-
-
-def native_merge_available() -> bool:
-    """Whether the C merge of wire histograms is built and not switched off (LOADGEN_PURE_PYTHON=1)."""
-    return _native is not None and not pure_python()
-
-
-def merge_encoded_into(blob: bytes | str, targets: Sequence[LatencyHistogram]) -> None:
-    """Add one histogram, as the wire carries it (`wire()`) or as `encode()` writes it, to each of `targets`,
-    decoding it once: in C where built (`_hist_merge.c`: the blob read straight into the targets' counts, one call),
-    else `merge_encoded_python`. The C call answers for hdrh's V2 payload of the targets' layout (raw, base64 of
-    it, or base64 of it compressed) and leaves everything else (another layout, a corrupt blob) to the Python path,
-    untouched: both give the same histograms (tests/unit/test_hist_merge.py)."""
-    lay = targets[0]._lay
-    if blob == lay.empty_wire or blob == lay.empty_blob:
-        return
-    if _native is not None and not pure_python():
-        lowest, highest, digits = lay.key
-        status, total, lo, hi = _native.merge_v2(
-            blob, lowest, highest, digits, lay.counts_len, [(t._counts, t._off) for t in targets]
-        )
-        if status == 1:  # a window to grow first (rare once a histogram has seen a few merges)
-            for t in targets:
-                t._cover(lo, hi)
-            status, total, lo, hi = _native.merge_v2(
-                blob, lowest, highest, digits, lay.counts_len, [(t._counts, t._off) for t in targets]
-            )
-        if status == 0:
-            if total:
-                lowest_at, highest_at = lay.slot_values()
-                lo_value, hi_value = lowest_at[lo], highest_at[hi]
-                for t in targets:  # `_note`, inline (once per histogram merged)
-                    t._total += total
-                    if lo_value < t._min:
-                        t._min = lo_value
-                    if hi_value > t._max:
-                        t._max = hi_value
-            return
-    merge_encoded_python(blob, targets)
-
-
-def merge_encoded_python(blob: bytes | str, targets: Sequence[LatencyHistogram]) -> None:
-    """`merge_encoded_into` without the C call.
-
-    Decodes into a reused array (`_DecodeBuffer`) and adds only the index range that holds counts: hdrh's
-    `decode_and_add` allocates a histogram and adds the whole 23k-slot array, several times slower (`python -m
-    bench.hotpath` prints both); this is the master's hot path (every worker's every histogram, every report
-    interval).
-    """
-    lay = targets[0]._lay
-    if blob == lay.empty_blob or blob == lay.empty_wire:
-        return  # an empty histogram (a worker's health ships its schedule slip, empty in closed loop, every report)
-    data = payload(blob)
-    if data is None or payload_layout(data) != (0, *lay.key):
-        # Not a V2 blob (hdrh checks it and complains), or another bucket layout (mapped value by value, as hdrh does).
-        decoded = LatencyHistogram.decode(blob)
-        for t in targets:
-            t.merge(decoded)
-        return
-    counts_len = lay.counts_len
-    scratch = _DECODE_BUFFER.at_least(counts_len)
-    try:
-        total, lo, hi = hdr.decode_counts(data, scratch, counts_len)
-    except BaseException:  # a corrupt payload may have written counts before it failed: none may outlive the call
-        ctypes.memset(scratch, 0, 8 * counts_len)
-        raise
-    if not total:
-        return
-    n = hi - lo + 1
-    lowest_at, highest_at = lay.slot_values()
-    lo_value, hi_value = lowest_at[lo], highest_at[hi]
-    try:
-        for t in targets:
-            counts = t._cover(lo, hi)
-            add_counts(counts, lo - t._off, scratch, lo, n)
-            t._note(total, lo_value, hi_value)
-    finally:
-        ctypes.memset(ctypes.addressof(scratch) + 8 * lo, 0, 8 * n)

@@ -30,7 +30,8 @@ from typing import Any
 
 from loadgen.measure.fates import FATES, fate_of
 from loadgen.measure.hash_sample import BITS, HashSample, Rows, RowSample, key_hash
-from loadgen.measure.histogram import LatencyHistogram, merge_encoded_into
+from loadgen.measure.hist_merge import merge_encoded_into
+from loadgen.measure.histogram import LatencyHistogram
 from loadgen.measure.pairs import CENSORED, split_id
 from loadgen.measure.records import RequestRecord
 from loadgen.measure.slices import add_counts

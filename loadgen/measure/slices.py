@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loadgen.measure.fates import RECORDED_METRICS, FateRow, LatencyPlan, latencies
-from loadgen.measure.histogram import LatencyHistogram, merge_encoded_into
+from loadgen.measure.hist_merge import merge_encoded_many
+from loadgen.measure.histogram import LatencyHistogram
 from loadgen.measure.recording import record_values
 from loadgen.measure.records import RequestRecord
 
@@ -102,8 +103,8 @@ class BucketStats:
         }
 
     def merge_wire(self, w: dict[str, Any]) -> None:
-        for m, blob in w.get("hists", {}).items():
-            merge_encoded_into(blob, [self._hist(m)])
+        hist = self._hist
+        merge_encoded_many([(blob, (hist(m),)) for m, blob in w.get("hists", {}).items()])
         for name in _SLICE_COUNTERS:
             v = w.get(name)
             if v:

@@ -6,6 +6,7 @@ import random
 import re
 
 from loadgen.measure.health import HealthStats, HealthThresholds, verdict
+from loadgen.measure.hist_merge import merge_encoded_into
 
 
 def _worker(lag_s: float, reads: int, late: int, worst_s: float, in_c: int = 0) -> HealthStats:
@@ -48,7 +49,7 @@ def test_merge_wire_equals_adding_each_sample() -> None:
         part.add_lag(rng.expovariate(1000))
         wire = part.to_wire()
         run.merge_wire(wire)
-        each.loop_lag.merge_encoded(wire["loop_lag"])
+        merge_encoded_into(wire["loop_lag"], (each.loop_lag,))
         for c in wire["cpu"]:
             each.add_cpu(float(c))
         each.add_reads(*wire["reads"])

@@ -4,7 +4,8 @@ same histogram (counts, total, min and max; counts and total as hdrh's own `deco
 accepts, in every form a histogram travels in (the wire's raw payload, `encode()`'s base64 of it compressed, base64
 of the raw one as aggregate.json holds it; bytes or str): empty, one slot, thousands, windows that must grow below
 and above, aliases (one blob into several histograms), another layout; and corrupt input is the Python path's clear
-error in both, never a crash nor a partial add."""
+error in both, never a crash nor a partial add. A group's histograms merged in one call (`merge_encoded_many`) are
+the same as its items merged one by one, with the same error at the same item."""
 
 from __future__ import annotations
 
@@ -18,13 +19,14 @@ from collections.abc import Callable, Sequence
 import pytest
 from hdrh.histogram import HdrHistogram
 
-from loadgen.measure import _hist_merge, histogram
-from loadgen.measure.histogram import (
-    LatencyHistogram,
+from loadgen.measure import _hist_merge, hist_merge
+from loadgen.measure.hist_merge import (
     merge_encoded_into,
+    merge_encoded_many,
     merge_encoded_python,
     native_merge_available,
 )
+from loadgen.measure.histogram import LatencyHistogram
 from loadgen.pure_python import pure_python
 
 Merge = Callable[[bytes | str, Sequence[LatencyHistogram]], None]
@@ -214,7 +216,7 @@ def test_corrupt_input_is_the_python_path_s_outcome(i: int) -> None:
     assert c == py
     # The Python path's reused decode array holds nothing afterwards (a varint cut short had left counts in it,
     # which the next merge in the process added).
-    counts = histogram._DECODE_BUFFER.counts
+    counts = hist_merge._DECODE_BUFFER.counts
     assert counts is None or not any(counts)
 
 
@@ -242,6 +244,74 @@ def test_the_c_call_asks_for_a_window_before_it_adds() -> None:
         _hist_merge.merge_v2(blob, *lay.key, lay.counts_len, [])
 
 
+def _batch() -> tuple[list[tuple[bytes | str, list[int]]], int]:
+    """(blob, indices of the target histograms) items over a pool of latency histograms: every case in every form,
+    alone and as an alias set, in an order that makes windows grow below and above mid-batch; a 2-digit blob (another
+    layout, mapped); empty ones. And the pool's size."""
+    items: list[tuple[bytes | str, list[int]]] = []
+    cases = _cases()
+    for round_, order in enumerate((cases, list(reversed(cases)))):
+        for k, values in enumerate(order):
+            for f, form in enumerate(_forms(_hist(values))):
+                items.append((form, [(k + f + round_) % 5] if f % 2 else [(k + f) % 5, 5 + k % 3, 8]))
+    items.insert(7, (_hist([0.0004, 0.03], digits=2, highest_s=60.0).wire(), [1, 6]))
+    items.insert(3, (_hist([]).wire(), [2]))
+    return items, 9
+
+
+def _pool_merged(merge_items: Callable[[list[tuple[bytes | str, Sequence[LatencyHistogram]]]], None]) -> list:
+    items, n = _batch()
+    pool = [LatencyHistogram() for _ in range(n)]
+    merge_items([(blob, [pool[i] for i in idx]) for blob, idx in items])
+    return [_state(h) for h in pool]
+
+
+def _one_by_one(items: list[tuple[bytes | str, Sequence[LatencyHistogram]]]) -> None:
+    for blob, targets in items:
+        merge_encoded_python(blob, targets)
+
+
+def test_many_in_one_call_are_the_items_merged_one_by_one() -> None:
+    assert _pool_merged(merge_encoded_many) == _pool_merged(_one_by_one)
+
+
+def test_many_stops_at_a_corrupt_item_as_one_by_one_does() -> None:
+    # The items before it merged, the corrupt one's error, nothing after it: as merging them in turn.
+    good = [_hist([0.01, 0.3]).wire(), _hist([2.0]).encode()]
+    for bad in _corrupt_cases():
+        ends = []
+        for merge_items in (merge_encoded_many, _one_by_one):
+            pool = [_hist([0.005]), LatencyHistogram()]
+            try:
+                merge_items([(good[0], pool), (bad, [pool[1]]), (good[1], pool)])
+            except Exception as e:  # noqa: BLE001 - which error, compared between the two
+                ends.append((type(e).__name__, [_state(h) for h in pool]))
+            else:
+                ends.append(("", [_state(h) for h in pool]))
+        assert ends[0] == ends[1]
+
+
+def test_the_many_call_leaves_what_it_does_not_merge_to_the_caller() -> None:
+    lay = LatencyHistogram().layout
+    lowest_at, highest_at = lay.slot_values()
+    low, high, fresh = _hist([1e-5]), _hist([0.4, 2.5]), LatencyHistogram()
+    blob = _hist([0.5, 2.0]).wire()
+    args = (lay, *lay.key, lay.counts_len, lowest_at, highest_at)
+    # `high` holds a window over the blob's slots: merged; `low` does not, nor `fresh` (no window): left, untouched.
+    assert _hist_merge.merge_many([(blob, (high,))], 0, *args) == -1
+    assert high.count == 4 and high.min() == pytest.approx(0.4, rel=1e-3) and high.max() == pytest.approx(2.5, rel=1e-3)
+    before = _state(low)
+    assert _hist_merge.merge_many([(blob, (high,)), (blob, (low,)), (blob, (fresh,))], 0, *args) == 1
+    assert _state(low) == before and high.count == 6
+    assert _hist_merge.merge_many([(blob, (fresh,))], 0, *args) == 0 and fresh.count == 0
+    # Another layout's histogram, an item that is not (blob, histograms), slot values of another length.
+    assert _hist_merge.merge_many([(blob, (_hist([], digits=2, highest_s=60.0),))], 0, *args) == 0
+    with pytest.raises(TypeError, match="item"):
+        _hist_merge.merge_many([blob], 0, *args)
+    with pytest.raises(ValueError, match="slot values"):
+        _hist_merge.merge_many([], 0, lay, *lay.key, lay.counts_len, lowest_at[:5], highest_at)
+
+
 def test_pure_python_switch(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LOADGEN_PURE_PYTHON", "1")
     assert not native_merge_available()
@@ -250,6 +320,7 @@ def test_pure_python_switch(monkeypatch: pytest.MonkeyPatch) -> None:
     (py,) = _merged(merge_encoded_python, [blob], 1)
     assert _state(h) == _state(py)
     assert h.count == 2
+    assert _pool_merged(merge_encoded_many) == _pool_merged(_one_by_one)
 
 
 @pytest.mark.parametrize("value", [None, "", "0", "1"])

@@ -6,6 +6,7 @@ import sys
 
 import pytest
 
+from loadgen.measure.hist_merge import merge_encoded_into
 from loadgen.measure.histogram import RELATIVE_ERROR, LatencyHistogram
 
 
@@ -39,7 +40,7 @@ def test_merge_of_encoded_parts_equals_one_histogram() -> None:
             v = rng.uniform(0.001, 2.0)
             part.record(v)
             whole.record(v)
-        merged.merge_encoded(part.encode())
+        merge_encoded_into(part.encode(), (merged,))
     assert merged.count == whole.count == 5000
     for p in (50, 99, 99.9):
         assert merged.percentile(p) == whole.percentile(p)
@@ -95,7 +96,7 @@ def test_fast_merge_equals_hdrh_decode_and_add() -> None:
         for _ in range(rng.randint(0, 300)):
             part.record(rng.lognormvariate(-3, 2))
         blob = part.encode()
-        fast.merge_encoded(blob)
+        merge_encoded_into(blob, (fast,))
         ref.decode_and_add(blob)
     assert fast.count == ref.total_count
     assert list(fast.to_hdrh().counts) == list(ref.counts)
@@ -111,7 +112,7 @@ def test_merge_of_a_blob_with_another_layout_falls_back_to_hdrh() -> None:
     for v in (150, 2500, 40_000):
         other.record_value(v)
     h = LatencyHistogram()
-    h.merge_encoded(other.encode())
+    merge_encoded_into(other.encode(), (h,))
     assert h.count == 3
     assert abs(h.percentile(100) - 0.040) <= 0.040 * 0.01
 
@@ -149,7 +150,7 @@ def test_coarse_histogram_round_trips_and_is_small() -> None:
         whole.record(v)
     merged = LatencyHistogram(digits=2, highest_s=60.0)
     for part in parts:
-        merged.merge_encoded(part.encode())
+        merge_encoded_into(part.encode(), (merged,))
     assert merged.summary_ms() == whole.summary_ms()
     assert merged.layout.counts_len * 8 < 25_000 < LatencyHistogram().layout.counts_len * 8
     big = LatencyHistogram(digits=2, highest_s=60.0)
@@ -170,7 +171,8 @@ def test_importing_does_no_work() -> None:
     # until used.
     code = (
         "import loadgen.measure.histogram as m, loadgen.measure.chunk_gaps as g, loadgen.measure.hdr_layout as l\n"
-        "assert g._GAP_INDEX.table is None and m._DECODE_BUFFER.counts is None and not l._LAYOUTS\n"
+        "import loadgen.measure.hist_merge as hm\n"
+        "assert g._GAP_INDEX.table is None and hm._DECODE_BUFFER.counts is None and not l._LAYOUTS\n"
         "m.record_chunk_gaps(m.LatencyHistogram(), m.LatencyHistogram(), [0.0, 0.01], [1, 1])\n"
         "assert g._GAP_INDEX.table is not None\n"
     )
@@ -178,7 +180,7 @@ def test_importing_does_no_work() -> None:
 
 
 def test_decode_buffer_serves_every_layout_and_holds_nothing_between_merges(monkeypatch: pytest.MonkeyPatch) -> None:
-    from loadgen.measure.histogram import _DECODE_BUFFER
+    from loadgen.measure.hist_merge import _DECODE_BUFFER
 
     monkeypatch.setenv("LOADGEN_PURE_PYTHON", "1")  # the Python path's buffer (the C merge reads into the targets)
 
@@ -190,7 +192,7 @@ def test_decode_buffer_serves_every_layout_and_holds_nothing_between_merges(monk
         h, part = LatencyHistogram(**layout), LatencyHistogram(**layout)
         for v in (0.0001, 0.003, 0.2, 7.0):
             part.record(v)
-        h.merge_encoded(part.encode())
+        merge_encoded_into(part.encode(), (h,))
         assert h.summary_ms() == part.summary_ms()
     assert _DECODE_BUFFER.counts is not None and not any(_DECODE_BUFFER.counts)
 

@@ -11,7 +11,8 @@ import pytest
 from hdrh.histogram import HdrHistogram
 
 from loadgen.measure.hdr_layout import layout_for
-from loadgen.measure.histogram import LatencyHistogram, merge_encoded_into
+from loadgen.measure.hist_merge import merge_encoded_into
+from loadgen.measure.histogram import LatencyHistogram
 
 _LAYOUTS = ((3, 3600.0), (2, 60.0))
 
@@ -122,7 +123,7 @@ def test_decode_and_another_layout_map_as_hdrh_does() -> None:
     for v in (0.0002, 0.0031, 0.047, 1.5):
         _record_both(coarse, ref_coarse, v, 2)
     into, ref_into = LatencyHistogram(), _ref(3, 3600.0)
-    into.merge_encoded(coarse.encode())
+    merge_encoded_into(coarse.encode(), (into,))
     ref_into.decode_and_add(bytes(ref_coarse.encode()))
     _same(into, ref_into, with_min=False)
 
