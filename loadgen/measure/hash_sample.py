@@ -31,9 +31,12 @@ from typing import Any, Self
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["BITS", "HashSample", "RowSample", "Rows", "key_hash", "pack", "survivors", "unpack"]
+__all__ = ["BITS", "HashSample", "RowSample", "Rows", "key_hash", "pack", "survivors", "unpack", "words"]
 
 BITS = 63
+# A variant's rows up to this many merge without numpy (`Rows.extend_words`): a numpy call costs ~1 µs whatever its
+# size, and a worker's final delta holds a few rows a variant (bench.merge's final merge: 8).
+SMALL_ROWS = 64
 # 2**0 … 2**62: a key's bit length is how many of these are <= it (`np.searchsorted`, exact on int64).
 _POWERS = np.array([1 << j for j in range(BITS)], dtype=np.int64)
 _LITTLE = sys.byteorder == "little"
@@ -49,8 +52,9 @@ def pack(values: array[int]) -> bytearray:
     return bytearray(values)
 
 
-def unpack(packed: bytes | bytearray | str, what: str = "rows") -> npt.NDArray[np.int64]:
-    """`pack`'s form back as an int64 array, over the same bytes (read-only): raw bytes, or base64 text (JSON)."""
+def words(packed: bytes | bytearray | str, what: str = "rows") -> memoryview:
+    """`pack`'s form back as int64 values over the same bytes (a memoryview of them): raw bytes, or base64 text
+    (JSON)."""
     if isinstance(packed, str):
         try:
             packed = binascii.a2b_base64(packed)
@@ -60,7 +64,12 @@ def unpack(packed: bytes | bytearray | str, what: str = "rows") -> npt.NDArray[n
         raise ValueError(f"{what}: packed int64 values, not {type(packed).__name__}")
     if len(packed) % 8:
         raise ValueError(f"{what}: {len(packed)} bytes, not whole int64 values")
-    return np.frombuffer(packed, dtype="<i8")
+    return memoryview(packed).cast("B").cast("q")
+
+
+def unpack(packed: bytes | bytearray | str, what: str = "rows") -> npt.NDArray[np.int64]:
+    """`words` as an int64 array, over the same bytes."""
+    return np.frombuffer(words(packed, what), dtype="<i8")
 
 
 def _bit_lengths(keys: npt.NDArray[np.int64]) -> npt.NDArray[np.intp]:
@@ -219,12 +228,29 @@ class Rows:
                 col = _take(col, mask, w)
             mine.frombytes(col.astype(np.int64, copy=False).tobytes())
 
-    def check_packed(self, keys: npt.NDArray[np.int64], columns: Sequence[npt.NDArray[np.int64]]) -> None:
+    def extend_words(self, keys: memoryview, columns: Sequence[memoryview], rows: list[int] | None) -> None:
+        """`extend_packed` for a few rows (`words`), with no numpy call; `rows`: the positions to take (None: all of
+        them)."""
+        w = self.width
+        if rows is None:  # (frombytes wants the bytes: a memoryview of int64 cast back to them)
+            self.keys.frombytes(keys.cast("B"))
+            n = len(keys) * w
+            for mine, col in zip(self.columns, columns, strict=True):
+                mine.frombytes(col[:n].cast("B"))
+            return
+        self.keys.extend([keys[i] for i in rows])
+        for mine, col in zip(self.columns, columns, strict=True):
+            for i in rows:
+                mine.frombytes(col[i * w : (i + 1) * w].cast("B"))
+
+    def check_packed(
+        self, keys: npt.NDArray[np.int64] | memoryview, columns: Sequence[npt.NDArray[np.int64] | memoryview]
+    ) -> None:
         """That packed rows fit these: key hashes (63 bits, none below 0) and a value per column and key."""
         n = len(keys) * self.width
         if len(columns) != len(self.columns) or any(len(col) < n for col in columns):
             raise ValueError(f"rows: {len(keys)} keys need {len(self.columns)} columns of {n} values")
-        if len(keys) and int(keys.min()) < 0:
+        if len(keys) and int(min(keys) if isinstance(keys, memoryview) else keys.min()) < 0:
             raise ValueError("rows: a key hash below 0")
 
     def clear(self) -> None:
@@ -279,11 +305,17 @@ class RowSample(HashSample):
         """Another sample's `level` and `rows_wire()`."""
         self._rise_to(level)
         for variant, keys_text, *columns_text in rows:
-            keys = unpack(keys_text, "row keys")
-            columns = [unpack(c, "row values") for c in columns_text]
+            keys = words(keys_text, "row keys")
+            columns = [words(c, "row values") for c in columns_text]
             mine = self._rows(variant)
-            mine.check_packed(keys, columns)
-            mine.extend_packed(keys, columns, self._admit_packed(variant, keys))
+            if len(keys) <= SMALL_ROWS:
+                mine.check_packed(keys, columns)
+                mine.extend_words(keys, columns, self._admit_wire(variant, keys))
+            else:
+                big = np.frombuffer(keys, dtype="<i8")
+                cols = [np.frombuffer(c, dtype="<i8") for c in columns]
+                mine.check_packed(big, cols)
+                mine.extend_packed(big, cols, self._admit_packed(variant, big))
         self._settle()
 
     def is_empty(self) -> bool:

@@ -13,9 +13,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import orjson
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from loadgen.measure import hash_sample
 from loadgen.measure.hash_sample import BITS, Rows, RowSample, key_hash, survivors
 from loadgen.measure.latency_samples import LatencySamples
 from loadgen.measure.outputs import OutputSamples
@@ -188,6 +190,60 @@ def test_the_same_keys_survive_in_every_variant(run: Any) -> None:
     for j, n in enumerate(counts):
         # One level for all variants: a variant keeps exactly the furthest one's kept keys that it saw.
         assert master.kept(f"v{j}") == {k for k in first if k < n}
+
+
+class _Wide(RowSample):
+    """Keys `k{n}` with three values a row (width 3) in one column."""
+
+    __slots__ = ()
+
+    def __init__(self, cap: int) -> None:
+        super().__init__(cap, 1, 3)
+
+    def add(self, variant: str, key: int) -> None:
+        h = _hash(key)
+        rows = self.admit(variant, h)
+        if rows is not None:
+            rows.keys.append(h)
+            rows.columns[0].extend([key, -key, h % 97])
+
+
+def _state(s: RowSample) -> tuple[Any, ...]:
+    counts = {v: (list(c.seen), c.kept) for v, c in s._counts.items()}
+    rows = {v: (list(r.keys), [list(c) for c in r.columns]) for v, r in s.variants.items()}
+    return s.level, counts, rows
+
+
+@_PROPS
+@given(_run, st.booleans(), st.booleans())
+def test_small_rows_merge_without_numpy_as_they_do_with_it(run: Any, wide: bool, as_json: bool) -> None:
+    # A variant's rows up to SMALL_ROWS take Python's path (`extend_words`), more take numpy's: the same sample
+    # either way, for deltas of every size (most of a run's are small, its first and last may not be), as msgpack
+    # carries them (raw bytes) and as aggregate.json holds them (base64 text).
+    cap, n_workers, seed, counts = run
+    rng = random.Random(seed)
+    kind = _Wide if wide else _Keys
+    workers = [kind(cap) for _ in range(n_workers)]
+    deltas: list[Any] = []
+    for variant, k in [(f"v{j}", k) for j, n in enumerate(counts) for k in range(n)]:
+        w = workers[rng.randrange(n_workers)]
+        w.add(variant, k)
+        if rng.random() < 0.03:
+            deltas.append(w.to_wire())
+            w.clear_rows()
+    deltas += [w.to_wire() for w in workers]
+    if as_json:
+        deltas = [orjson.loads(orjson.dumps(d, default=_text)) for d in deltas]
+    ends = []
+    for small in (0, 10**9):
+        master = kind(cap)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(hash_sample, "SMALL_ROWS", small)
+            for d in deltas:
+                RowSample.merge_rows_wire(master, d["level"], d.get("rows", d.get("columns", ())))
+        ends.append(_state(master))
+    assert ends[0] == ends[1]
+    assert bool(ends[0][2]) == (sum(counts) > 0)  # (rows were merged: not two empty samples compared)
 
 
 def test_a_worker_keeps_its_level_and_counts_after_shipping_and_the_level_only_rises() -> None:
