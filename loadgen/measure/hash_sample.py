@@ -16,7 +16,8 @@ cap x (1 + log2(n / cap) / 2) of them (cap before the level first rises, then ab
 `HashSample` holds the level, the cap and the counts; a sample subclasses it and holds its rows, dropping those under
 a risen level in `_keep_from`. `RowSample` is that for rows of integers kept in arrays (`Rows`: no object per key),
 shipped packed (`pack` / `unpack`: little-endian int64, raw; base64 text in JSON): the master reads a worker's rows
-with no Python object per value and keeps the survivors of its level in one vectorised step.
+with no Python object per value and keeps the survivors of its level in one vectorised step (a variant's few
+rows, `SMALL_ROWS` or fewer, in a Python loop: numpy's per-call cost would be most of their merge).
 """
 
 from __future__ import annotations
