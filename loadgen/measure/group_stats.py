@@ -297,17 +297,18 @@ class GroupStats:
         return out
 
     def merge_wire(self, w: dict[str, Any]) -> None:
-        alias: dict[str, str] = w.get("alias") or {}
         hist = self._hist
-        if alias:
-            merge_encoded_many(
-                [
-                    (blob, [hist(m), *(hist(a) for a, src in alias.items() if src == m)])
-                    for m, blob in w.get("hists", {}).items()
-                ]
-            )
+        hists: dict[str, bytes] = w.get("hists", {})
+        alias: dict[str, str] | None = w.get("alias")
+        if alias:  # a blob several metrics share (`to_wire`): decoded once, added to each
+            targets = {m: [hist(m)] for m in hists}
+            for a, src in alias.items():
+                shared = targets.get(src)
+                if shared is not None:
+                    shared.append(hist(a))
+            merge_encoded_many([(blob, targets[m]) for m, blob in hists.items()])
         else:
-            merge_encoded_many([(blob, (hist(m),)) for m, blob in w.get("hists", {}).items()])
+            merge_encoded_many([(blob, (hist(m),)) for m, blob in hists.items()])
         for name, v in w.items():
             kind = _WIRE_KIND.get(name)
             if kind is _COUNTER and v:

@@ -49,6 +49,7 @@ class Layout:
         "empty_wire",
         "_lowest",
         "_highest",
+        "_merge_args",
     )
 
     def __init__(self, lowest: int, highest: int, digits: int) -> None:
@@ -64,6 +65,7 @@ class Layout:
         self.empty_wire = zlib.decompress(binascii.a2b_base64(self.empty_blob)[8:])[:PAYLOAD_HEADER_SIZE]
         self._lowest: array[int] | None = None
         self._highest: array[int] | None = None
+        self._merge_args: tuple[int, int, int, int, array[int], array[int]] | None = None
 
     def slot_values(self) -> tuple[array[int], array[int]]:
         """Each slot's lowest and highest equivalent value (hdrh's `get_value_from_index` and
@@ -87,6 +89,13 @@ class Layout:
                     raise hdr.HdrInternalsChanged(f"hdrh's value of slot {i} is not the layout's arithmetic")
             self._lowest, self._highest = lowest, highest
         return self._lowest, self._highest
+
+    def merge_args(self) -> tuple[int, int, int, int, array[int], array[int]]:
+        """(lowest, highest, digits, counts_len, slots' lowest values, slots' highest values): what the C merge of a
+        wire histogram into this layout's histograms asks for (hist_merge.merge_encoded_many), built once."""
+        if self._merge_args is None:
+            self._merge_args = (*self.key, self.counts_len, *self.slot_values())
+        return self._merge_args
 
     def encode(
         self, counts: ctypes.Array[ctypes.c_int64], off: int, total: int, min_value: int, max_value: int

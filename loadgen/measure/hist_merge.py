@@ -98,15 +98,11 @@ def merge_encoded_many(items: list[tuple[bytes | str, Sequence[LatencyHistogram]
             merge_encoded_into(blob, targets)
         return
     lay = items[0][1][0]._lay
-    lowest_at, highest_at = lay.slot_values()
-    lowest, highest, digits = lay.key
-    start = 0
-    while True:
-        left = _native.merge_many(items, start, lay, lowest, highest, digits, lay.counts_len, lowest_at, highest_at)
-        if left < 0:
-            return
+    args = lay.merge_args()
+    left = _native.merge_many(items, 0, lay, *args)
+    while left >= 0:
         merge_encoded_into(*items[left])
-        start = left + 1
+        left = _native.merge_many(items, left + 1, lay, *args)
 
 
 def merge_encoded_python(blob: bytes | str, targets: Sequence[LatencyHistogram]) -> None:

@@ -6,6 +6,7 @@ import pytest
 
 from loadgen.measure.aggregate import Aggregate
 from loadgen.measure.group_stats import _COUNTERS, _COUNTS, GroupStats
+from loadgen.measure.histogram import LatencyHistogram
 from loadgen.measure.records import ErrorKind, RequestRecord, TokenSource
 from loadgen.report.combine import read_aggregate, write_aggregate
 
@@ -128,3 +129,22 @@ def test_zero_counters_stay_off_the_wire_and_every_counter_still_merges() -> Non
     into.merge_wire(full.to_wire())
     assert [getattr(into, n) for n in _COUNTERS] == [2 * (k + 1) for k in range(len(_COUNTERS))]
     assert all(getattr(into, n) == {"x": 6} for n in _COUNTS)
+
+
+def test_a_blob_two_metrics_share_travels_once_and_merges_into_both() -> None:
+    # Equal histograms (one-token chunks: ITL and the inter-chunk gaps alike) travel as one blob and an alias; the
+    # master adds the blob to each, and an alias whose source is not in the delta adds nothing.
+    worker = Aggregate()
+    for i in range(4):
+        worker.add(_rec("a", "chat", 0.0, [0.1 + i / 100, 0.2, 0.3], [1, 1, 1]), wall_time=5.0)
+    gw = worker.pop_delta()["groups"][0][2]
+    assert gw["alias"] and all(src in gw["hists"] and a not in gw["hists"] for a, src in gw["alias"].items())
+    into = GroupStats()
+    into.merge_wire(gw)
+    into.merge_wire(gw)
+    for a, src in gw["alias"].items():
+        assert into.hists[a].count == into.hists[src].count == 2 * LatencyHistogram.decode(gw["hists"][src]).count > 0
+        assert into.hists[a].percentiles_ms([50, 99]) == into.hists[src].percentiles_ms([50, 99])
+    lone = GroupStats()
+    lone.merge_wire({"hists": {}, "alias": {"x": "missing"}, "requests": 1})
+    assert lone.requests == 1 and not any(h.count for h in lone.hists.values())
