@@ -15,7 +15,7 @@ cap x (1 + log2(n / cap) / 2) of them (cap before the level first rises, then ab
 
 `HashSample` holds the level, the cap and the counts; a sample subclasses it and holds its rows, dropping those under
 a risen level in `_keep_from`. `RowSample` is that for rows of integers kept in arrays (`Rows`: no object per key),
-shipped packed (`pack` / `unpack`: little-endian int64, raw; base64 text in JSON): the master reads a worker's rows
+shipped packed (`pack` / `words`: little-endian int64, raw; base64 text in JSON): the master reads a worker's rows
 with no Python object per value and keeps the survivors of its level in one vectorised step (a variant's few
 rows, `SMALL_ROWS` or fewer, in a Python loop: numpy's per-call cost would be most of their merge).
 """
@@ -32,7 +32,7 @@ from typing import Any, Self
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["BITS", "HashSample", "RowSample", "Rows", "key_hash", "pack", "survivors", "unpack", "words"]
+__all__ = ["BITS", "HashSample", "RowSample", "Rows", "key_hash", "pack", "survivors", "words"]
 
 BITS = 63
 # A variant's rows up to this many merge without numpy (`Rows.extend_words`): a numpy call costs ~1 µs whatever its
@@ -46,7 +46,7 @@ _LITTLE = sys.byteorder == "little"
 def pack(values: array[int]) -> bytearray:
     """An array of int64 on the wire: its values as little-endian int64, raw (msgpack carries them as bin). A
     `bytearray`, so that a JSON writer tells them from the histograms' base64 `bytes` and writes them as base64 text
-    (report/combine.py `_text`), which `unpack` reads back."""
+    (report/combine.py `_text`), which `words` reads back."""
     if not _LITTLE:  # pragma: no cover - every platform loadgen runs on is little-endian
         values = array("q", values)
         values.byteswap()
@@ -66,11 +66,6 @@ def words(packed: bytes | bytearray | str, what: str = "rows") -> memoryview:
     if len(packed) % 8:
         raise ValueError(f"{what}: {len(packed)} bytes, not whole int64 values")
     return memoryview(packed).cast("B").cast("q")
-
-
-def unpack(packed: bytes | bytearray | str, what: str = "rows") -> npt.NDArray[np.int64]:
-    """`words` as an int64 array, over the same bytes."""
-    return np.frombuffer(words(packed, what), dtype="<i8")
 
 
 def _bit_lengths(keys: npt.NDArray[np.int64]) -> npt.NDArray[np.intp]:
@@ -217,7 +212,7 @@ class Rows:
     def extend_packed(
         self, keys: npt.NDArray[np.int64], columns: Sequence[npt.NDArray[np.int64]], mask: npt.NDArray[np.bool_] | None
     ) -> None:
-        """Rows shipped packed (`unpack`ed); `mask`: the rows to take (None: all of them)."""
+        """Rows shipped packed (`words`, as int64 arrays); `mask`: the rows to take (None: all of them)."""
         w = self.width
         n = len(keys) * w
         if mask is not None:

@@ -33,7 +33,7 @@ AGGREGATE_FILE = "aggregate.json"
 def _text(value: object) -> str:
     # The wire's histograms are raw V2 payloads (measure/histogram.py `wire`) and its packed sample rows raw int64
     # in a bytearray (measure/hash_sample.py `pack`): both written as base64 text, which their readers take back
-    # (`merge_encoded_into`, `unpack`); a histogram already in base64 (`encode()`) as it is; the rest is JSON.
+    # (`merge_encoded_into`, `words`); a histogram already in base64 (`encode()`) as it is; the rest is JSON.
     if isinstance(value, bytearray) or is_raw(value):
         return binascii.b2a_base64(value, newline=False).decode("ascii")
     if isinstance(value, bytes | memoryview):

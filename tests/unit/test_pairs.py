@@ -11,7 +11,7 @@ from array import array
 import orjson
 
 from loadgen.measure.aggregate import Aggregate
-from loadgen.measure.hash_sample import unpack
+from loadgen.measure.hash_sample import words
 from loadgen.measure.pairs import CENSORED, PAIR_METRICS, PairSamples, pair_hash, pair_key
 from loadgen.measure.records import ErrorKind, RequestRecord
 from loadgen.report.combine import _text
@@ -110,7 +110,7 @@ def test_a_worker_ships_logarithmically_many_keys_over_a_run() -> None:
         w.add(_rec("a", 0, i))
         if i % 500 == 499:
             cols = w.to_wire()["columns"]
-            shipped += len(unpack(cols[0][1])) if cols else 0
+            shipped += len(words(cols[0][1])) if cols else 0
             w.clear_rows()
     assert 2 ** (w.level - 1) < n / cap <= 2**w.level
     # cap keys before the first rise, then about cap / 2 per level: cap * (1 + log2(n / cap) / 2) ~ 864, not n.
