@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gevent
 from locust import events
@@ -27,6 +27,10 @@ from loadgen.locust_plugin.server_scrape import SCRAPE_TIMEOUT_S as _SCRAPE_TIME
 from loadgen.locust_plugin.server_scrape import scrape_loop as _scrape_loop
 from loadgen.measure.health import HealthThresholds
 from loadgen.report.server_split import latency_split
+
+if TYPE_CHECKING:
+    from loadgen.config.scenario import Variant
+    from loadgen.k8s.pod_metrics import ServicePods
 
 __all__ = ["attach_server_metrics", "register"]
 
@@ -44,6 +48,21 @@ class ExporterState:
         self.scrapers: list[gevent.Greenlet] = []
         self.server: Any = None
         self.pushed_run: int | None = None
+        # Each variant's pod lister, connected before any run starts (`ServicePods.prepare`) and kept across runs.
+        self.pods: dict[str, ServicePods | None] = {}
+        if scenario.metrics.server_scrape_interval > 0:
+            for v in scenario.variants:
+                self._pods_of(v)
+
+    def _pods_of(self, variant: Variant) -> ServicePods | None:
+        """The variant's `pod_source`, made (and connected) once."""
+        if variant.name not in self.pods:
+            from loadgen.k8s.pod_metrics import pod_source
+
+            source = self.pods[variant.name] = pod_source(variant)
+            if source is not None:
+                source.prepare()
+        return self.pods[variant.name]
 
     def view(self) -> LiveView | None:
         env = self.environment
@@ -77,12 +96,10 @@ class ExporterState:
         self.timelines = {}
         if every <= 0:
             return
-        from loadgen.k8s.pod_metrics import pod_source
-
         for v in scenario.variants:
             tl = self.timelines[v.name] = ServerTimeline(metrics_url(v.base_url), every)
             # Pod by pod where the variant's Service can be listed (server_scrape.py), else through its URL.
-            self.scrapers.append(gevent.spawn(_scrape_loop, tl, every, pod_source(v)))
+            self.scrapers.append(gevent.spawn(_scrape_loop, tl, every, self._pods_of(v)))
 
     def stop_scrapers(self) -> None:
         if self.scrapers:

@@ -114,6 +114,29 @@ def read_report(report_dir: Path) -> dict[str, Any]:
     return checked(orjson.loads((report_dir / "report.json").read_bytes()))
 
 
+def verdict_why(report_dir: Path) -> str:
+    """What a run's report says against a pass, for an assertion's message: `--quiet` prints nothing, so a run that
+    exits 1 (a breach) or 3 (untrustworthy) would otherwise fail a test without a word of why."""
+    path = report_dir / "report.json"
+    if not path.exists():
+        return f"no {path}"
+    report = orjson.loads(path.read_bytes())
+    run = report.get("run", {})
+    failed_slos = [
+        (s.get("variant"), s.get("slo"), s.get("observed_ms", s.get("observed_percent")))
+        for s in report.get("slos", [])
+        if not s.get("passed")
+    ]
+    errors = {
+        v["name"]: (v["overall"].get("requests"), v["overall"].get("ok"), v["overall"].get("errors"))
+        for v in report.get("variants", [])
+    }
+    return (
+        f"failed={run.get('failed')} target_breaches={run.get('target_breaches')} "
+        f"untrustworthy={run.get('untrustworthy_reasons')} failed_slos={failed_slos} requests/ok/errors={errors}"
+    )
+
+
 def hdr_rank_percentile(values: list[float], p: float) -> float:
     """The exact sample hdrhistogram's percentile rule picks: rank round(p % of N), at least 1."""
     s = sorted(values)

@@ -4,6 +4,9 @@ pods (discover's per-pod metrics endpoints); and which variants are looked up at
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -121,3 +124,71 @@ def test_which_variants_are_looked_up(tmp_path: Path, monkeypatch: pytest.Monkey
     assert in_pod[2] is None
     assert isinstance(in_pod[1], ServicePods) and (in_pod[1].namespace, in_pod[1].service) == ("inference", "vllm-int8")
     assert in_pod[1].in_cluster and in_pod[1].port == 8000
+
+
+def test_a_lister_connects_before_the_run_and_leaves_a_failure_to_its_listing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`prepare()` spends the client's set-up before a run (no API call yet); a kubeconfig that does not work is not
+    raised there but by the listing, where the scrape loop turns it into its note."""
+    with fake_api(tmp_path) as (c, kubeconfig):
+        c.put("services", service("vllm", "llm", {}, LABELS, [{"name": "http", "port": 80}]))
+        c.put("pods", pod("a", "llm", LABELS, ip="10.2.0.1", ports=[{"name": "http", "containerPort": 80}]))
+        _cluster(monkeypatch, kubeconfig, in_cluster=False)
+        pods = ServicePods("llm", "vllm", 80, in_cluster=False)
+        pods.prepare()
+        assert pods._cluster is not None and c.calls == []
+        assert pods.urls() == ["http://10.2.0.1:80/metrics"]
+    monkeypatch.undo()
+    broken = tmp_path / "broken"
+    broken.write_text("- not a kubeconfig\n")
+    monkeypatch.setenv("KUBECONFIG", str(broken))
+    pods = ServicePods("llm", "vllm", 80, in_cluster=False)
+    pods.prepare()
+    assert pods._cluster is None
+    with pytest.raises(api.K8sError, match="no Kubernetes configuration"):
+        pods.urls()
+
+
+_AT_INIT = r"""
+import json, sys
+from types import SimpleNamespace
+import locust  # (first: it patches the process)
+from loadgen.config.scenario import validate_scenario
+from loadgen.locust_plugin import live_metrics
+
+rec = {"selector": "app=vllm", "namespace": "llm", "service": "vllm", "port": 80, "base_url": "http://x:80"}
+scenario = validate_scenario(
+    {
+        "name": "s",
+        "variants": [
+            {"name": "resolved", "base_url": "http://x:80", "model": "m", "resolved_from": rec},
+            {"name": "plain", "base_url": "http://127.0.0.1:1", "model": "m"},
+        ],
+        "traffic": {"mixes": [{"name": "chat"}]},
+        "metrics": {"server_scrape_interval": sys.argv[1]},
+    }
+)
+live_metrics.runtime_of = lambda _env: SimpleNamespace(scenario=scenario)
+state = live_metrics.ExporterState(SimpleNamespace())
+print(json.dumps({n: None if p is None else p._cluster is not None for n, p in state.pods.items()}))
+"""
+
+
+@pytest.mark.parametrize("every", ["2s", "0s"])
+def test_the_master_connects_each_resolved_variants_lister_at_init(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, every: str
+) -> None:
+    """Before any run starts (Locust's init: the exporter's state), where it scrapes: a run's first listing must not
+    hold the master's loop for the client's set-up while the run's clock runs (its workers would start that much into
+    the window). Locust patches the process it is imported in: the check runs in a fresh interpreter."""
+    with fake_api(tmp_path) as (c, kubeconfig):
+        monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+        proc = subprocess.run(
+            [sys.executable, "-c", _AT_INIT, every], capture_output=True, text=True, timeout=60, check=False
+        )
+        calls = list(c.calls)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    connected = json.loads(proc.stdout.strip().splitlines()[-1])
+    # Connected, not yet listed: the listing is the scrape loop's, in the run.
+    assert connected == ({} if every == "0s" else {"resolved": True, "plain": None}) and calls == []
