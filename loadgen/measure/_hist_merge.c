@@ -26,6 +26,17 @@
  *   from the next, so items end as merged one by one.
  * loadgen/measure/hist_merge.py `merge_encoded_into` is the Python path it must equal (tests/unit/test_hist_merge.py
  * holds both equal on every case).
+ *
+ * wire_items(targets, hists, alias, make) -> list | None
+ *   A stats object's wire histograms as merge_many's items: (blob, (histogram,)) per metric of the dict `hists`, its
+ *   histogram targets[metric] (the object's own dict; make(metric) creates and stores one it lacks); with a non-empty
+ *   `alias` (metric -> the metric whose blob it shares), (blob, [histogram, its aliases' …]). None when `hists` or a
+ *   true `alias` is not a dict: the caller's Python path then says what is wrong.
+ * add_fields(obj, wire, kinds, add_counts) -> None
+ *   For each (name, value) of the dict `wire`, in its order, with a true value: kinds[name] 0, a counter:
+ *   obj.name += int(value); 1, counts: add_counts(obj.name, value) (two dicts added in C: into[k] = into.get(k, 0) + v).
+ *   Names kinds lacks are not fields (the histograms, their aliases).
+ * loadgen/measure/wire_fields.py holds the Python path both must equal (tests/unit/test_wire_fields.py).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -506,6 +517,186 @@ static PyObject *merge_many(PyObject *Py_UNUSED(self), PyObject *args) {
     return rc < 0 ? NULL : PyLong_FromSsize_t(stop);
 }
 
+/* targets[metric], made by make(metric) when absent: a new reference. */
+static PyObject *target_of(PyObject *targets, PyObject *metric, PyObject *make) {
+    PyObject *h = PyDict_GetItemWithError(targets, metric);
+    if (h != NULL) {
+        Py_INCREF(h);
+        return h;
+    }
+    if (PyErr_Occurred())
+        return NULL;
+    return PyObject_CallOneArg(make, metric);
+}
+
+static PyObject *wire_items(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *targets, *hists, *alias, *make;
+    if (!PyArg_ParseTuple(args, "O!OOO", &PyDict_Type, &targets, &hists, &alias, &make))
+        return NULL;
+    int aliased = PyObject_IsTrue(alias);
+    if (aliased < 0)
+        return NULL;
+    if (!PyDict_CheckExact(hists) || (aliased && !PyDict_CheckExact(alias)))
+        Py_RETURN_NONE;
+    PyObject *items = PyList_New(0), *shared = NULL, *metric, *blob, *a, *src;
+    if (items == NULL)
+        return NULL;
+    Py_ssize_t pos = 0;
+    if (aliased) { /* every metric's list first, then the aliases' histograms appended: as the Python path makes them */
+        shared = PyDict_New();
+        if (shared == NULL)
+            goto fail;
+        while (PyDict_Next(hists, &pos, &metric, &blob)) {
+            PyObject *h = target_of(targets, metric, make);
+            if (h == NULL)
+                goto fail;
+            PyObject *list = PyList_New(1);
+            if (list == NULL) {
+                Py_DECREF(h);
+                goto fail;
+            }
+            PyList_SET_ITEM(list, 0, h);
+            int rc = PyDict_SetItem(shared, metric, list);
+            Py_DECREF(list);
+            if (rc < 0)
+                goto fail;
+        }
+        pos = 0;
+        while (PyDict_Next(alias, &pos, &a, &src)) {
+            PyObject *list = PyDict_GetItemWithError(shared, src);
+            if (list == NULL) {
+                if (PyErr_Occurred())
+                    goto fail;
+                continue; /* an alias of a blob this wire does not hold */
+            }
+            PyObject *h = target_of(targets, a, make);
+            if (h == NULL)
+                goto fail;
+            int rc = PyList_Append(list, h);
+            Py_DECREF(h);
+            if (rc < 0)
+                goto fail;
+        }
+        pos = 0;
+    }
+    while (PyDict_Next(hists, &pos, &metric, &blob)) {
+        PyObject *to;
+        if (shared != NULL) {
+            to = PyDict_GetItemWithError(shared, metric);
+            if (to == NULL) {
+                if (!PyErr_Occurred())
+                    PyErr_SetObject(PyExc_KeyError, metric);
+                goto fail;
+            }
+            Py_INCREF(to);
+        } else {
+            PyObject *h = target_of(targets, metric, make);
+            if (h == NULL)
+                goto fail;
+            to = PyTuple_Pack(1, h);
+            Py_DECREF(h);
+            if (to == NULL)
+                goto fail;
+        }
+        PyObject *item = PyTuple_Pack(2, blob, to);
+        Py_DECREF(to);
+        if (item == NULL)
+            goto fail;
+        int rc = PyList_Append(items, item);
+        Py_DECREF(item);
+        if (rc < 0)
+            goto fail;
+    }
+    Py_XDECREF(shared);
+    return items;
+fail:
+    Py_XDECREF(shared);
+    Py_DECREF(items);
+    return NULL;
+}
+
+static PyObject *zero;
+
+/* into[k] = into.get(k, 0) + v for each (k, v) of `other`, both dicts. */
+static int add_counts(PyObject *into, PyObject *other) {
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(other, &pos, &k, &v)) {
+        PyObject *old = PyDict_GetItemWithError(into, k);
+        if (old == NULL && PyErr_Occurred())
+            return -1;
+        PyObject *sum = PyNumber_Add(old != NULL ? old : zero, v);
+        if (sum == NULL)
+            return -1;
+        int rc = PyDict_SetItem(into, k, sum);
+        Py_DECREF(sum);
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int add_field(PyObject *obj, PyObject *name, PyObject *value, long kind, PyObject *add_counts_fn) {
+    if (kind == 0) {
+        PyObject *n = PyNumber_Long(value);
+        if (n == NULL)
+            return -1;
+        PyObject *cur = PyObject_GetAttr(obj, name);
+        if (cur == NULL) {
+            Py_DECREF(n);
+            return -1;
+        }
+        PyObject *sum = PyNumber_Add(cur, n);
+        Py_DECREF(cur);
+        Py_DECREF(n);
+        if (sum == NULL)
+            return -1;
+        int rc = PyObject_SetAttr(obj, name, sum);
+        Py_DECREF(sum);
+        return rc;
+    }
+    PyObject *into = PyObject_GetAttr(obj, name);
+    if (into == NULL)
+        return -1;
+    int rc;
+    if (PyDict_CheckExact(into) && PyDict_CheckExact(value) && into != value) {
+        rc = add_counts(into, value);
+    } else { /* anything else as the Python path meets it (and fails: the same error) */
+        PyObject *r = PyObject_CallFunctionObjArgs(add_counts_fn, into, value, NULL);
+        rc = r == NULL ? -1 : 0;
+        Py_XDECREF(r);
+    }
+    Py_DECREF(into);
+    return rc;
+}
+
+static PyObject *add_fields(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *obj, *wire, *kinds, *add_counts_fn, *name, *value;
+    if (!PyArg_ParseTuple(args, "OO!O!O", &obj, &PyDict_Type, &wire, &PyDict_Type, &kinds, &add_counts_fn))
+        return NULL;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(wire, &pos, &name, &value)) {
+        PyObject *kind = PyDict_GetItemWithError(kinds, name);
+        if (kind == NULL) {
+            if (PyErr_Occurred())
+                return NULL;
+            continue;
+        }
+        long k = PyLong_AsLong(kind);
+        if (k == -1 && PyErr_Occurred())
+            return NULL;
+        Py_INCREF(name);
+        Py_INCREF(value);
+        int truth = PyObject_IsTrue(value);
+        int rc = truth <= 0 ? truth : add_field(obj, name, value, k, add_counts_fn);
+        Py_DECREF(name);
+        Py_DECREF(value);
+        if (rc < 0)
+            return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"merge_v2", merge_v2, METH_VARARGS,
      "merge_v2(blob, lowest, highest, digits, counts_len, targets) -> (status, total, lo, hi): add one encoded "
@@ -514,6 +705,10 @@ static PyMethodDef methods[] = {
      "merge_many(items, start, lay, lowest, highest, digits, counts_len, lowest_at, highest_at) -> int: merge "
      "items[start:] ((blob, histograms) each) into their LatencyHistograms in turn; the index of the first it leaves "
      "to the caller, or -1"},
+    {"wire_items", wire_items, METH_VARARGS,
+     "wire_items(targets, hists, alias, make) -> list | None: a stats object's wire histograms as merge_many's items"},
+    {"add_fields", add_fields, METH_VARARGS,
+     "add_fields(obj, wire, kinds, add_counts) -> None: add a wire's counters and counts into obj's fields"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -529,7 +724,8 @@ PyMODINIT_FUNC PyInit__hist_merge(void) {
     s_total = PyUnicode_InternFromString("_total");
     s_min = PyUnicode_InternFromString("_min");
     s_max = PyUnicode_InternFromString("_max");
-    if (!s_lay || !s_counts || !s_off || !s_total || !s_min || !s_max)
+    zero = PyLong_FromLong(0);
+    if (!s_lay || !s_counts || !s_off || !s_total || !s_min || !s_max || !zero)
         return NULL;
     return PyModule_Create(&module);
 }

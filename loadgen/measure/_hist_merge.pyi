@@ -2,7 +2,7 @@
 A target's `counts`: anything with the writable buffer protocol over 8-byte integers (a ctypes int64 array), or None
 while the histogram holds no window."""
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 def merge_v2(
@@ -24,3 +24,7 @@ def merge_many(
     lowest_at: object,
     highest_at: object,
 ) -> int: ...
+def wire_items(
+    targets: dict[str, Any], hists: object, alias: object, make: Callable[[str], Any]
+) -> list[tuple[Any, Any]] | None: ...
+def add_fields(obj: object, wire: dict[str, Any], kinds: dict[str, int], add_counts: Callable[..., None]) -> None: ...

@@ -25,7 +25,8 @@ from loadgen.measure.histogram import LatencyHistogram
 from loadgen.measure.reasoning import add_reasoning
 from loadgen.measure.recording import record_values
 from loadgen.measure.records import RequestRecord
-from loadgen.measure.slices import add_counts, tokens_in_window
+from loadgen.measure.slices import tokens_in_window
+from loadgen.measure.wire_fields import COUNTER, COUNTS, add_counts, add_fields, wire_items
 
 __all__ = ["CENSORED_METRICS", "CONNECTION_METRICS", "NOT_SENT", "GroupStats"]
 
@@ -58,8 +59,7 @@ _COUNTERS = (
 )
 _COUNTS = ("fates", "errors", "token_sources", "censored", "finish_reasons", "arrivals", "goodput_misses", "reasoning")
 # What each key of a group's wire form is, for the merge that walks the keys a delta has.
-_COUNTER, _COUNT = "counter", "counts"
-_WIRE_KIND = {**dict.fromkeys(_COUNTERS, _COUNTER), **dict.fromkeys(_COUNTS, _COUNT)}
+_WIRE_KIND = {**dict.fromkeys(_COUNTERS, COUNTER), **dict.fromkeys(_COUNTS, COUNTS)}
 
 
 @dataclass(slots=True)
@@ -297,21 +297,6 @@ class GroupStats:
         return out
 
     def merge_wire(self, w: dict[str, Any]) -> None:
-        hist = self._hist
-        hists: dict[str, bytes] = w.get("hists", {})
-        alias: dict[str, str] | None = w.get("alias")
-        if alias:  # a blob several metrics share (`to_wire`): decoded once, added to each
-            targets = {m: [hist(m)] for m in hists}
-            for a, src in alias.items():
-                shared = targets.get(src)
-                if shared is not None:
-                    shared.append(hist(a))
-            merge_encoded_many([(blob, targets[m]) for m, blob in hists.items()])
-        else:
-            merge_encoded_many([(blob, (hist(m),)) for m, blob in hists.items()])
-        for name, v in w.items():
-            kind = _WIRE_KIND.get(name)
-            if kind is _COUNTER and v:
-                setattr(self, name, getattr(self, name) + int(v))
-            elif kind is _COUNT and v:
-                add_counts(getattr(self, name), v)
+        # A blob several metrics share (`to_wire`'s alias) is decoded once and added to each.
+        merge_encoded_many(wire_items(self.hists, w.get("hists", {}), w.get("alias"), self._hist))
+        add_fields(self, w, _WIRE_KIND)

@@ -34,7 +34,7 @@ from loadgen.measure.hist_merge import merge_encoded_into
 from loadgen.measure.histogram import LatencyHistogram
 from loadgen.measure.pairs import CENSORED, split_id
 from loadgen.measure.records import RequestRecord
-from loadgen.measure.slices import add_counts
+from loadgen.measure.wire_fields import add_counts
 
 __all__ = [
     "SESSION_FATES",

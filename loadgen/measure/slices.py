@@ -13,8 +13,9 @@ from loadgen.measure.hist_merge import merge_encoded_many
 from loadgen.measure.histogram import LatencyHistogram
 from loadgen.measure.recording import record_values
 from loadgen.measure.records import RequestRecord
+from loadgen.measure.wire_fields import COUNTER, COUNTS, add_counts, add_fields, wire_items
 
-__all__ = ["BucketStats", "add_counts", "merge_slices", "slice_at", "slices_wire", "tokens_in_window"]
+__all__ = ["BucketStats", "merge_slices", "slice_at", "slices_wire", "tokens_in_window"]
 
 # What a slice keeps of a record's latencies (`Aggregate.BUCKET_METRICS`), and where `fates.latencies` has them.
 _METRICS = ("ttft", "e2e")
@@ -32,11 +33,6 @@ def tokens_in_window(rec: RequestRecord, start: float, end: float = math.inf) ->
     if not t or (t[0] >= start and t[-1] <= end):
         return sum(n)
     return sum(k for ti, k in zip(t, n, strict=False) if start <= ti <= end)
-
-
-def add_counts(into: dict[str, int], other: dict[str, int]) -> None:
-    for k, v in other.items():
-        into[k] = into.get(k, 0) + v
 
 
 @dataclass(slots=True)
@@ -103,18 +99,12 @@ class BucketStats:
         }
 
     def merge_wire(self, w: dict[str, Any]) -> None:
-        hist = self._hist
-        merge_encoded_many([(blob, (hist(m),)) for m, blob in w.get("hists", {}).items()])
-        for name in _SLICE_COUNTERS:
-            v = w.get(name)
-            if v:
-                setattr(self, name, getattr(self, name) + int(v))
-        censored = w.get("censored")
-        if censored:
-            add_counts(self.censored, censored)
+        merge_encoded_many(wire_items(self.hists, w.get("hists", {}), None, self._hist))
+        add_fields(self, w, _SLICE_WIRE_KIND)
 
 
 _SLICE_COUNTERS = ("requests", "ok", "prompt_reported", "prompt_tokens")
+_SLICE_WIRE_KIND = {**dict.fromkeys(_SLICE_COUNTERS, COUNTER), "censored": COUNTS}
 
 
 def slice_at(slices: dict[Any, BucketStats], key: tuple[Any, ...]) -> BucketStats:

@@ -1,0 +1,82 @@
+"""The master's merge of a stats object's wire form (a group's, a slice's): its histograms as the items of one
+`merge_encoded_many` call (`wire_items`), and its counters and counts added into the object's fields (`add_fields`),
+each in one C call where built (`_hist_merge.c`: no Python per histogram or per field). The master merges every
+worker's every group and slice; at 1,000 workers a final merge is 110,000 of them, and the Python loops over their
+fields were a third of its time (`python -m bench.merge`). The Python paths here are what the C must equal
+(tests/unit/test_wire_fields.py holds both equal, errors included).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from loadgen.pure_python import pure_python
+
+__all__ = ["COUNTER", "COUNTS", "add_counts", "add_fields", "add_fields_python", "wire_items", "wire_items_python"]
+
+try:  # optional, as every C half is
+    from loadgen.measure import _hist_merge as _native
+except ImportError:  # pragma: no cover - a build without a C compiler or zlib's headers
+    _native = None  # type: ignore[assignment]  # (a C build may be absent)
+
+# What a field of a wire form is (`kinds`): a counter (added as int) or a dict of counts by class.
+COUNTER, COUNTS = 0, 1
+
+
+def add_counts(into: dict[str, int], other: dict[str, int]) -> None:
+    for k, v in other.items():
+        into[k] = into.get(k, 0) + v
+
+
+def add_fields_python(obj: object, w: Mapping[str, Any], kinds: Mapping[str, int]) -> None:
+    """Each field of `w` that `kinds` names and that is not empty, in the wire's order: a counter added as
+    `int(value)`, counts added class by class."""
+    for name, v in w.items():
+        kind = kinds.get(name)
+        if kind is None or not v:
+            continue
+        if kind == COUNTER:
+            setattr(obj, name, getattr(obj, name) + int(v))
+        else:
+            add_counts(getattr(obj, name), v)
+
+
+def add_fields(obj: object, w: Mapping[str, Any], kinds: dict[str, int]) -> None:
+    """`add_fields_python`, in one C call where built."""
+    if _native is None or type(w) is not dict or pure_python():
+        add_fields_python(obj, w, kinds)
+    else:
+        _native.add_fields(obj, w, kinds, add_counts)
+
+
+def wire_items_python(
+    targets: dict[str, Any], hists: Mapping[str, Any], alias: Mapping[str, str] | None, make: Callable[[str], Any]
+) -> list[tuple[Any, Any]]:
+    """(blob, (histogram,)) per metric of `hists`, the histogram `targets[metric]` (`make(metric)` creates it);
+    with an `alias` (a metric -> the metric whose blob it shares, `GroupStats.to_wire`), (blob, [histogram and its
+    aliases']), the blob decoded once for all of them."""
+
+    def hist(m: str) -> Any:
+        h = targets.get(m)
+        return make(m) if h is None else h
+
+    if alias:
+        shared = {m: [hist(m)] for m in hists}
+        for a, src in alias.items():
+            to = shared.get(src)
+            if to is not None:
+                to.append(hist(a))
+        return [(blob, shared[m]) for m, blob in hists.items()]
+    return [(blob, (hist(m),)) for m, blob in hists.items()]
+
+
+def wire_items(
+    targets: dict[str, Any], hists: Mapping[str, Any], alias: Mapping[str, str] | None, make: Callable[[str], Any]
+) -> list[tuple[Any, Any]]:
+    """`wire_items_python`, in one C call where built (which leaves a form it does not read to the Python path)."""
+    if _native is not None and not pure_python():
+        items = _native.wire_items(targets, hists, alias, make)
+        if items is not None:
+            return items
+    return wire_items_python(targets, hists, alias, make)

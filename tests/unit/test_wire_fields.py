@@ -1,0 +1,171 @@
+"""The C merge of a stats object's wire fields (`_hist_merge.add_fields` / `wire_items`) against the Python paths
+(measure/wire_fields.py) on every input either meets: well-formed wires and corrupt ones (a counter that is no
+number, counts that are no dict, an alias that is no dict, histograms that are no dict), with the same fields after
+and the same error; and the group and slice merges that use them, C against Python, on a real aggregate's wire."""
+
+from __future__ import annotations
+
+import copy
+import random
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from loadgen.measure import _hist_merge
+from loadgen.measure.aggregate import Aggregate
+from loadgen.measure.records import ErrorKind, RequestRecord
+from loadgen.measure.wire_fields import (
+    COUNTER,
+    COUNTS,
+    add_counts,
+    add_fields,
+    add_fields_python,
+    wire_items,
+    wire_items_python,
+)
+
+KINDS = {"requests": COUNTER, "ok": COUNTER, "tokens": COUNTER, "fates": COUNTS, "errors": COUNTS}
+
+
+class Fields:
+    def __init__(self) -> None:
+        self.requests = 3
+        self.ok = 0
+        self.tokens = 10
+        self.fates: dict[str, int] = {"succeeded": 2}
+        self.errors: dict[str, int] = {}
+
+    def state(self) -> dict[str, Any]:
+        return dict(vars(self))
+
+
+_VALUES = st.one_of(
+    st.integers(-(2**70), 2**70),
+    st.booleans(),
+    st.floats(allow_nan=False, allow_infinity=False, min_value=-1e6, max_value=1e6),
+    st.sampled_from(["7", "x", "", None, [], [1], 0, b"2"]),
+)
+_COUNT_MAPS = st.one_of(
+    st.dictionaries(st.sampled_from(["succeeded", "failed", "timeout"]), st.one_of(st.integers(0, 9), st.just("z"))),
+    st.sampled_from([None, [], "abc", 5, [("a", 1)]]),
+)
+_WIRES = st.dictionaries(
+    st.sampled_from([*KINDS, "hists", "alias", "unknown"]),
+    st.one_of(_VALUES, _COUNT_MAPS),
+)
+
+
+def _outcome(fn: Any, *args: Any) -> tuple[str, str] | None:
+    try:
+        fn(*args)
+    except Exception as e:  # noqa: BLE001 - the error itself is what is compared
+        return type(e).__name__, str(e)
+    return None
+
+
+@settings(max_examples=400, deadline=None)
+@given(_WIRES)
+def test_add_fields_in_c_equals_the_python_path(wire: dict[str, Any]) -> None:
+    py, c = Fields(), Fields()
+    py_error = _outcome(add_fields_python, py, copy.deepcopy(wire), KINDS)
+    c_error = _outcome(_hist_merge.add_fields, c, copy.deepcopy(wire), KINDS, add_counts)
+    assert c_error == py_error
+    assert c.state() == py.state()
+
+
+def test_add_fields_adds_counters_and_counts_and_skips_what_is_not_a_field() -> None:
+    f = Fields()
+    add_fields(f, {"requests": 2, "ok": True, "tokens": 0, "fates": {"succeeded": 1, "failed": 4}, "hists": 9}, KINDS)
+    assert f.state() == {"requests": 5, "ok": 1, "tokens": 10, "fates": {"succeeded": 3, "failed": 4}, "errors": {}}
+    with pytest.raises(ValueError, match="invalid literal"):
+        add_fields(f, {"requests": "x"}, KINDS)
+
+
+class Hist:
+    """A stand-in histogram: only its identity matters to `wire_items`."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+def _maker(targets: dict[str, Any]) -> Any:
+    def make(m: str) -> Hist:
+        h = targets[m] = Hist(m)
+        return h
+
+    return make
+
+
+def _shape(items: list[tuple[Any, Any]]) -> list[tuple[Any, str, list[str]]]:
+    return [(blob, type(to).__name__, [h.name for h in to]) for blob, to in items]
+
+
+_METRICS = st.sampled_from(["ttft", "e2e", "itl", "icl", "tpot"])
+_HISTS = st.one_of(st.dictionaries(_METRICS, st.binary(max_size=3)), st.sampled_from([None, [], "ttft", 3]))
+_ALIASES = st.one_of(
+    st.none(),
+    st.dictionaries(_METRICS, _METRICS),
+    st.sampled_from([[], "", "icl", ["icl"], 1, {"icl": ["itl"]}]),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_HISTS, _ALIASES, st.lists(_METRICS, unique=True))
+def test_wire_items_in_c_equal_the_python_path(hists: Any, alias: Any, have: list[str]) -> None:
+    py_targets = {m: Hist(m) for m in have}
+    c_targets = dict(py_targets)
+    try:
+        py: Any = _shape(wire_items_python(py_targets, hists, alias, _maker(py_targets)))
+    except Exception as e:  # noqa: BLE001
+        py = (type(e).__name__, str(e))
+    try:
+        c: Any = _shape(wire_items(c_targets, hists, alias, _maker(c_targets)))
+    except Exception as e:  # noqa: BLE001
+        c = (type(e).__name__, str(e))
+    assert c == py
+    assert list(c_targets) == list(py_targets)  # the same histograms made, in the same order
+    assert all(c_targets[m] is py_targets[m] for m in have)
+
+
+def test_wire_items_share_an_aliased_blob_and_leave_a_form_they_do_not_read() -> None:
+    targets: dict[str, Any] = {}
+    items = _hist_merge.wire_items(targets, {"itl": b"a", "e2e": b"b"}, {"icl": "itl", "x": "gone"}, _maker(targets))
+    assert items is not None and _shape(items) == [(b"a", "list", ["itl", "icl"]), (b"b", "list", ["e2e"])]
+    assert list(targets) == ["itl", "e2e", "icl"]  # an alias of a blob the wire does not hold makes nothing
+    assert _hist_merge.wire_items({}, ["itl"], None, _maker({})) is None
+    assert _hist_merge.wire_items({}, {"itl": b"a"}, "icl", _maker({})) is None
+
+
+def _aggregate(seed: int) -> Aggregate:
+    rng = random.Random(seed)
+    agg = Aggregate(window_start=0.0)
+    for j in range(300):
+        r = RequestRecord(f"r{seed}-{j}", f"v{j % 3}", f"m{j % 2}", bucket=f"b{j % 4}", sent=1.0 + j * 0.01)
+        t = r.sent + rng.uniform(0.01, 0.5)
+        for i in range(rng.randint(1, 6)):
+            r.chunk_times.append(t + i * rng.uniform(0.001, 0.05))
+            r.chunk_tokens.append(rng.randint(1, 3))
+        r.done = r.chunk_times[-1] + 0.001
+        r.output_tokens = sum(r.chunk_tokens)
+        r.prompt_tokens = rng.randint(10, 500)
+        if j % 17 == 0:
+            r.error = ErrorKind.HTTP_5XX
+        agg.add(r, 1000.0 + j * 0.01)
+    return agg
+
+
+def test_groups_and_slices_merged_in_c_equal_the_python_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    wires = [_aggregate(s).to_wire() for s in range(3)]
+    merged_c = Aggregate()
+    for w in wires:
+        merged_c.merge_wire(copy.deepcopy(w))
+    monkeypatch.setenv("LOADGEN_PURE_PYTHON", "1")
+    merged_py = Aggregate()
+    for w in wires:
+        merged_py.merge_wire(copy.deepcopy(w))
+    assert merged_c.to_wire() == merged_py.to_wire()
+    g = merged_c.groups[("v0", "m0")]
+    assert g.requests == sum(x.groups[("v0", "m0")].requests for x in map(_aggregate, range(3))) and g.errors
+    assert merged_c.buckets and all(b.hists for b in merged_c.buckets.values())
