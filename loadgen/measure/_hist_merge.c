@@ -37,10 +37,19 @@
  *   obj.name += int(value); 1, counts: add_counts(obj.name, value) (two dicts added in C: into[k] = into.get(k, 0) + v).
  *   Names kinds lacks are not fields (the histograms, their aliases).
  * loadgen/measure/wire_fields.py holds the Python path both must equal (tests/unit/test_wire_fields.py).
+ *
+ * merge_bin_pairs(hist, flat) -> bool
+ *   A timeline bin's histogram (measure/bin_histogram.py) merged from its wire form, (bucket, count, …) in a list:
+ *   the window grown by hist._add(lowest, 0) and hist._add(highest, 0), then each count added into hist.counts (an
+ *   array of 'I') in order, an add past 2**32 - 1 raising the array's own OverflowError where the Python loop would.
+ *   False, having changed nothing, for a form it leaves to `BinHistogram.merge_wire`'s Python path (an item that is
+ *   no int, a count below 0 or past 2**32 - 1, a bucket past +-2**40); tests/unit/test_bin_histogram.py holds both
+ *   equal.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <limits.h>
 #include <stdint.h>
 #include <string.h>
 #include <zlib.h>
@@ -517,6 +526,8 @@ static PyObject *merge_many(PyObject *Py_UNUSED(self), PyObject *args) {
     return rc < 0 ? NULL : PyLong_FromSsize_t(stop);
 }
 
+static PyObject *zero; /* 0, the count a class not seen yet starts from */
+
 /* targets[metric], made by make(metric) when absent: a new reference. */
 static PyObject *target_of(PyObject *targets, PyObject *metric, PyObject *make) {
     PyObject *h = PyDict_GetItemWithError(targets, metric);
@@ -615,8 +626,6 @@ fail:
     return NULL;
 }
 
-static PyObject *zero;
-
 /* into[k] = into.get(k, 0) + v for each (k, v) of `other`, both dicts. */
 static int add_counts(PyObject *into, PyObject *other) {
     Py_ssize_t pos = 0;
@@ -697,6 +706,83 @@ static PyObject *add_fields(PyObject *Py_UNUSED(self), PyObject *args) {
     Py_RETURN_NONE;
 }
 
+static PyObject *s_add, *s_bin_counts, *s_bin_lo;
+
+static int add_zero(PyObject *hist, long long bucket) {
+    PyObject *b = PyLong_FromLongLong(bucket);
+    if (b == NULL)
+        return -1;
+    PyObject *r = PyObject_CallMethodObjArgs(hist, s_add, b, zero, NULL);
+    Py_DECREF(b);
+    Py_XDECREF(r);
+    return r == NULL ? -1 : 0;
+}
+
+#define BIN_BUCKET_LIMIT (1LL << 40)
+
+static PyObject *merge_bin_pairs(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *hist, *flat;
+    if (!PyArg_ParseTuple(args, "OO!", &hist, &PyList_Type, &flat))
+        return NULL;
+    Py_ssize_t npairs = PyList_GET_SIZE(flat) / 2; /* an odd last item is no pair: the Python path drops it too */
+    if (npairs == 0)
+        Py_RETURN_TRUE;
+    long long lowest = LLONG_MAX, highest = LLONG_MIN;
+    for (Py_ssize_t i = 0; i < npairs; i++) {
+        PyObject *k = PyList_GET_ITEM(flat, 2 * i), *n = PyList_GET_ITEM(flat, 2 * i + 1);
+        if (!PyLong_CheckExact(k) || !PyLong_CheckExact(n))
+            Py_RETURN_FALSE;
+        int over_k, over_n;
+        long long kv = PyLong_AsLongLongAndOverflow(k, &over_k), nv = PyLong_AsLongLongAndOverflow(n, &over_n);
+        if (over_k || over_n || kv < -BIN_BUCKET_LIMIT || kv > BIN_BUCKET_LIMIT || nv < 0 || nv > UINT32_MAX)
+            Py_RETURN_FALSE;
+        if (kv < lowest)
+            lowest = kv;
+        if (kv > highest)
+            highest = kv;
+    }
+    /* Growing adds nothing (a zero): were the rest left to Python after it, the result would be the same. */
+    if (add_zero(hist, lowest) < 0 || add_zero(hist, highest) < 0)
+        return NULL;
+    PyObject *counts = PyObject_GetAttr(hist, s_bin_counts), *lo_obj = PyObject_GetAttr(hist, s_bin_lo);
+    if (counts == NULL || lo_obj == NULL) {
+        Py_XDECREF(counts);
+        Py_XDECREF(lo_obj);
+        return NULL;
+    }
+    long long lo = PyLong_AsLongLong(lo_obj);
+    Py_DECREF(lo_obj);
+    if (lo == -1 && PyErr_Occurred()) {
+        Py_DECREF(counts);
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(counts, &view, PyBUF_WRITABLE | PyBUF_FORMAT) < 0) {
+        Py_DECREF(counts);
+        return NULL;
+    }
+    int ours = view.itemsize == 4 && view.format != NULL && strcmp(view.format, "I") == 0 && lowest >= lo &&
+               highest - lo < (long long)(view.len / 4);
+    if (ours) {
+        uint32_t *c = (uint32_t *)view.buf;
+        for (Py_ssize_t i = 0; i < npairs; i++) {
+            long long kv = PyLong_AsLongLong(PyList_GET_ITEM(flat, 2 * i));
+            long long nv = PyLong_AsLongLong(PyList_GET_ITEM(flat, 2 * i + 1));
+            uint64_t sum = (uint64_t)c[kv - lo] + (uint64_t)nv;
+            if (sum > UINT32_MAX) {
+                PyBuffer_Release(&view);
+                Py_DECREF(counts);
+                PyErr_SetString(PyExc_OverflowError, "unsigned int is greater than maximum");
+                return NULL;
+            }
+            c[kv - lo] = (uint32_t)sum;
+        }
+    }
+    PyBuffer_Release(&view);
+    Py_DECREF(counts);
+    return PyBool_FromLong(ours);
+}
+
 static PyMethodDef methods[] = {
     {"merge_v2", merge_v2, METH_VARARGS,
      "merge_v2(blob, lowest, highest, digits, counts_len, targets) -> (status, total, lo, hi): add one encoded "
@@ -709,6 +795,8 @@ static PyMethodDef methods[] = {
      "wire_items(targets, hists, alias, make) -> list | None: a stats object's wire histograms as merge_many's items"},
     {"add_fields", add_fields, METH_VARARGS,
      "add_fields(obj, wire, kinds, add_counts) -> None: add a wire's counters and counts into obj's fields"},
+    {"merge_bin_pairs", merge_bin_pairs, METH_VARARGS,
+     "merge_bin_pairs(hist, flat) -> bool: a timeline bin's histogram merged from its (bucket, count, ...) wire list"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -725,6 +813,11 @@ PyMODINIT_FUNC PyInit__hist_merge(void) {
     s_min = PyUnicode_InternFromString("_min");
     s_max = PyUnicode_InternFromString("_max");
     zero = PyLong_FromLong(0);
+    s_add = PyUnicode_InternFromString("_add");
+    s_bin_counts = PyUnicode_InternFromString("counts");
+    s_bin_lo = PyUnicode_InternFromString("lo");
+    if (!s_add || !s_bin_counts || !s_bin_lo)
+        return NULL;
     if (!s_lay || !s_counts || !s_off || !s_total || !s_min || !s_max || !zero)
         return NULL;
     return PyModule_Create(&module);

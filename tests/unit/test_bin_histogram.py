@@ -1,10 +1,20 @@
 """The timeline bins' small histograms: percentiles within 1 % of the samples' own (nearest rank), the same after
-any split into merged parts, and a size bounded by the span of the values, not by their number."""
+any split into merged parts, and a size bounded by the span of the values, not by their number; merged from the wire
+in C (`_hist_merge.merge_bin_pairs`) exactly as by the Python loop, on every input either meets."""
 
 from __future__ import annotations
 
+import os
 import random
+from array import array
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from loadgen.measure import _hist_merge
 from loadgen.measure.bin_histogram import RELATIVE_ERROR, BinHistogram
 
 PS = (50.0, 90.0, 99.0, 99.9)
@@ -55,3 +65,73 @@ def test_its_size_is_bounded_by_the_span_of_the_values() -> None:
     h.record_us(3_600_000_000)  # the whole range, 1 µs … 1 h
     assert len(h.counts) <= 1113 and h.counts.itemsize == 4  # ≤ 4.5 KB
     assert len(h.to_wire()) == 6  # only the buckets that hold a count travel
+
+
+@contextmanager
+def _pure_python() -> Iterator[None]:
+    old = os.environ.get("LOADGEN_PURE_PYTHON")
+    os.environ["LOADGEN_PURE_PYTHON"] = "1"
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ["LOADGEN_PURE_PYTHON"]
+        else:
+            os.environ["LOADGEN_PURE_PYTHON"] = old
+
+
+def _histogram(lo: int, counts: list[int]) -> BinHistogram:
+    h = BinHistogram()
+    if counts:
+        h.lo, h.counts = lo, array("I", counts)
+    return h
+
+
+def _merged(h: BinHistogram, flat: list[Any]) -> tuple[Any, int, list[int]]:
+    try:
+        h.merge_wire(flat)
+        error = None
+    except Exception as e:  # noqa: BLE001 - the error is what is compared
+        error = (type(e).__name__, str(e))
+    return error, h.lo, h.counts.tolist()
+
+
+# Buckets stay near the window: one far out would have the Python path allocate up to it (the C path leaves those,
+# past +-2**40, to it: `test_the_c_merge_takes_what_it_reads_and_leaves_the_rest`).
+_BUCKETS = st.one_of(st.integers(-3, 40), st.sampled_from([1.5, "3", "x", None, True]))
+_COUNTS = st.one_of(
+    st.integers(-3, 9), st.integers(2**32 - 3, 2**32 + 2), st.sampled_from([2**70, -(2**70), 1.5, "3", None])
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.integers(-5, 30),
+    st.lists(st.one_of(st.integers(0, 9), st.just(2**32 - 1)), max_size=12),
+    st.lists(st.tuples(_BUCKETS, _COUNTS), max_size=7),
+    st.lists(_BUCKETS, max_size=1),
+)
+def test_a_wire_merged_in_c_equals_the_python_loop(
+    lo: int, counts: list[int], pairs: list[tuple[Any, Any]], odd: list[Any]
+) -> None:
+    flat = [x for pair in pairs for x in pair] + odd  # (an odd last item is no pair)
+    c = _merged(_histogram(lo, counts), list(flat))
+    with _pure_python():
+        py = _merged(_histogram(lo, counts), list(flat))
+    assert c == py
+
+
+def test_the_c_merge_takes_what_it_reads_and_leaves_the_rest() -> None:
+    h = BinHistogram()
+    assert _hist_merge.merge_bin_pairs(h, [12, 2, 10, 1, 12, 3, 99])  # (the odd last item is no pair)
+    assert (h.lo, h.counts.tolist()) == (10, [1, 0, 5])
+    for flat in ([12, 1.0], [12, -1], ["12", 1], [2**41, 1]):
+        assert not _hist_merge.merge_bin_pairs(h, flat)
+        assert (h.lo, h.counts.tolist()) == (10, [1, 0, 5])  # nothing changed
+    full = _histogram(3, [2**32 - 1])
+    try:
+        _hist_merge.merge_bin_pairs(full, [3, 1])
+    except OverflowError as e:
+        assert str(e) == "unsigned int is greater than maximum"
+    else:
+        raise AssertionError("a count past 2**32 - 1 was added")
