@@ -45,6 +45,14 @@
  *   False, having changed nothing, for a form it leaves to `BinHistogram.merge_wire`'s Python path (an item that is
  *   no int, a count below 0 or past 2**32 - 1, a bucket past +-2**40); tests/unit/test_bin_histogram.py holds both
  *   equal.
+ *
+ * admit_rows(keys, columns, ncolumns, width, level, seen) -> (kept, keys, columns) | None
+ *   A variant's packed rows of a hash sample (measure/hash_sample.py `RowSample.merge_rows_wire`): int64 key hashes
+ *   and `ncolumns` columns of `width` values per key, raw bytes as msgpack carries them. The keys under the level's
+ *   threshold (2**(63 - level)) are kept: each counted in `seen` (a list of 64 counts, at 63 - its bit length), and
+ *   answered with their rows as bytes for the rows' arrays. None, having changed nothing, for what the Python path
+ *   must read or reject (base64 text, a length that is no whole int64, too few columns or values, a key below 0);
+ *   tests/unit/test_hash_sample.py holds both equal.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -783,6 +791,102 @@ static PyObject *merge_bin_pairs(PyObject *Py_UNUSED(self), PyObject *args) {
     return PyBool_FromLong(ours);
 }
 
+#define HASH_BITS 63
+
+/* A bytes or bytearray object's data and length; 0 when it is neither or not whole int64 values. */
+static int packed_of(PyObject *obj, const char **data, Py_ssize_t *len) {
+    if (PyBytes_CheckExact(obj)) {
+        *data = PyBytes_AS_STRING(obj);
+        *len = PyBytes_GET_SIZE(obj);
+    } else if (PyByteArray_CheckExact(obj)) {
+        *data = PyByteArray_AS_STRING(obj);
+        *len = PyByteArray_GET_SIZE(obj);
+    } else {
+        return 0;
+    }
+    return *len % 8 == 0;
+}
+
+static int64_t load_i64(const char *p) {
+    int64_t v;
+    memcpy(&v, p, 8); /* little-endian on every platform loadgen runs on (hash_sample.pack) */
+    return v;
+}
+
+static PyObject *admit_rows(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *keys_obj, *columns, *seen;
+    Py_ssize_t ncolumns, width;
+    int level;
+    if (!PyArg_ParseTuple(args, "OO!nniO!", &keys_obj, &PyList_Type, &columns, &ncolumns, &width, &level,
+                          &PyList_Type, &seen))
+        return NULL;
+    const char *keys;
+    Py_ssize_t keys_len;
+    if (!packed_of(keys_obj, &keys, &keys_len) || PyList_GET_SIZE(columns) != ncolumns || width < 1 ||
+        level < 0 || level > HASH_BITS || PyList_GET_SIZE(seen) != HASH_BITS + 1)
+        Py_RETURN_NONE;
+    Py_ssize_t n = keys_len / 8, need = n * width * 8;
+    for (Py_ssize_t j = 0; j < ncolumns; j++) {
+        const char *col;
+        Py_ssize_t col_len;
+        if (!packed_of(PyList_GET_ITEM(columns, j), &col, &col_len) || col_len < need)
+            Py_RETURN_NONE;
+    }
+    uint64_t top = (uint64_t)1 << (HASH_BITS - level); /* 2**63 at level 0: every key (none is below 0) */
+    Py_ssize_t kept = 0;
+    int64_t by_level[HASH_BITS + 1] = {0};
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t h = load_i64(keys + 8 * i);
+        if (h < 0)
+            Py_RETURN_NONE;
+        if ((uint64_t)h < top) {
+            kept++;
+            by_level[HASH_BITS - (h == 0 ? 0 : 64 - __builtin_clzll((unsigned long long)h))]++;
+        }
+    }
+    PyObject *out_keys = PyBytes_FromStringAndSize(NULL, kept * 8), *out_columns = PyList_New(ncolumns);
+    if (out_keys == NULL || out_columns == NULL)
+        goto fail;
+    char *k_out = PyBytes_AS_STRING(out_keys);
+    for (Py_ssize_t i = 0, at = 0; i < n; i++) {
+        if ((uint64_t)load_i64(keys + 8 * i) < top)
+            memcpy(k_out + 8 * at++, keys + 8 * i, 8);
+    }
+    Py_ssize_t row = 8 * width;
+    for (Py_ssize_t j = 0; j < ncolumns; j++) {
+        const char *col = NULL;
+        Py_ssize_t col_len = 0;
+        packed_of(PyList_GET_ITEM(columns, j), &col, &col_len); /* (checked above) */
+        PyObject *b = PyBytes_FromStringAndSize(NULL, kept * row);
+        if (b == NULL)
+            goto fail;
+        char *c_out = PyBytes_AS_STRING(b);
+        for (Py_ssize_t i = 0, at = 0; i < n; i++) {
+            if ((uint64_t)load_i64(keys + 8 * i) < top)
+                memcpy(c_out + row * at++, col + row * i, (size_t)row);
+        }
+        PyList_SET_ITEM(out_columns, j, b);
+    }
+    /* Last, once nothing can fail but the additions: the counts of the keys kept, by level. */
+    for (int z = 0; z <= HASH_BITS; z++) {
+        if (!by_level[z])
+            continue;
+        PyObject *add = PyLong_FromLongLong(by_level[z]);
+        if (add == NULL)
+            goto fail;
+        PyObject *sum = PyNumber_Add(PyList_GET_ITEM(seen, z), add);
+        Py_DECREF(add);
+        if (sum == NULL)
+            goto fail;
+        PyList_SetItem(seen, z, sum); /* steals sum */
+    }
+    return Py_BuildValue("(nNN)", kept, out_keys, out_columns);
+fail:
+    Py_XDECREF(out_keys);
+    Py_XDECREF(out_columns);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"merge_v2", merge_v2, METH_VARARGS,
      "merge_v2(blob, lowest, highest, digits, counts_len, targets) -> (status, total, lo, hi): add one encoded "
@@ -797,6 +901,9 @@ static PyMethodDef methods[] = {
      "add_fields(obj, wire, kinds, add_counts) -> None: add a wire's counters and counts into obj's fields"},
     {"merge_bin_pairs", merge_bin_pairs, METH_VARARGS,
      "merge_bin_pairs(hist, flat) -> bool: a timeline bin's histogram merged from its (bucket, count, ...) wire list"},
+    {"admit_rows", admit_rows, METH_VARARGS,
+     "admit_rows(keys, columns, ncolumns, width, level, seen) -> (kept, keys, columns) | None: a variant's packed "
+     "rows kept at a hash sample's level"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -16,8 +16,9 @@ cap x (1 + log2(n / cap) / 2) of them (cap before the level first rises, then ab
 `HashSample` holds the level, the cap and the counts; a sample subclasses it and holds its rows, dropping those under
 a risen level in `_keep_from`. `RowSample` is that for rows of integers kept in arrays (`Rows`: no object per key),
 shipped packed (`pack` / `words`: little-endian int64, raw; base64 text in JSON): the master reads a worker's rows
-with no Python object per value and keeps the survivors of its level in one vectorised step (a variant's few
-rows, `SMALL_ROWS` or fewer, in a Python loop: numpy's per-call cost would be most of their merge).
+with no Python object per value and keeps the survivors of its level in one C call per variant where built
+(`_hist_merge.admit_rows`, raw rows), else in one vectorised step (a variant's few rows, `SMALL_ROWS` or fewer, in a
+Python loop: numpy's per-call cost would be most of their merge); tests/unit/test_hash_sample.py holds the three equal.
 """
 
 from __future__ import annotations
@@ -31,6 +32,13 @@ from typing import Any, Self
 
 import numpy as np
 import numpy.typing as npt
+
+from loadgen.pure_python import pure_python
+
+try:  # the master's merge of a variant's packed rows in one C call; optional, as every C half is
+    from loadgen.measure import _hist_merge as _native
+except ImportError:  # pragma: no cover - a build without a C compiler or zlib's headers
+    _native = None  # type: ignore[assignment]  # (a C build may be absent)
 
 __all__ = ["BITS", "HashSample", "RowSample", "Rows", "key_hash", "pack", "survivors", "words"]
 
@@ -300,7 +308,10 @@ class RowSample(HashSample):
     def merge_rows_wire(self, level: int, rows: Sequence[Sequence[Any]]) -> None:
         """Another sample's `level` and `rows_wire()`."""
         self._rise_to(level)
+        admit = None if _native is None or pure_python() else _native.admit_rows
         for variant, keys_text, *columns_text in rows:
+            if admit is not None and self._admit_native(admit, variant, keys_text, columns_text):
+                continue
             keys = words(keys_text, "row keys")
             columns = [words(c, "row values") for c in columns_text]
             mine = self._rows(variant)
@@ -313,6 +324,25 @@ class RowSample(HashSample):
                 mine.check_packed(big, cols)
                 mine.extend_packed(big, cols, self._admit_packed(variant, big))
         self._settle()
+
+    def _admit_native(self, admit: Any, variant: str, keys: Any, columns: list[Any]) -> bool:
+        """A variant's raw rows kept and counted in one C call (`_hist_merge.admit_rows`): whether it took them (it
+        leaves what the Python path must read or reject, having changed nothing)."""
+        counts = self._counts.get(variant)
+        seen = counts.seen if counts is not None else [0] * (BITS + 1)
+        got = admit(keys, columns, *self._shape, self.level, seen)
+        if got is None:
+            return False
+        mine = self._rows(variant)
+        if counts is None:
+            counts = self._counts[variant] = _Counts()
+            counts.seen = seen
+        kept, kept_keys, kept_columns = got
+        counts.kept += kept
+        mine.keys.frombytes(kept_keys)
+        for col, values in zip(mine.columns, kept_columns, strict=True):
+            col.frombytes(values)
+        return True
 
     def is_empty(self) -> bool:
         return self.rows_empty()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import random
+from array import array
 from typing import Any
 
 import numpy as np
@@ -18,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loadgen.measure import hash_sample
-from loadgen.measure.hash_sample import BITS, Rows, RowSample, key_hash, survivors
+from loadgen.measure.hash_sample import BITS, Rows, RowSample, key_hash, pack, survivors
 from loadgen.measure.latency_samples import LatencySamples
 from loadgen.measure.outputs import OutputSamples
 from loadgen.measure.pairs import PairSamples, pair_hash
@@ -235,15 +236,49 @@ def test_small_rows_merge_without_numpy_as_they_do_with_it(run: Any, wide: bool,
     if as_json:
         deltas = [orjson.loads(orjson.dumps(d, default=_text)) for d in deltas]
     ends = []
-    for small in (0, 10**9):
+    # numpy's path, Python's loop (LOADGEN_PURE_PYTHON), and the C call (`_hist_merge.admit_rows`; base64 text it
+    # leaves to the others).
+    for small, pure in ((0, "1"), (10**9, "1"), (0, "")):
         master = kind(cap)
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(hash_sample, "SMALL_ROWS", small)
+            mp.setenv("LOADGEN_PURE_PYTHON", pure)
             for d in deltas:
                 RowSample.merge_rows_wire(master, d["level"], d.get("rows", d.get("columns", ())))
         ends.append(_state(master))
-    assert ends[0] == ends[1]
+    assert ends[0] == ends[1] == ends[2]
     assert bool(ends[0][2]) == (sum(counts) > 0)  # (rows were merged: not two empty samples compared)
+
+
+_GOOD = pack(array("q", [5, 1 << 60]))
+_COL = pack(array("q", [1, 2]))  # (a `_Keys` row has two columns)
+
+
+@pytest.mark.parametrize(
+    ("keys", "columns", "error"),
+    [
+        (pack(array("q", [5, -1])), [_COL, _COL], "a key hash below 0"),
+        (_GOOD[:-1], [_COL, _COL], "not whole int64 values"),
+        (_GOOD, [_COL, pack(array("q", [1]))], "columns of 2 values"),
+        (_GOOD, [_COL], "columns of 2 values"),
+        (_GOOD, [_COL, b"xx"], "not whole int64 values"),
+        (7, [_COL, _COL], "packed int64 values, not int"),
+        ("abc", [_COL, _COL], "not base64"),
+    ],
+)
+def test_corrupt_rows_meet_the_same_error_with_the_c_call_and_without(
+    keys: Any, columns: list[Any], error: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What `admit_rows` leaves (it changes nothing) the Python path rejects: the same error, the same state, the
+    variant's good rows before it kept."""
+    ends = []
+    for pure in ("", "1"):
+        monkeypatch.setenv("LOADGEN_PURE_PYTHON", pure)
+        s = _Keys(cap=10)
+        with pytest.raises(ValueError, match=error):
+            s.merge_rows_wire(0, [["v0", _GOOD, _COL, pack(array("q", [7, 8]))], ["v1", keys, *columns]])
+        ends.append(_state(s))
+    assert ends[0] == ends[1] and ends[0][2]["v0"] == ([5, 1 << 60], [[1, 2], [7, 8]])
 
 
 def test_a_worker_keeps_its_level_and_counts_after_shipping_and_the_level_only_rises() -> None:
