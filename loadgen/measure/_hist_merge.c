@@ -36,6 +36,12 @@
  *   For each (name, value) of the dict `wire`, in its order, with a true value: kinds[name] 0, a counter:
  *   obj.name += int(value); 1, counts: add_counts(obj.name, value) (two dicts added in C: into[k] = into.get(k, 0) + v).
  *   Names kinds lacks are not fields (the histograms, their aliases).
+ * merge_stats(obj, wire, kinds, add_counts, make, use_alias, lay, lowest, highest, digits, counts_len, lowest_at,
+ *             highest_at) -> None | (items, index) | False
+ *   The three in one call: wire_items of wire["hists"] (and wire["alias"] where use_alias) into obj.hists, those
+ *   items merged as merge_many merges them, then add_fields. None: all done. (items, index): items before `index`
+ *   merged, the one at it left as merge_many leaves one; the caller goes on from it, then adds the fields. False:
+ *   nothing done, a form for the Python path (obj.hists or wire["hists"] no dict, a true alias no dict).
  * loadgen/measure/wire_fields.py holds the Python path both must equal (tests/unit/test_wire_fields.py).
  *
  * merge_bin_pairs(hist, flat) -> bool
@@ -548,10 +554,8 @@ static PyObject *target_of(PyObject *targets, PyObject *metric, PyObject *make) 
     return PyObject_CallOneArg(make, metric);
 }
 
-static PyObject *wire_items(PyObject *Py_UNUSED(self), PyObject *args) {
-    PyObject *targets, *hists, *alias, *make;
-    if (!PyArg_ParseTuple(args, "O!OOO", &PyDict_Type, &targets, &hists, &alias, &make))
-        return NULL;
+/* wire_items' list (a new reference), Py_None (a new reference) for a form the Python path must read, or NULL. */
+static PyObject *build_items(PyObject *targets, PyObject *hists, PyObject *alias, PyObject *make) {
     int aliased = PyObject_IsTrue(alias);
     if (aliased < 0)
         return NULL;
@@ -634,6 +638,13 @@ fail:
     return NULL;
 }
 
+static PyObject *wire_items(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *targets, *hists, *alias, *make;
+    if (!PyArg_ParseTuple(args, "O!OOO", &PyDict_Type, &targets, &hists, &alias, &make))
+        return NULL;
+    return build_items(targets, hists, alias, make);
+}
+
 /* into[k] = into.get(k, 0) + v for each (k, v) of `other`, both dicts. */
 static int add_counts(PyObject *into, PyObject *other) {
     Py_ssize_t pos = 0;
@@ -687,21 +698,19 @@ static int add_field(PyObject *obj, PyObject *name, PyObject *value, long kind, 
     return rc;
 }
 
-static PyObject *add_fields(PyObject *Py_UNUSED(self), PyObject *args) {
-    PyObject *obj, *wire, *kinds, *add_counts_fn, *name, *value;
-    if (!PyArg_ParseTuple(args, "OO!O!O", &obj, &PyDict_Type, &wire, &PyDict_Type, &kinds, &add_counts_fn))
-        return NULL;
+static int add_fields_impl(PyObject *obj, PyObject *wire, PyObject *kinds, PyObject *add_counts_fn) {
+    PyObject *name, *value;
     Py_ssize_t pos = 0;
     while (PyDict_Next(wire, &pos, &name, &value)) {
         PyObject *kind = PyDict_GetItemWithError(kinds, name);
         if (kind == NULL) {
             if (PyErr_Occurred())
-                return NULL;
+                return -1;
             continue;
         }
         long k = PyLong_AsLong(kind);
         if (k == -1 && PyErr_Occurred())
-            return NULL;
+            return -1;
         Py_INCREF(name);
         Py_INCREF(value);
         int truth = PyObject_IsTrue(value);
@@ -709,8 +718,86 @@ static PyObject *add_fields(PyObject *Py_UNUSED(self), PyObject *args) {
         Py_DECREF(name);
         Py_DECREF(value);
         if (rc < 0)
-            return NULL;
+            return -1;
     }
+    return 0;
+}
+
+static PyObject *add_fields(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *obj, *wire, *kinds, *add_counts_fn;
+    if (!PyArg_ParseTuple(args, "OO!O!O", &obj, &PyDict_Type, &wire, &PyDict_Type, &kinds, &add_counts_fn))
+        return NULL;
+    if (add_fields_impl(obj, wire, kinds, add_counts_fn) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *s_hists, *s_alias, *empty_dict; /* (wire.get("hists", {}): never written to) */
+
+static PyObject *merge_stats(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *obj, *wire, *kinds, *add_counts_fn, *make, *lay, *lowest_obj, *highest_obj;
+    int use_alias;
+    LayoutKey key;
+    if (!PyArg_ParseTuple(args, "OO!O!OOpOKKinOO", &obj, &PyDict_Type, &wire, &PyDict_Type, &kinds, &add_counts_fn,
+                          &make, &use_alias, &lay, &key.lowest, &key.highest, &key.digits, &key.counts_len,
+                          &lowest_obj, &highest_obj))
+        return NULL;
+    PyObject *hists = PyDict_GetItemWithError(wire, s_hists), *alias = Py_None;
+    if (hists == NULL && PyErr_Occurred())
+        return NULL;
+    if (use_alias) {
+        alias = PyDict_GetItemWithError(wire, s_alias);
+        if (alias == NULL) {
+            if (PyErr_Occurred())
+                return NULL;
+            alias = Py_None;
+        }
+    }
+    PyObject *targets = PyObject_GetAttr(obj, s_hists);
+    if (targets == NULL)
+        return NULL;
+    if (!PyDict_CheckExact(targets)) {
+        Py_DECREF(targets);
+        Py_RETURN_FALSE;
+    }
+    PyObject *items = build_items(targets, hists == NULL ? empty_dict : hists, alias, make);
+    Py_DECREF(targets);
+    if (items == NULL)
+        return NULL;
+    if (items == Py_None) { /* nothing done: the Python path reads (and rejects) it whole */
+        Py_DECREF(items);
+        Py_RETURN_FALSE;
+    }
+    Py_buffer lowest_view, highest_view;
+    if (hold_slot_values(lowest_obj, &lowest_view, key.counts_len) < 0) {
+        Py_DECREF(items);
+        return NULL;
+    }
+    if (hold_slot_values(highest_obj, &highest_view, key.counts_len) < 0) {
+        PyBuffer_Release(&lowest_view);
+        Py_DECREF(items);
+        return NULL;
+    }
+    Py_ssize_t stop = -1;
+    int rc = 0;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items); i++) {
+        rc = merge_item(PyList_GET_ITEM(items, i), lay, &key, lowest_view.buf, highest_view.buf);
+        if (rc != 0) {
+            stop = i;
+            break;
+        }
+    }
+    PyBuffer_Release(&lowest_view);
+    PyBuffer_Release(&highest_view);
+    if (rc < 0) {
+        Py_DECREF(items);
+        return NULL;
+    }
+    if (stop >= 0) /* an item to merge in Python first: the caller goes on from it, then adds the fields */
+        return Py_BuildValue("(Nn)", items, stop);
+    Py_DECREF(items);
+    if (add_fields_impl(obj, wire, kinds, add_counts_fn) < 0)
+        return NULL;
     Py_RETURN_NONE;
 }
 
@@ -904,6 +991,9 @@ static PyMethodDef methods[] = {
     {"admit_rows", admit_rows, METH_VARARGS,
      "admit_rows(keys, columns, ncolumns, width, level, seen) -> (kept, keys, columns) | None: a variant's packed "
      "rows kept at a hash sample's level"},
+    {"merge_stats", merge_stats, METH_VARARGS,
+     "merge_stats(obj, wire, kinds, add_counts, make, use_alias, lay, lowest, highest, digits, counts_len, lowest_at, "
+     "highest_at) -> None | (items, index) | False: a group's or a slice's wire merged into it in one call"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -920,6 +1010,11 @@ PyMODINIT_FUNC PyInit__hist_merge(void) {
     s_min = PyUnicode_InternFromString("_min");
     s_max = PyUnicode_InternFromString("_max");
     zero = PyLong_FromLong(0);
+    s_hists = PyUnicode_InternFromString("hists");
+    s_alias = PyUnicode_InternFromString("alias");
+    empty_dict = PyDict_New();
+    if (!s_hists || !s_alias || !empty_dict)
+        return NULL;
     s_add = PyUnicode_InternFromString("_add");
     s_bin_counts = PyUnicode_InternFromString("counts");
     s_bin_lo = PyUnicode_InternFromString("lo");

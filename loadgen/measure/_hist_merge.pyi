@@ -3,7 +3,7 @@ A target's `counts`: anything with the writable buffer protocol over 8-byte inte
 while the histogram holds no window."""
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 def merge_v2(
     blob: bytes | str,
@@ -32,3 +32,18 @@ def merge_bin_pairs(hist: object, flat: list[Any]) -> bool: ...
 def admit_rows(
     keys: object, columns: list[Any], ncolumns: int, width: int, level: int, seen: list[int]
 ) -> tuple[int, bytes, list[bytes]] | None: ...
+def merge_stats(
+    obj: object,
+    wire: dict[str, Any],
+    kinds: dict[str, int],
+    add_counts: Callable[..., None],
+    make: Callable[[str], Any],
+    use_alias: bool,
+    lay: object,
+    lowest: int,
+    highest: int,
+    digits: int,
+    counts_len: int,
+    lowest_at: object,
+    highest_at: object,
+) -> None | tuple[list[Any], int] | Literal[False]: ...

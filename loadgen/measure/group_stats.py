@@ -20,13 +20,12 @@ from loadgen.measure.fates import (
     fate_of,
     latencies,
 )
-from loadgen.measure.hist_merge import merge_encoded_many
 from loadgen.measure.histogram import LatencyHistogram
 from loadgen.measure.reasoning import add_reasoning
 from loadgen.measure.recording import record_values
 from loadgen.measure.records import RequestRecord
 from loadgen.measure.slices import tokens_in_window
-from loadgen.measure.wire_fields import COUNTER, COUNTS, add_counts, add_fields, wire_items
+from loadgen.measure.wire_fields import COUNTER, COUNTS, add_counts, merge_stats
 
 __all__ = ["CENSORED_METRICS", "CONNECTION_METRICS", "NOT_SENT", "GroupStats"]
 
@@ -298,5 +297,4 @@ class GroupStats:
 
     def merge_wire(self, w: dict[str, Any]) -> None:
         # A blob several metrics share (`to_wire`'s alias) is decoded once and added to each.
-        merge_encoded_many(wire_items(self.hists, w.get("hists", {}), w.get("alias"), self._hist))
-        add_fields(self, w, _WIRE_KIND)
+        merge_stats(self, w, _WIRE_KIND, self._hist, alias=True)

@@ -17,7 +17,13 @@ from loadgen.measure.hist_blob import payload, payload_layout
 from loadgen.measure.histogram import LatencyHistogram
 from loadgen.pure_python import pure_python
 
-__all__ = ["merge_encoded_into", "merge_encoded_many", "merge_encoded_python", "native_merge_available"]
+__all__ = [
+    "merge_encoded_into",
+    "merge_encoded_many",
+    "merge_encoded_python",
+    "merge_encoded_rest",
+    "native_merge_available",
+]
 
 try:  # the master's merge of a wire histogram in one C call (_hist_merge.c); optional, as every C half is
     from loadgen.measure import _hist_merge as _native
@@ -98,8 +104,17 @@ def merge_encoded_many(items: list[tuple[bytes | str, Sequence[LatencyHistogram]
             merge_encoded_into(blob, targets)
         return
     lay = items[0][1][0]._lay
+    left = _native.merge_many(items, 0, lay, *lay.merge_args())
+    if left >= 0:
+        merge_encoded_rest(items, left)
+
+
+def merge_encoded_rest(items: list[tuple[bytes | str, Sequence[LatencyHistogram]]], left: int) -> None:
+    """`merge_encoded_many` of `items` from the one a C call left (`left`; those before it are merged): that one
+    through `merge_encoded_into`, the rest through the C call again, as `merge_encoded_many` goes on."""
+    assert _native is not None
+    lay = items[0][1][0]._lay
     args = lay.merge_args()
-    left = _native.merge_many(items, 0, lay, *args)
     while left >= 0:
         merge_encoded_into(*items[left])
         left = _native.merge_many(items, left + 1, lay, *args)

@@ -9,11 +9,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loadgen.measure.fates import RECORDED_METRICS, FateRow, LatencyPlan, latencies
-from loadgen.measure.hist_merge import merge_encoded_many
 from loadgen.measure.histogram import LatencyHistogram
 from loadgen.measure.recording import record_values
 from loadgen.measure.records import RequestRecord
-from loadgen.measure.wire_fields import COUNTER, COUNTS, add_counts, add_fields, wire_items
+from loadgen.measure.wire_fields import COUNTER, COUNTS, add_counts, merge_stats
 
 __all__ = ["BucketStats", "merge_slices", "slice_at", "slices_wire", "tokens_in_window"]
 
@@ -99,8 +98,7 @@ class BucketStats:
         }
 
     def merge_wire(self, w: dict[str, Any]) -> None:
-        merge_encoded_many(wire_items(self.hists, w.get("hists", {}), None, self._hist))
-        add_fields(self, w, _SLICE_WIRE_KIND)
+        merge_stats(self, w, _SLICE_WIRE_KIND, self._hist, alias=False)
 
 
 _SLICE_COUNTERS = ("requests", "ok", "prompt_reported", "prompt_tokens")

@@ -8,12 +8,24 @@ fields were a third of its time (`python -m bench.merge`). The Python paths here
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from loadgen.measure.hist_merge import merge_encoded_many, merge_encoded_rest
+from loadgen.measure.histogram import LatencyHistogram
 from loadgen.pure_python import pure_python
 
-__all__ = ["COUNTER", "COUNTS", "add_counts", "add_fields", "add_fields_python", "wire_items", "wire_items_python"]
+__all__ = [
+    "COUNTER",
+    "COUNTS",
+    "add_counts",
+    "add_fields",
+    "add_fields_python",
+    "merge_stats",
+    "wire_items",
+    "wire_items_python",
+]
 
 try:  # optional, as every C half is
     from loadgen.measure import _hist_merge as _native
@@ -80,3 +92,30 @@ def wire_items(
         if items is not None:
             return items
     return wire_items_python(targets, hists, alias, make)
+
+
+@functools.cache
+def _layout() -> Any:
+    """The layout a stats object's histograms have (every `LatencyHistogram()`): the one `merge_stats`'s C call reads
+    straight into; a histogram of another is handed back and merged as `merge_encoded_into` maps it. Made at the
+    first merge, not at import (importing does no work: tests/unit/test_histogram.py)."""
+    return LatencyHistogram()._lay
+
+
+def merge_stats(obj: Any, w: dict[str, Any], kinds: dict[str, int], make: Callable[[str], Any], alias: bool) -> None:
+    """A group's or a slice's wire form into it: its histograms (`w["hists"]`, shared through `w["alias"]` where
+    `alias`) into `obj.hists`, then its fields (`add_fields`) — in one C call where built (`_hist_merge.merge_stats`),
+    which hands back a histogram it leaves, as `merge_encoded_many` does, or the whole wire for a form it does not
+    read; the same as `merge_encoded_many(wire_items(...))` then `add_fields`."""
+    if _native is not None and type(w) is dict and not pure_python():
+        lay = _layout()
+        got = _native.merge_stats(obj, w, kinds, add_counts, make, alias, lay, *lay.merge_args())
+        if got is None:
+            return
+        if got is not False:
+            items, left = got
+            merge_encoded_rest(items, left)
+            add_fields(obj, w, kinds)
+            return
+    merge_encoded_many(wire_items(obj.hists, w.get("hists", {}), w.get("alias") if alias else None, make))
+    add_fields(obj, w, kinds)

@@ -6,6 +6,7 @@ and the same error; and the group and slice merges that use them, C against Pyth
 from __future__ import annotations
 
 import copy
+import os
 import random
 from typing import Any
 
@@ -169,3 +170,76 @@ def test_groups_and_slices_merged_in_c_equal_the_python_path(monkeypatch: pytest
     g = merged_c.groups[("v0", "m0")]
     assert g.requests == sum(x.groups[("v0", "m0")].requests for x in map(_aggregate, range(3))) and g.errors
     assert merged_c.buckets and all(b.hists for b in merged_c.buckets.values())
+
+
+def _group_wire(seed: int) -> dict[str, Any]:
+    return _aggregate(seed).groups[("v0", "m0")].to_wire()
+
+
+def _merge_group(wires: list[dict[str, Any]], pure: bool, before: Any = None) -> tuple[Any, Any]:
+    """A GroupStats after merging `wires` in turn (LOADGEN_PURE_PYTHON as `pure`): its wire form, or the error."""
+    from loadgen.measure.group_stats import GroupStats
+
+    g = GroupStats()
+    if before is not None:
+        before(g)
+    old = os.environ.get("LOADGEN_PURE_PYTHON")
+    os.environ["LOADGEN_PURE_PYTHON"] = "1" if pure else ""
+    try:
+        for w in wires:
+            g.merge_wire(copy.deepcopy(w))
+        error = None
+    except Exception as e:  # noqa: BLE001 - the error is what is compared
+        error = (type(e).__name__, str(e))
+    finally:
+        if old is None:
+            del os.environ["LOADGEN_PURE_PYTHON"]
+        else:
+            os.environ["LOADGEN_PURE_PYTHON"] = old
+    return error, g.to_wire()
+
+
+@pytest.mark.parametrize(
+    "corrupt",
+    [
+        {},
+        {"hists": "x"},
+        {"alias": "icl"},
+        {"alias": {}},
+        {"requests": "x"},
+        {"fates": [1]},
+        {"hists": {"ttft": b"not a histogram"}},
+        {"hists": {"ttft": "%%%%"}},
+    ],
+)
+def test_a_group_merged_in_one_c_call_equals_the_python_path(corrupt: dict[str, Any]) -> None:
+    """`merge_stats` (histograms, then fields, in one call) against the Python path: well-formed wires, a form it
+    hands back whole (histograms or an alias that are no dict), a blob it hands back to `merge_encoded_into`, and
+    fields the Python path rejects — the same histograms, fields and error."""
+    wires = [_group_wire(1), {**_group_wire(2), **corrupt}, _group_wire(3)]
+    c, py = _merge_group(wires, pure=False), _merge_group(wires, pure=True)
+    assert c == py
+    assert (c[0] is None) == (corrupt in ({}, {"alias": {}}))
+
+
+def test_a_histogram_of_another_layout_is_handed_back_and_mapped() -> None:
+    from loadgen.measure.histogram import LatencyHistogram
+
+    def other_layout(g: Any) -> None:
+        g.hists["e2e"] = LatencyHistogram(digits=2)  # not the layout the C call reads into: merged in Python
+
+    wires = [_group_wire(4), _group_wire(5)]
+    c, py = _merge_group(wires, False, other_layout), _merge_group(wires, True, other_layout)
+    assert c == py and c[0] is None and c[1]["hists"]["e2e"]
+
+
+def test_merge_stats_leaves_what_it_does_not_read_untouched() -> None:
+    from loadgen.measure.group_stats import GroupStats
+    from loadgen.measure.wire_fields import _layout
+
+    g = GroupStats()
+    args = (add_counts, g._hist, True, _layout(), *_layout().merge_args())
+    assert _hist_merge.merge_stats(g, {"hists": [1], "requests": 3}, {"requests": COUNTER}, *args) is False
+    assert _hist_merge.merge_stats(g, {"alias": "icl", "requests": 3}, {"requests": COUNTER}, *args) is False
+    assert g.requests == 0 and g.hists == {}
+    assert _hist_merge.merge_stats(g, {"requests": 3}, {"requests": COUNTER}, *args) is None and g.requests == 3
