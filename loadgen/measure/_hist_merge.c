@@ -860,9 +860,17 @@ static PyObject *merge_bin_pairs(PyObject *Py_UNUSED(self), PyObject *args) {
                highest - lo < (long long)(view.len / 4);
     if (ours) {
         uint32_t *c = (uint32_t *)view.buf;
+        long long slots = (long long)(view.len / 4);
         for (Py_ssize_t i = 0; i < npairs; i++) {
             long long kv = PyLong_AsLongLong(PyList_GET_ITEM(flat, 2 * i));
             long long nv = PyLong_AsLongLong(PyList_GET_ITEM(flat, 2 * i + 1));
+            if (PyErr_Occurred() || kv - lo < 0 || kv - lo >= slots || nv < 0) { /* the list changed under us */
+                PyBuffer_Release(&view);
+                Py_DECREF(counts);
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_RuntimeError, "a bin's wire list changed while it was merged");
+                return NULL;
+            }
             uint64_t sum = (uint64_t)c[kv - lo] + (uint64_t)nv;
             if (sum > UINT32_MAX) {
                 PyBuffer_Release(&view);
