@@ -27,7 +27,7 @@
  * loadgen/measure/hist_merge.py `merge_encoded_into` is the Python path it must equal (tests/unit/test_hist_merge.py
  * holds both equal on every case).
  *
- * wire_items(targets, hists, alias, make) -> list | None
+ * wire_items(targets, hists, alias, make) -> list | None   (merge_stats' first part; the tests call it alone)
  *   A stats object's wire histograms as merge_many's items: (blob, (histogram,)) per metric of the dict `hists`, its
  *   histogram targets[metric] (the object's own dict; make(metric) creates and stores one it lacks); with a non-empty
  *   `alias` (metric -> the metric whose blob it shares), (blob, [histogram, its aliases' …]). None when `hists` or a
@@ -512,6 +512,30 @@ static int hold_slot_values(PyObject *obj, Py_buffer *view, Py_ssize_t n) {
     return 0;
 }
 
+/* merge_item of items[start:] in turn, the slot values held while it runs: the index of the first it leaves (-1:
+ * all merged), or -2 with an exception set. merge_many's and merge_stats' loop. */
+static Py_ssize_t merge_items_from(PyObject *items, Py_ssize_t start, PyObject *lay, const LayoutKey *key,
+                                   PyObject *lowest_obj, PyObject *highest_obj) {
+    Py_buffer lowest_view, highest_view;
+    if (hold_slot_values(lowest_obj, &lowest_view, key->counts_len) < 0)
+        return -2;
+    if (hold_slot_values(highest_obj, &highest_view, key->counts_len) < 0) {
+        PyBuffer_Release(&lowest_view);
+        return -2;
+    }
+    Py_ssize_t stop = -1;
+    for (Py_ssize_t i = start < 0 ? 0 : start; i < PyList_GET_SIZE(items); i++) {
+        int rc = merge_item(PyList_GET_ITEM(items, i), lay, key, lowest_view.buf, highest_view.buf);
+        if (rc != 0) {
+            stop = rc < 0 ? -2 : i;
+            break;
+        }
+    }
+    PyBuffer_Release(&lowest_view);
+    PyBuffer_Release(&highest_view);
+    return stop;
+}
+
 static PyObject *merge_many(PyObject *Py_UNUSED(self), PyObject *args) {
     PyObject *items, *lay, *lowest_obj, *highest_obj;
     Py_ssize_t start;
@@ -519,25 +543,8 @@ static PyObject *merge_many(PyObject *Py_UNUSED(self), PyObject *args) {
     if (!PyArg_ParseTuple(args, "O!nOKKinOO", &PyList_Type, &items, &start, &lay, &key.lowest, &key.highest,
                           &key.digits, &key.counts_len, &lowest_obj, &highest_obj))
         return NULL;
-    Py_buffer lowest_view, highest_view;
-    if (hold_slot_values(lowest_obj, &lowest_view, key.counts_len) < 0)
-        return NULL;
-    if (hold_slot_values(highest_obj, &highest_view, key.counts_len) < 0) {
-        PyBuffer_Release(&lowest_view);
-        return NULL;
-    }
-    Py_ssize_t i = start < 0 ? 0 : start, stop = -1;
-    int rc = 0;
-    for (; i < PyList_GET_SIZE(items); i++) {
-        rc = merge_item(PyList_GET_ITEM(items, i), lay, &key, lowest_view.buf, highest_view.buf);
-        if (rc != 0) {
-            stop = i;
-            break;
-        }
-    }
-    PyBuffer_Release(&lowest_view);
-    PyBuffer_Release(&highest_view);
-    return rc < 0 ? NULL : PyLong_FromSsize_t(stop);
+    Py_ssize_t stop = merge_items_from(items, start, lay, &key, lowest_obj, highest_obj);
+    return stop == -2 ? NULL : PyLong_FromSsize_t(stop);
 }
 
 static PyObject *zero; /* 0, the count a class not seen yet starts from */
@@ -768,28 +775,8 @@ static PyObject *merge_stats(PyObject *Py_UNUSED(self), PyObject *args) {
         Py_DECREF(items);
         Py_RETURN_FALSE;
     }
-    Py_buffer lowest_view, highest_view;
-    if (hold_slot_values(lowest_obj, &lowest_view, key.counts_len) < 0) {
-        Py_DECREF(items);
-        return NULL;
-    }
-    if (hold_slot_values(highest_obj, &highest_view, key.counts_len) < 0) {
-        PyBuffer_Release(&lowest_view);
-        Py_DECREF(items);
-        return NULL;
-    }
-    Py_ssize_t stop = -1;
-    int rc = 0;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items); i++) {
-        rc = merge_item(PyList_GET_ITEM(items, i), lay, &key, lowest_view.buf, highest_view.buf);
-        if (rc != 0) {
-            stop = i;
-            break;
-        }
-    }
-    PyBuffer_Release(&lowest_view);
-    PyBuffer_Release(&highest_view);
-    if (rc < 0) {
+    Py_ssize_t stop = merge_items_from(items, 0, lay, &key, lowest_obj, highest_obj);
+    if (stop == -2) {
         Py_DECREF(items);
         return NULL;
     }

@@ -1,9 +1,10 @@
-"""The master's merge of a stats object's wire form (a group's, a slice's): its histograms as the items of one
-`merge_encoded_many` call (`wire_items`), and its counters and counts added into the object's fields (`add_fields`),
-each in one C call where built (`_hist_merge.c`: no Python per histogram or per field). The master merges every
+"""The master's merge of a stats object's wire form (a group's, a slice's), `merge_stats`: its histograms' targets
+(`wire_items_python`), their merge, and its counters and counts added into the object's fields (`add_fields`), in
+one C call where built (`_hist_merge.merge_stats`: no Python per histogram or per field). The master merges every
 worker's every group and slice; at 1,000 workers a final merge is 110,000 of them, and the Python loops over their
 fields were a third of its time (`python -m bench.merge`). The Python paths here are what the C must equal
-(tests/unit/test_wire_fields.py holds both equal, errors included).
+(tests/unit/test_wire_fields.py holds both equal, errors included; it calls the C parts, `_hist_merge.wire_items`
+and `add_fields`, on their own too).
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ __all__ = [
     "add_fields",
     "add_fields_python",
     "merge_stats",
-    "wire_items",
     "wire_items_python",
 ]
 
@@ -83,17 +83,6 @@ def wire_items_python(
     return [(blob, (hist(m),)) for m, blob in hists.items()]
 
 
-def wire_items(
-    targets: dict[str, Any], hists: Mapping[str, Any], alias: Mapping[str, str] | None, make: Callable[[str], Any]
-) -> list[tuple[Any, Any]]:
-    """`wire_items_python`, in one C call where built (which leaves a form it does not read to the Python path)."""
-    if _native is not None and not pure_python():
-        items = _native.wire_items(targets, hists, alias, make)
-        if items is not None:
-            return items
-    return wire_items_python(targets, hists, alias, make)
-
-
 @functools.cache
 def _layout() -> Any:
     """The layout a stats object's histograms have (every `LatencyHistogram()`): the one `merge_stats`'s C call reads
@@ -106,7 +95,7 @@ def merge_stats(obj: Any, w: dict[str, Any], kinds: dict[str, int], make: Callab
     """A group's or a slice's wire form into it: its histograms (`w["hists"]`, shared through `w["alias"]` where
     `alias`) into `obj.hists`, then its fields (`add_fields`) — in one C call where built (`_hist_merge.merge_stats`),
     which hands back a histogram it leaves, as `merge_encoded_many` does, or the whole wire for a form it does not
-    read; the same as `merge_encoded_many(wire_items(...))` then `add_fields`."""
+    read; the same as `merge_encoded_many(wire_items_python(...))` then `add_fields`."""
     if _native is not None and type(w) is dict and not pure_python():
         lay = _layout()
         got = _native.merge_stats(obj, w, kinds, add_counts, make, alias, lay, *lay.merge_args())
@@ -117,5 +106,6 @@ def merge_stats(obj: Any, w: dict[str, Any], kinds: dict[str, int], make: Callab
             merge_encoded_rest(items, left)
             add_fields(obj, w, kinds)
             return
-    merge_encoded_many(wire_items(obj.hists, w.get("hists", {}), w.get("alias") if alias else None, make))
+    # (Where the C call handed the wire back whole, its histograms are a form only Python reads, or rejects.)
+    merge_encoded_many(wire_items_python(obj.hists, w.get("hists", {}), w.get("alias") if alias else None, make))
     add_fields(obj, w, kinds)
