@@ -4,6 +4,9 @@ from collections.abc import Callable
 
 SO_TIMESTAMPNS: int
 
+def arm_timer(fd: int, at: float) -> bool:
+    """The timerfd `fd` set to expire once at `at` (CLOCK_MONOTONIC seconds, absolute); False if the kernel refused."""
+
 class TokenChunkCounter:
     """One request's fast half: while armed, counts reads of whole token chunks straight into its record."""
 

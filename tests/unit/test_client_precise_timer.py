@@ -4,6 +4,8 @@ waits, and keeps that promise on the gevent fallback too. (How late it wakes is 
 
 from __future__ import annotations
 
+import ctypes
+import os
 import sys
 import time
 
@@ -13,16 +15,69 @@ import pytest
 
 from loadgen.client import precise_timer
 from loadgen.client.precise_timer import PreciseTimer
+from loadgen.protocol.native import fast_path_available
+from loadgen.protocol.native import wire as _wire
 
 
-@pytest.fixture(params=["timerfd", "fallback"])
+@pytest.fixture(params=["timerfd", "timerfd-ctypes", "fallback"])
 def timer(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> PreciseTimer:
+    """The timerfd re-armed by the C half (where built), by ctypes, and gevent's timer where there is no timerfd."""
     if request.param == "fallback":
         monkeypatch.setattr(precise_timer, "_libc", lambda: None)
+    if request.param == "timerfd-ctypes":
+        monkeypatch.setenv("LOADGEN_PURE_PYTHON", "1")
     t = PreciseTimer()
-    assert t.precise == (request.param == "timerfd" and sys.platform.startswith("linux"))
+    assert t.precise == (request.param != "fallback" and sys.platform.startswith("linux"))
+    if request.param == "timerfd" and t.precise:
+        assert (t._arm_c is not None) == fast_path_available()
+    if request.param == "timerfd-ctypes":
+        assert t._arm_c is None
     yield t
     t.close()
+
+
+def _remaining_s(fd: int) -> float:
+    """timerfd_gettime: how long until the timerfd `fd` expires (0: disarmed)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    spec = precise_timer._Itimerspec()
+    assert libc.timerfd_gettime(fd, ctypes.byref(spec)) == 0
+    return spec.it_value.tv_sec + spec.it_value.tv_nsec * 1e-9
+
+
+@pytest.mark.skipif(_wire is None or not sys.platform.startswith("linux"), reason="the C half is not built here")
+def test_the_c_re_arm_sets_the_expiry_the_ctypes_path_sets() -> None:
+    c_timer = PreciseTimer()
+    c_timer._arm_c = _wire.arm_timer  # (LOADGEN_PURE_PYTHON may be set for the whole run)
+    py_timer = PreciseTimer()
+    py_timer._arm_c = None
+    try:
+        at = time.monotonic() + 1000.0
+        assert c_timer._set(at) and py_timer._set(at)
+        c_left, py_left = _remaining_s(c_timer._fd), _remaining_s(py_timer._fd)
+        # Both count down to the same absolute time: they differ by the time between the two reads, not by 1 s.
+        assert 990 < c_left <= 1000 and 990 < py_left <= 1000 and abs(c_left - py_left) < 1
+        # A time already past expires at once: armed (never 0 ns, which would disarm it), and readable.
+        assert c_timer._set(1.0) and py_timer._set(1.0)
+        assert _remaining_s(c_timer._fd) == 0 == _remaining_s(py_timer._fd)
+        assert len(os.read(c_timer._fd, 8)) == 8 and len(os.read(py_timer._fd, 8)) == 8
+    finally:
+        c_timer.close()
+        py_timer.close()
+    # What the kernel or the clock cannot take is refused, not raised: the caller's guard waits instead.
+    assert _wire.arm_timer(-1, time.monotonic() + 1) is False
+    r, w = os.pipe()
+    try:
+        assert _wire.arm_timer(r, time.monotonic() + 1) is False  # not a timerfd
+    finally:
+        os.close(r)
+        os.close(w)
+    t = PreciseTimer()
+    try:
+        for bad in (-1.0, float("nan"), float("inf"), 1e300):
+            assert _wire.arm_timer(t._fd, bad) is False, bad
+        assert _remaining_s(t._fd) == 0  # none of them armed it
+    finally:
+        t.close()
 
 
 def test_never_returns_before_the_time_asked(timer: PreciseTimer) -> None:
