@@ -81,3 +81,65 @@ def test_with_quality_a_stream_keeps_the_text_the_sample_would_keep_and_no_other
             s.close()
     finally:
         reactor.close()
+
+
+
+def test_every_request_gets_its_whole_timeout_and_a_fork_times_its_own() -> None:
+    """Each request of a stream is timed against the whole `request_timeout`, whatever the requests before it took:
+    against a server that never answers, every one ends timed out and none before its deadline; a sub-agent's fork,
+    sending beside its parent, times its own. (Restarting one gevent.Timeout per stream instead of making one per
+    request looked like a saving, but libev restarts a stopped timer with what was left of it, not its length.)"""
+    import socket
+    import time
+
+    import gevent
+
+    from loadgen.measure.records import ErrorKind
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)  # accepted by the kernel, never answered
+    port = listener.getsockname()[1]
+    variants = [{"name": "a", "base_url": f"http://127.0.0.1:{port}", "model": "m", "request_timeout": "0.2s"}]
+    dialer, reactor = Dialer(), Reactor()
+    try:
+        stream = StreamAssigner(validate_scenario({"variants": variants}), 0, "w0", dialer, reactor).new_stream("a")
+        for _ in range(3):
+            t0 = time.monotonic()
+            rec = stream.send_next(0.0)
+            assert rec.error == ErrorKind.TIMEOUT and time.monotonic() - t0 >= 0.2
+        twin = stream.fork()
+        both = [gevent.spawn(stream.send_next, 0.0), gevent.spawn(twin.send_next, 0.0)]
+        t0 = time.monotonic()
+        gevent.joinall(both, raise_error=True)
+        assert time.monotonic() - t0 >= 0.2
+        assert [g.value.error for g in both] == [ErrorKind.TIMEOUT] * 2  # side by side, each timed out
+        for s in (stream, twin):
+            s.close()
+    finally:
+        reactor.close()
+        listener.close()
+
+
+def test_requests_that_each_take_a_third_of_the_timeout_never_time_out() -> None:
+    """The timeout is not used up across requests: a stream's requests, each taking about a third of it (the
+    simulator's ~30 ms to the first token and 10 ms per token, 30 tokens), all succeed, one after another."""
+    from loadgen.sim.launch import SimServerThread
+
+    sim = SimServerThread(["baseline"])
+    variants = [{"name": "a", "base_url": sim.base_url("baseline"), "model": "m", "request_timeout": "1s"}]
+    mix = {"buckets": [{"name": "s", "prompt_tokens": [8, 8], "weight": 1}], "output_tokens": [30, 30]}
+    scenario = validate_scenario(
+        {"variants": variants, "traffic": {"mixes": [{"name": "short"}], "custom_mixes": {"short": mix}}}
+    )
+    dialer, reactor = Dialer(), Reactor()
+    try:
+        stream = StreamAssigner(scenario, 0, "w0", dialer, reactor).new_stream("a")
+        recs = [stream.send_next(0.0) for _ in range(5)]
+        assert [r.error for r in recs] == [None] * 5
+        assert all(r.output_token_count == 30 for r in recs)
+        assert sum(r.done - r.sent for r in recs) > 1.0  # together longer than one timeout
+        stream.close()
+    finally:
+        reactor.close()
+        sim.stop()
