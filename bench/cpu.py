@@ -8,7 +8,9 @@
   server's pace, no think time) and open loop (Poisson at `--rate`). CPU µs per request = the worker's CPU time
   (every thread's, from `/proc/PID/task/*/schedstat`) over a steady-state window / the requests the server finished
   in that window (its truth log); requests/s is the same count over the window's length; `trust` is report.json's
-  `run.trustworthy`.
+  `run.trustworthy`. Each closed-loop row is measured for `bench/clients/minimal_client.c` too (as many streams as
+  loadgen has users, the same server and window; it has no open loop): the floor one core pays for the same
+  requests through the same kernel, which a per-request target is read against.
 - **chunks** rows: chunks per CPU-second of the client process, loadgen's worker beside `bench/clients/minimal_client.c`
   (built here with `cc -O2`, cached under `.cache/bench/`), same server, same streams, closed loop, 256-token replies
   at a small time per token (k = 1 and 4 tokens per chunk): token chunks the server wrote in the window / the client's
@@ -284,7 +286,11 @@ class Settings:
     cores: Cores = field(default_factory=Cores)
 
 
-def request_row(s: Settings, loop: str, tokens: int, workdir: Path) -> dict[str, Any]:
+def request_row(
+    s: Settings, loop: str, tokens: int, workdir: Path, client: str = "loadgen", binary: Path | None = None
+) -> dict[str, Any]:
+    """One request row: loadgen's worker, or (`client="C"`, closed loop only) the minimal C client with as many
+    streams as loadgen would have users."""
     per_request_s = (s.ttft_ms + tokens * s.itl_ms) / 1e3
     if loop == "closed":
         users, rate = max(1, round(s.rate * per_request_s)), None
@@ -293,12 +299,16 @@ def request_row(s: Settings, loop: str, tokens: int, workdir: Path) -> dict[str,
     with bench_server(
         workdir / "server", s.cores, itl_ms=s.itl_ms, k=1, ttft_ms=s.ttft_ms, output_tokens=tokens
     ) as srv:
-        scenario = _scenario(srv.base_url, users, tokens, s.seconds, rate, workdir / "report")
-        run = run_loadgen(srv, s.cores, workdir, scenario, timeout=s.seconds * 6 + 60)
+        if client == "C":
+            assert binary is not None and rate is None
+            run = run_c(binary, srv, s.cores, users, tokens, s.seconds)
+        else:
+            scenario = _scenario(srv.base_url, users, tokens, s.seconds, rate, workdir / "report")
+            run = run_loadgen(srv, s.cores, workdir, scenario, timeout=s.seconds * 6 + 60)
     run = measured(run, srv)
-    w, report = run.window, run.report or {}
-    ok = report["variants"][0]["overall"]
-    return {
+    w = run.window
+    row: dict[str, Any] = {
+        "client": client,
         "loop": loop,
         "tokens": tokens,
         "users": users,
@@ -310,13 +320,19 @@ def request_row(s: Settings, loop: str, tokens: int, workdir: Path) -> dict[str,
         "requests": w.requests,
         "chunks": w.chunks,
         "worker_cpu_s": run.cpu_s,
-        "report_requests": ok.get("requests"),
-        "errors": ok.get("errors"),
-        "trustworthy": report["run"]["trustworthy"],
-        "untrustworthy_reasons": report["run"]["untrustworthy_reasons"],
         "server_late_p99_ms": srv.stats.get("late_p99_ms"),
         "server_busy": srv.stats.get("busy_fraction"),
     }
+    if run.report is not None:
+        ok = run.report["variants"][0]["overall"]
+        row["report_requests"] = ok.get("requests")
+        row["errors"] = ok.get("errors")
+        row["trustworthy"] = run.report["run"]["trustworthy"]
+        row["untrustworthy_reasons"] = run.report["run"]["untrustworthy_reasons"]
+    if client == "C":
+        row["c_client"] = run.own
+        row["trustworthy"] = (run.own or {}).get("errors") == 0  # it judges nothing but its own errors
+    return row
 
 
 def chunk_row(s: Settings, client: str, streams: int, k: int, workdir: Path, binary: Path | None) -> dict[str, Any]:
@@ -367,6 +383,8 @@ def chunk_row(s: Settings, client: str, streams: int, k: int, workdir: Path, bin
 
 
 def _span(values: list[float]) -> str:
+    if not values:
+        return "–"
     if len(values) == 1:
         return fmt(values[0], 0)
     return f"{min(values):.0f}–{max(values):.0f}"
@@ -376,8 +394,9 @@ def summarize(request_rows: list[dict[str, Any]], chunk_rows: list[dict[str, Any
     """Each configuration's figures over the sittings: [min, max], and loadgen / C per (streams, k)."""
     out: dict[str, Any] = {"request": {}, "chunks": {}}
     for key in dict.fromkeys((r["loop"], r["tokens"]) for r in request_rows):
-        mine = [r for r in request_rows if (r["loop"], r["tokens"]) == key]
-        out["request"][f"{key[0]}-{key[1]}"] = {
+        mine = [r for r in request_rows if (r["loop"], r["tokens"], r.get("client", "loadgen")) == (*key, "loadgen")]
+        c = [r for r in request_rows if (r["loop"], r["tokens"], r.get("client")) == (*key, "C")]
+        entry: dict[str, Any] = {
             "sittings": len(mine),
             **{
                 name: [min(r[name] for r in mine), max(r[name] for r in mine)]
@@ -385,10 +404,20 @@ def summarize(request_rows: list[dict[str, Any]], chunk_rows: list[dict[str, Any
             },
             "trustworthy": sum(1 for r in mine if r["trustworthy"]),
         }
+        if c:
+            # The C client's CPU per request over loadgen's, per sitting (measured beside it): loadgen's share of
+            # the floor, as `loadgen/C` is for chunks.
+            entry["C_cpu_us_per_request"] = [
+                min(r["cpu_us_per_request"] for r in c),
+                max(r["cpu_us_per_request"] for r in c),
+            ]
+            ratios = [b["cpu_us_per_request"] / a["cpu_us_per_request"] for a, b in zip(mine, c, strict=False)]
+            entry["ratio"] = [min(ratios), max(ratios)]
+        out["request"][f"{key[0]}-{key[1]}"] = entry
     for streams, k in dict.fromkeys((r["streams"], r["k"]) for r in chunk_rows):
         lg = [r for r in chunk_rows if (r["streams"], r["k"], r["client"]) == (streams, k, "loadgen")]
         c = [r for r in chunk_rows if (r["streams"], r["k"], r["client"]) == (streams, k, "C")]
-        entry: dict[str, Any] = {}
+        entry = {}
         for name, rows in (("loadgen", lg), ("C", c)):
             vals = [r["chunks_per_cpu_s"] for r in rows if r["chunks_per_cpu_s"]]
             if vals:
@@ -456,7 +485,7 @@ def _main(args: argparse.Namespace) -> None:
     # The sampling thread and this process stay off the client's core.
     with contextlib.suppress(OSError, ValueError):
         os.sched_setaffinity(0, {int(c) for c in cores.server.split(",")})
-    binary = build_minimal_client() if "chunks" in parts else None
+    binary = build_minimal_client() if parts & {"chunks", "request"} else None
     if CODE != REPO:
         machine["commit"] = _commit(CODE)
         machine["dirty"] = False
@@ -468,15 +497,16 @@ def _main(args: argparse.Namespace) -> None:
             if "request" in parts:
                 for loop in ("closed", "open"):
                     for tokens in (1, 64):
-                        d = Path(tmp) / f"req-{loop}-{tokens}-{sitting}"
-                        row = {"sitting": sitting, **request_row(s, loop, tokens, d)}
-                        request_rows.append(row)
-                        print(
-                            f"[{sitting}] {loop:6} loop, {tokens:2} tokens: {row['cpu_us_per_request']:.0f} µs CPU "
-                            f"per request at {row['requests_per_s']:.0f} req/s (worker {row['cpu_percent']:.0f} % "
-                            f"CPU), trustworthy {row['trustworthy']}",
-                            flush=True,
-                        )
+                        for client in ("loadgen", "C") if loop == "closed" else ("loadgen",):
+                            d = Path(tmp) / f"req-{client}-{loop}-{tokens}-{sitting}"
+                            row = {"sitting": sitting, **request_row(s, loop, tokens, d, client, binary)}
+                            request_rows.append(row)
+                            print(
+                                f"[{sitting}] {client:7} {loop:6} loop, {tokens:2} tokens: "
+                                f"{row['cpu_us_per_request']:.0f} µs CPU per request at {row['requests_per_s']:.0f} "
+                                f"req/s ({row['cpu_percent']:.0f} % CPU), trustworthy {row['trustworthy']}",
+                                flush=True,
+                            )
             if "chunks" in parts:
                 for streams in s.chunk_streams:
                     for k in (1, 4):
@@ -495,7 +525,7 @@ def _main(args: argparse.Namespace) -> None:
     if request_rows:
         print_table(
             f"CPU per request, one worker process ({machine['cpu_model']})",
-            ["loop", "tokens", "µs CPU / request", "req/s", "worker CPU %", "trustworthy"],
+            ["loop", "tokens", "µs CPU / request", "req/s", "worker CPU %", "trustworthy", "C client µs", "C/loadgen"],
             [
                 [
                     loop,
@@ -504,9 +534,18 @@ def _main(args: argparse.Namespace) -> None:
                     _span([r["requests_per_s"] for r in mine]),
                     _span([r["cpu_percent"] for r in mine]),
                     f"{sum(1 for r in mine if r['trustworthy'])}/{len(mine)}",
+                    _span(summary["request"][f"{loop}-{tokens}"].get("C_cpu_us_per_request", [])),
+                    "–".join(f"{x:.2f}" for x in sorted(set(summary["request"][f"{loop}-{tokens}"].get("ratio", []))))
+                    or "–",
                 ]
                 for loop, tokens in dict.fromkeys((r["loop"], r["tokens"]) for r in request_rows)
-                for mine in [[r for r in request_rows if (r["loop"], r["tokens"]) == (loop, tokens)]]
+                for mine in [
+                    [
+                        r
+                        for r in request_rows
+                        if (r["loop"], r["tokens"], r.get("client", "loadgen")) == (loop, tokens, "loadgen")
+                    ]
+                ]
             ],
         )
     if chunk_rows:
