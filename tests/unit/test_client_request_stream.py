@@ -83,7 +83,6 @@ def test_with_quality_a_stream_keeps_the_text_the_sample_would_keep_and_no_other
         reactor.close()
 
 
-
 def test_every_request_gets_its_whole_timeout_and_a_fork_times_its_own() -> None:
     """Each request of a stream is timed against the whole `request_timeout`, whatever the requests before it took:
     against a server that never answers, every one ends timed out and none before its deadline; a sub-agent's fork,
