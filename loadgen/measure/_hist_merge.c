@@ -788,7 +788,7 @@ static PyObject *merge_stats(PyObject *Py_UNUSED(self), PyObject *args) {
     Py_RETURN_NONE;
 }
 
-static PyObject *s_add, *s_bin_counts, *s_bin_lo;
+static PyObject *s_add, *s_bin_counts, *s_bin_lo, *s_errors;
 
 static int add_zero(PyObject *hist, long long bucket) {
     PyObject *b = PyLong_FromLongLong(bucket);
@@ -969,6 +969,75 @@ fail:
     return NULL;
 }
 
+/* merge_bin_row(obj, names, is_max, row) -> bool: a timeline bin's wire row (timeline.py `Bin.merge_row`) — its
+ * counters `row[:len(names)]` added into obj's attributes of those names (kept as the larger where `is_max`), its
+ * errors by class `row[len(names)]` added into `obj.errors` — as the Python loop does, value for value and error for
+ * error, for the row a worker sends: every counter and every error count an exact int, the errors a dict. Any other
+ * row (a float, a bool, a short row, no dict) is left whole to the Python loop (False, nothing changed). The row's
+ * histograms, after these, stay Python's (merge_bin_pairs). */
+static PyObject *merge_bin_row(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *obj, *names, *is_max, *row;
+    if (!PyArg_ParseTuple(args, "OO!O!O", &obj, &PyTuple_Type, &names, &PyTuple_Type, &is_max, &row))
+        return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(names);
+    if (PyTuple_GET_SIZE(is_max) != n) {
+        PyErr_SetString(PyExc_ValueError, "merge_bin_row: names and is_max differ in length");
+        return NULL;
+    }
+    if (!PyList_CheckExact(row) || PyList_GET_SIZE(row) <= n)
+        Py_RETURN_FALSE;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (!PyLong_CheckExact(PyList_GET_ITEM(row, i)))
+            Py_RETURN_FALSE;
+    PyObject *errors = PyList_GET_ITEM(row, n);
+    if (!PyDict_CheckExact(errors))
+        Py_RETURN_FALSE;
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(errors, &pos, &k, &v))
+        if (!PyLong_CheckExact(v))
+            Py_RETURN_FALSE;
+    PyObject *into = PyObject_GetAttr(obj, s_errors);
+    if (into == NULL)
+        return NULL;
+    if (!PyDict_CheckExact(into) || into == errors) {
+        Py_DECREF(into);
+        Py_RETURN_FALSE;
+    }
+    /* The row (and the dict in it) is held: nothing here runs code that could change it. */
+    Py_INCREF(row);
+    Py_INCREF(errors);
+    int rc = 0;
+    for (Py_ssize_t i = 0; i < n && rc == 0; i++) {
+        PyObject *name = PyTuple_GET_ITEM(names, i), *value = PyList_GET_ITEM(row, i);
+        PyObject *cur = PyObject_GetAttr(obj, name);
+        if (cur == NULL) {
+            rc = -1;
+            break;
+        }
+        int biggest = PyObject_IsTrue(PyTuple_GET_ITEM(is_max, i));
+        if (biggest < 0) {
+            rc = -1;
+        } else if (biggest) { /* `if value > cur: setattr(obj, name, int(value))` (int(value) is value) */
+            int gt = PyObject_RichCompareBool(value, cur, Py_GT);
+            rc = gt < 0 ? -1 : gt ? PyObject_SetAttr(obj, name, value) : 0;
+        } else { /* `setattr(obj, name, cur + int(value))` */
+            PyObject *sum = PyNumber_Add(cur, value);
+            rc = sum == NULL ? -1 : PyObject_SetAttr(obj, name, sum);
+            Py_XDECREF(sum);
+        }
+        Py_DECREF(cur);
+    }
+    if (rc == 0) /* `errors[k] = errors.get(k, 0) + int(c)` for each */
+        rc = add_counts(into, errors);
+    Py_DECREF(into);
+    Py_DECREF(errors);
+    Py_DECREF(row);
+    if (rc < 0)
+        return NULL;
+    Py_RETURN_TRUE;
+}
+
 static PyMethodDef methods[] = {
     {"merge_v2", merge_v2, METH_VARARGS,
      "merge_v2(blob, lowest, highest, digits, counts_len, targets) -> (status, total, lo, hi): add one encoded "
@@ -983,6 +1052,8 @@ static PyMethodDef methods[] = {
      "add_fields(obj, wire, kinds, add_counts) -> None: add a wire's counters and counts into obj's fields"},
     {"merge_bin_pairs", merge_bin_pairs, METH_VARARGS,
      "merge_bin_pairs(hist, flat) -> bool: a timeline bin's histogram merged from its (bucket, count, ...) wire list"},
+    {"merge_bin_row", merge_bin_row, METH_VARARGS,
+     "merge_bin_row(obj, names, is_max, row) -> bool: a timeline bin's wire counters and errors added into it"},
     {"admit_rows", admit_rows, METH_VARARGS,
      "admit_rows(keys, columns, ncolumns, width, level, seen) -> (kept, keys, columns) | None: a variant's packed "
      "rows kept at a hash sample's level"},
@@ -1013,7 +1084,8 @@ PyMODINIT_FUNC PyInit__hist_merge(void) {
     s_add = PyUnicode_InternFromString("_add");
     s_bin_counts = PyUnicode_InternFromString("counts");
     s_bin_lo = PyUnicode_InternFromString("lo");
-    if (!s_add || !s_bin_counts || !s_bin_lo)
+    s_errors = PyUnicode_InternFromString("errors");
+    if (!s_add || !s_bin_counts || !s_bin_lo || !s_errors)
         return NULL;
     if (!s_lay || !s_counts || !s_off || !s_total || !s_min || !s_max || !zero)
         return NULL;

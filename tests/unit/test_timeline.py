@@ -1,6 +1,12 @@
 from __future__ import annotations
 
+import copy
+import os
 import random
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from loadgen.measure.aggregate import Aggregate
 from loadgen.measure.records import ErrorKind, RequestRecord, TokenSource
@@ -152,3 +158,69 @@ def test_each_bin_s_p50_and_p99_are_its_own_samples_within_1_percent() -> None:
         assert _near(col["e2e_p50_ms"][i], 1000 + p50) and _near(col["e2e_p99_ms"][i], 1000 + p99), (i, col)
     # The mean stays beside them (it is not what the charts draw any more): 50.5 ms and 250.5 ms.
     assert col["ttft_mean_ms"][at[0]] == 50.5 and col["ttft_mean_ms"][at[2]] == 250.5
+
+
+# A bin's wire row merged in C (`_hist_merge.merge_bin_row`) equals the Python loop: the same counters, errors and
+# error raised for every row, well-formed or not (floats, bools, strings, None, a short row, no errors dict).
+_VALUES = st.one_of(
+    st.integers(-5, 2**40), st.integers(2**63 - 2, 2**64), st.sampled_from([1.5, True, "7", None, 2**70])
+)
+_ERRORS = st.one_of(
+    st.dictionaries(
+        st.sampled_from(["timeout", "http_5xx", "refused"]), st.one_of(st.integers(0, 9), _VALUES), max_size=3
+    ),
+    st.sampled_from([[], None, "x"]),
+)
+
+
+def _bin_after(start: list[Any], row: list[Any], pure: bool) -> tuple[Any, list[Any], dict[str, Any]]:
+    from loadgen.measure.timeline import _INTS, Bin
+
+    b = Bin()
+    for name, value in zip(_INTS, start, strict=False):
+        setattr(b, name, value)
+    b.errors = {"timeout": 1}
+    old = os.environ.get("LOADGEN_PURE_PYTHON")
+    if pure:
+        os.environ["LOADGEN_PURE_PYTHON"] = "1"
+    try:
+        b.merge_row(copy.deepcopy(row))
+        error = None
+    except Exception as e:  # noqa: BLE001 - the error is what is compared
+        error = (type(e).__name__, str(e))
+    finally:
+        if old is None:
+            os.environ.pop("LOADGEN_PURE_PYTHON", None)
+        else:
+            os.environ["LOADGEN_PURE_PYTHON"] = old
+    return error, [getattr(b, n) for n in _INTS], dict(b.errors)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(st.integers(0, 2**40), min_size=8, max_size=8),
+    st.lists(_VALUES, max_size=9),
+    _ERRORS,
+    st.booleans(),
+)
+def test_a_bin_row_merged_in_c_equals_the_python_loop(
+    start: list[int], ints: list[Any], errors: Any, whole: bool
+) -> None:
+    row: list[Any] = (ints[:8] + [0] * (8 - len(ints)) if whole else ints) + [errors]
+    assert _bin_after(start, row, pure=False) == _bin_after(start, row, pure=True)
+
+
+def test_the_c_bin_row_takes_the_workers_rows_and_leaves_the_rest() -> None:
+    from loadgen.measure import _hist_merge
+    from loadgen.measure.timeline import _INTS, _IS_MAX, Bin
+
+    b = Bin()
+    b.ttft_max_us = 50
+    row = [1, 2, 3, 4, 40, 6, 7, 80, {"timeout": 2}]
+    assert _hist_merge.merge_bin_row(b, _INTS, _IS_MAX, row)
+    assert [getattr(b, n) for n in _INTS] == [1, 2, 3, 4, 50, 6, 7, 80] and b.errors == {"timeout": 2}
+    for odd in ([1.0, 2, 3, 4, 5, 6, 7, 8, {}], [1, 2, 3, 4, 5, 6, 7, True, {}], [1, 2, 3], [1] * 8 + [[]], (1,) * 9):
+        assert not _hist_merge.merge_bin_row(b, _INTS, _IS_MAX, odd)
+        assert [getattr(b, n) for n in _INTS] == [1, 2, 3, 4, 50, 6, 7, 80] and b.errors == {"timeout": 2}
+    assert not _hist_merge.merge_bin_row(b, _INTS, _IS_MAX, [1] * 8 + [{"timeout": 1.0}])
+    assert b.errors == {"timeout": 2}  # nothing changed
