@@ -1,10 +1,10 @@
 from __future__ import annotations
 
 import copy
-import os
 import random
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -180,19 +180,13 @@ def _bin_after(start: list[Any], row: list[Any], pure: bool) -> tuple[Any, list[
     for name, value in zip(_INTS, start, strict=False):
         setattr(b, name, value)
     b.errors = {"timeout": 1}
-    old = os.environ.get("LOADGEN_PURE_PYTHON")
-    if pure:
-        os.environ["LOADGEN_PURE_PYTHON"] = "1"
-    try:
-        b.merge_row(copy.deepcopy(row))
-        error = None
-    except Exception as e:  # noqa: BLE001 - the error is what is compared
-        error = (type(e).__name__, str(e))
-    finally:
-        if old is None:
-            os.environ.pop("LOADGEN_PURE_PYTHON", None)
-        else:
-            os.environ["LOADGEN_PURE_PYTHON"] = old
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("LOADGEN_PURE_PYTHON", "1" if pure else "")
+        try:
+            b.merge_row(copy.deepcopy(row))
+            error = None
+        except Exception as e:  # noqa: BLE001 - the error is what is compared
+            error = (type(e).__name__, str(e))
     return error, [getattr(b, n) for n in _INTS], dict(b.errors)
 
 
