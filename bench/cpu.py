@@ -383,11 +383,17 @@ def chunk_row(s: Settings, client: str, streams: int, k: int, workdir: Path, bin
 
 
 def _span(values: list[float]) -> str:
+    """A figure's range over the sittings (`min–max`; one value when they agree), – when there is none."""
     if not values:
         return "–"
-    if len(values) == 1:
+    if min(values) == max(values):
         return fmt(values[0], 0)
     return f"{min(values):.0f}–{max(values):.0f}"
+
+
+def _ratio_span(entry: dict[str, Any]) -> str:
+    """A summary entry's loadgen-against-C ratios over the sittings (`0.62–0.65`), empty when there are none."""
+    return "–".join(f"{x:.2f}" for x in sorted(set(entry.get("ratio", []))))
 
 
 def summarize(request_rows: list[dict[str, Any]], chunk_rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -529,23 +535,16 @@ def _main(args: argparse.Namespace) -> None:
             [
                 [
                     loop,
-                    str(tokens),
-                    _span([r["cpu_us_per_request"] for r in mine]),
-                    _span([r["requests_per_s"] for r in mine]),
-                    _span([r["cpu_percent"] for r in mine]),
-                    f"{sum(1 for r in mine if r['trustworthy'])}/{len(mine)}",
-                    _span(summary["request"][f"{loop}-{tokens}"].get("C_cpu_us_per_request", [])),
-                    "–".join(f"{x:.2f}" for x in sorted(set(summary["request"][f"{loop}-{tokens}"].get("ratio", []))))
-                    or "–",
+                    tokens,
+                    _span(e["cpu_us_per_request"]),
+                    _span(e["requests_per_s"]),
+                    _span(e["cpu_percent"]),
+                    f"{e['trustworthy']}/{e['sittings']}",
+                    _span(e.get("C_cpu_us_per_request", [])),
+                    _ratio_span(e) or "–",
                 ]
-                for loop, tokens in dict.fromkeys((r["loop"], r["tokens"]) for r in request_rows)
-                for mine in [
-                    [
-                        r
-                        for r in request_rows
-                        if (r["loop"], r["tokens"], r.get("client", "loadgen")) == (loop, tokens, "loadgen")
-                    ]
-                ]
+                for key, e in summary["request"].items()
+                for loop, tokens in [key.split("-")]
             ],
         )
     if chunk_rows:
@@ -559,7 +558,7 @@ def _main(args: argparse.Namespace) -> None:
                     k,
                     _span([v / 1e3 for v in entry.get("loadgen", [])]) + "k",
                     _span([v / 1e3 for v in entry.get("C", [])]) + "k",
-                    "–".join(f"{x:.2f}" for x in sorted(set(entry.get("ratio", [])))) + "×",
+                    _ratio_span(entry) + "×",
                     _span([r["cpu_percent"] for r in mine if r["client"] == "loadgen"]),
                     _span([r["cpu_percent"] for r in mine if r["client"] == "C"]),
                     f"{max(r['server_late_p99_ms'] or 0 for r in mine):.2f}",
