@@ -26,6 +26,8 @@
  *   the count back, `disarm`). Everything else (errors, llama.cpp timings, cached or reasoning token details,
  *   escapes in keys or in a finish reason, surrogates, bools as counts, other framings) goes to Python whole, from
  *   its chunk on, so the Python path stays the one source of truth for every odd case.
+ * - `arm_timer(fd, at)` re-arms the open-loop dispatcher's timerfd (client/precise_timer.py) at an absolute
+ *   monotonic time: one syscall per arrival where ctypes cost ~3 µs (not the read path, but its only other C home).
  * - `parse_head(data)` reads the common response head (a chunked `HTTP/1.1 200`, whole at the start of `data`) for
  *   `_Parser` (loadgen/client/connection.py): only a head every byte of which llhttp reads the same, else None and
  *   llhttp reads it (tests/unit/test_head_parity.py holds the parser's state and the record equal either way).
