@@ -8,36 +8,32 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
+from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
+from typing import Any
 
-from loadgen.cli.compare import add_compare_parser, cmd_compare
 from loadgen.cli.crash import guarded
-from loadgen.cli.demo import add_demo_parser, cmd_demo
-from loadgen.cli.init import add_init_parser, cmd_init
-from loadgen.cli.k8s import add_k8s_parser, cmd_k8s
-from loadgen.cli.locustfile import add_locustfile_parser, cmd_locustfile
-from loadgen.cli.report import add_report_parser, cmd_report
-from loadgen.cli.run import add_run_parser, cmd_run, whole_number
-from loadgen.cli.schema import add_schema_parser, cmd_schema
-from loadgen.cli.sweep import add_sweep_parser, cmd_sweep
-from loadgen.cli.trend import add_trend_parser, cmd_trend
-from loadgen.cli.validate import add_validate_parser, cmd_validate
 
 __all__ = ["main", "version_line"]
 
-_HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
-    "init": cmd_init,
-    "validate": cmd_validate,
-    "run": cmd_run,
-    "sweep": cmd_sweep,
-    "demo": cmd_demo,
-    "report": cmd_report,
-    "trend": cmd_trend,
-    "compare": cmd_compare,
-    "schema": cmd_schema,
-    "locustfile": cmd_locustfile,
-    "k8s": cmd_k8s,
-}
+# The commands in the order `loadgen --help` lists them, each `loadgen/cli/<name>.py` with its `add_<name>_parser`
+# and `cmd_<name>` (`sim` excepted: the simulator parses its own flags). A command's module is imported when it is
+# the command asked for (or for `loadgen --help`): the modules of all of them cost every start ~0.2 s.
+_COMMANDS = (
+    "init",
+    "validate",
+    "run",
+    "sweep",
+    "demo",
+    "sim",
+    "locustfile",
+    "schema",
+    "report",
+    "trend",
+    "compare",
+    "k8s",
+)
+_SIM_HELP = "serve the simulated OpenAI-compatible engine (see `loadgen sim --help`)"
 
 
 _EPILOG = """\
@@ -82,7 +78,15 @@ def _epilog() -> str:
     return _EPILOG.format(codes="\n".join(lines))
 
 
-def _parser() -> argparse.ArgumentParser:
+def _command(name: str, part: str) -> Callable[..., Any]:
+    """`add_<name>_parser` (part "add"), `cmd_<name>` (part "cmd"), or another name of the command's module."""
+    module = import_module(f"loadgen.cli.{name}")
+    attr = {"add": f"add_{name}_parser", "cmd": f"cmd_{name}"}.get(part, part)
+    return getattr(module, attr)
+
+
+def _parser(only: str | None = None) -> argparse.ArgumentParser:
+    """Every command's parser, or only the one of ``only``: its usage, help and errors are the same either way."""
     p = argparse.ArgumentParser(
         prog="loadgen",
         description="Load generation for LLM inference deployments.",
@@ -91,20 +95,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--version", action="version", version=version_line())
     sub = p.add_subparsers(dest="cmd", required=True)
-    add_init_parser(sub)
-    add_validate_parser(sub)
-    add_run_parser(sub)
-    add_sweep_parser(sub, whole_number)
-    add_demo_parser(sub)
-    sub.add_parser(
-        "sim", help="serve the simulated OpenAI-compatible engine (see `loadgen sim --help`)", add_help=False
-    )
-    add_locustfile_parser(sub)
-    add_schema_parser(sub)
-    add_report_parser(sub)
-    add_trend_parser(sub)
-    add_compare_parser(sub)
-    add_k8s_parser(sub)
+    for name in _COMMANDS if only is None else (only,):
+        if name == "sim":
+            sub.add_parser("sim", help=_SIM_HELP, add_help=False)
+        elif name == "sweep":
+            _command(name, "add")(sub, _command("run", "whole_number"))
+        else:
+            _command(name, "add")(sub)
     _exit_codes_in_help(sub)
     return p
 
@@ -127,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         from loadgen.sim.__main__ import main as sim_main
 
         return guarded("sim", lambda: sim_main(argv[1:]), version_line)
-    args = _parser().parse_args(argv)  # a usage error exits 2 here (SystemExit), before any command runs
+    only = argv[0] if argv[:1] and argv[0] in _COMMANDS else None
+    args = _parser(only).parse_args(argv)  # a usage error exits 2 here (SystemExit), before any command runs
     command = args.cmd if args.cmd != "k8s" else f"k8s {args.k8s_cmd}"
-    return guarded(command, lambda: _HANDLERS[args.cmd](args), version_line)
+    return guarded(command, lambda: _command(args.cmd, "cmd")(args), version_line)

@@ -3,17 +3,29 @@
 a sweep's curves and knees (`sweep`), and the trend of p50 / p99 across a series of reports (`trend`).
 
 Stage 6 of a request's path. Pure: imports `loadgen.config` and `loadgen.measure`.
+
+The names below are imported when first asked for (PEP 562), as the package's own: a command that needs one module
+of this package (`loadgen run`'s parent reads a report file; it builds none) does not pay for `build`'s imports.
 """
 
-from loadgen.exit_codes import ExitCode
-from loadgen.report.build import (
-    SCHEMA,
-    build_report,
-    exit_code,
-    write_reports,
-)
-from loadgen.report.markdown import render_markdown
+from __future__ import annotations
 
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from loadgen.exit_codes import ExitCode
+    from loadgen.report.build import SCHEMA, build_report, exit_code, write_reports
+    from loadgen.report.markdown import render_markdown
+
+_HOME = {
+    "ExitCode": "loadgen.exit_codes",
+    "SCHEMA": "loadgen.report.build",
+    "build_report": "loadgen.report.build",
+    "exit_code": "loadgen.report.build",
+    "render_markdown": "loadgen.report.markdown",
+    "write_reports": "loadgen.report.build",
+}
 __all__ = [
     "ExitCode",
     "SCHEMA",
@@ -22,3 +34,16 @@ __all__ = [
     "render_markdown",
     "write_reports",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module 'loadgen.report' has no attribute {name!r}")
+    value = getattr(import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_HOME})

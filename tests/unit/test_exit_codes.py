@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-import loadgen.cli as cli
+import loadgen.cli.schema as schema_cmd
+import loadgen.cli.validate as validate_cmd
 from loadgen.cli import _parser, main
 from loadgen.cli.crash import crash_line
 from loadgen.exit_codes import BY_COMMAND, EVERY_COMMAND, GATES, SIGNAL_MEANING, ExitCode
@@ -56,7 +57,7 @@ def test_an_uncaught_exception_is_one_line_a_named_log_and_exit_4(
     def broken(args: argparse.Namespace) -> int:
         raise NotADirectoryError(20, "Not a directory", str(tmp_path / "file" / "out"))
 
-    monkeypatch.setitem(cli._HANDLERS, "validate", broken)
+    monkeypatch.setattr(validate_cmd, "cmd_validate", broken)
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     import tempfile
 
@@ -79,7 +80,7 @@ def test_ctrl_c_and_an_explicit_exit_keep_their_meaning(
     def handler(args: argparse.Namespace) -> int:
         raise exc
 
-    monkeypatch.setitem(cli._HANDLERS, "validate", handler)
+    monkeypatch.setattr(validate_cmd, "cmd_validate", handler)
     with pytest.raises(type(exc)):
         main(["validate", "x.yaml"])
 
@@ -96,7 +97,7 @@ def test_without_a_writable_temp_dir_the_traceback_goes_to_stderr(
     def no_temp(*_: object, **__: object) -> None:
         raise OSError(30, "Read-only file system")
 
-    monkeypatch.setitem(cli._HANDLERS, "schema", boom)
+    monkeypatch.setattr(schema_cmd, "cmd_schema", boom)
     monkeypatch.setattr(tempfile, "mkstemp", no_temp)
     assert main(["schema"]) == ExitCode.RUN_FAILED
     err = capsys.readouterr().err
