@@ -107,9 +107,18 @@ def _ru_maxrss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def _import_as_a_master() -> None:
+    """What a master holds besides Locust before it merges (the scenario's model, the report builder): `import
+    loadgen` no longer imports them by itself, and the RSS figures count them, as they always did."""
+    import loadgen.config
+    import loadgen.report.build  # noqa: F401
+
+
 def measure(w: int, path: Path, rounds: int, profile: bool) -> dict[str, Any]:
     """One worker count, in this (fresh) process: the intervals' unpack and merge ms, the master's RSS."""
     from loadgen.measure.collector import Collector
+
+    _import_as_a_master()
 
     rss_imports = _ru_maxrss_mb()
     spec = msgpack.loads((path / f"interval-{w}.msgpack").read_bytes(), raw=False)
@@ -180,6 +189,7 @@ def measure_final(w: int, path: Path, profile: bool, full: bool = False) -> dict
     average)."""
     from loadgen.measure.aggregate import Aggregate
 
+    _import_as_a_master()
     rss_imports = _ru_maxrss_mb()
     if full:
         spec = msgpack.loads((path / f"interval-{w}.msgpack").read_bytes(), raw=False)
