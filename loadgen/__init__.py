@@ -12,8 +12,9 @@ these; eagerly they cost 0.4 s of every start, numpy and the report's schema val
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from loadgen.lazy_names import lazy_names
 
 if TYPE_CHECKING:
     from loadgen.config import ConfigError, Scenario, load_scenario, parse_scenario
@@ -52,14 +53,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOME.get(name)
-    if home is None:
-        raise AttributeError(f"module 'loadgen' has no attribute {name!r}")
-    value = getattr(import_module(home), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_HOME})
+__getattr__, __dir__ = lazy_names(__name__, _HOME)
