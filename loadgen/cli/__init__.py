@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
 from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
@@ -78,11 +77,9 @@ def _epilog() -> str:
     return _EPILOG.format(codes="\n".join(lines))
 
 
-def _command(name: str, part: str) -> Callable[..., Any]:
-    """`add_<name>_parser` (part "add"), `cmd_<name>` (part "cmd"), or another name of the command's module."""
-    module = import_module(f"loadgen.cli.{name}")
-    attr = {"add": f"add_{name}_parser", "cmd": f"cmd_{name}"}.get(part, part)
-    return getattr(module, attr)
+def _module(name: str) -> Any:
+    """The command's module, `loadgen/cli/<name>.py`, imported now."""
+    return import_module(f"loadgen.cli.{name}")
 
 
 def _parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -99,9 +96,9 @@ def _parser(only: str | None = None) -> argparse.ArgumentParser:
         if name == "sim":
             sub.add_parser("sim", help=_SIM_HELP, add_help=False)
         elif name == "sweep":
-            _command(name, "add")(sub, _command("run", "whole_number"))
+            _module("sweep").add_sweep_parser(sub, _module("run").whole_number)
         else:
-            _command(name, "add")(sub)
+            getattr(_module(name), f"add_{name}_parser")(sub)
     _exit_codes_in_help(sub)
     return p
 
@@ -127,4 +124,4 @@ def main(argv: list[str] | None = None) -> int:
     only = argv[0] if argv[:1] and argv[0] in _COMMANDS else None
     args = _parser(only).parse_args(argv)  # a usage error exits 2 here (SystemExit), before any command runs
     command = args.cmd if args.cmd != "k8s" else f"k8s {args.k8s_cmd}"
-    return guarded(command, lambda: _command(args.cmd, "cmd")(args), version_line)
+    return guarded(command, lambda: getattr(_module(args.cmd), f"cmd_{args.cmd}")(args), version_line)
