@@ -44,6 +44,17 @@
  *   nothing done, a form for the Python path (obj.hists or wire["hists"] no dict, a true alias no dict).
  * loadgen/measure/wire_fields.py holds the Python path both must equal (tests/unit/test_wire_fields.py).
  *
+ * merge_rows(into, rows, start, nkey, new, kinds, add_counts, use_alias, lay, lowest, highest, digits, counts_len,
+ *            lowest_at, highest_at) -> (index, items, stop)
+ *   A delta's rows of one kind (its groups, its buckets, ...) in one call: each row of the list rows[start:], a list
+ *   [*key, wire] with a key of nkey items (nkey -1: any), merged as merge_stats merges `wire` into the dict into's
+ *   object at tuple(key) (new() made and stored where absent; its `_hist` makes a histogram it lacks), the slot values
+ *   held once for all. (-1, None, None): every row merged. (index, None, None): the row at index left whole, nothing
+ *   of it merged (a row that is no list or of another length, an unhashable key, a wire that is no dict or a form
+ *   merge_stats hands back whole): the caller's Python path merges it (or says what is wrong). (index, items, stop):
+ *   that row's histograms merged up to items[stop], which the caller merges on from, then adds the row's fields.
+ *   Either way the caller calls again from index + 1. wire_fields.merge_rows is its caller and Python path.
+ *
  * merge_bin_pairs(hist, flat) -> bool
  *   A timeline bin's histogram (measure/bin_histogram.py) merged from its wire form, (bucket, count, …) in a list:
  *   the window grown by hist._add(lowest, 0) and hist._add(highest, 0), then each count added into hist.counts (an
@@ -316,7 +327,8 @@ static int read_counts(const uint8_t *p, Py_ssize_t plen, const LayoutKey *k, Co
 static void add_pairs(Target *t, const Counts *c) {
     int64_t *dst = (int64_t *)t->view.buf - t->off;
     const int64_t *pairs = (const int64_t *)slot_buf;
-    for (Py_ssize_t j = 0; j < c->npairs; j++)
+    const Py_ssize_t n = c->npairs; /* read once: the adds through dst could alias it, for all the compiler knows */
+    for (Py_ssize_t j = 0; j < n; j++)
         dst[pairs[2 * j]] += pairs[2 * j + 1];
 }
 
@@ -512,28 +524,28 @@ static int hold_slot_values(PyObject *obj, Py_buffer *view, Py_ssize_t n) {
     return 0;
 }
 
-/* merge_item of items[start:] in turn, the slot values held while it runs: the index of the first it leaves (-1:
- * all merged), or -2 with an exception set. merge_many's and merge_stats' loop. */
-static Py_ssize_t merge_items_from(PyObject *items, Py_ssize_t start, PyObject *lay, const LayoutKey *key,
-                                   PyObject *lowest_obj, PyObject *highest_obj) {
-    Py_buffer lowest_view, highest_view;
-    if (hold_slot_values(lowest_obj, &lowest_view, key->counts_len) < 0)
-        return -2;
-    if (hold_slot_values(highest_obj, &highest_view, key->counts_len) < 0) {
-        PyBuffer_Release(&lowest_view);
-        return -2;
-    }
-    Py_ssize_t stop = -1;
+/* merge_item of items[start:] in turn: the index of the first it leaves (-1: all merged), or -2 with an exception
+ * set. merge_many's and merge_stats' loop, the slot values held by the caller. */
+static Py_ssize_t merge_items_at(PyObject *items, Py_ssize_t start, PyObject *lay, const LayoutKey *key,
+                                 const int64_t *lowest_at, const int64_t *highest_at) {
     for (Py_ssize_t i = start < 0 ? 0 : start; i < PyList_GET_SIZE(items); i++) {
-        int rc = merge_item(PyList_GET_ITEM(items, i), lay, key, lowest_view.buf, highest_view.buf);
-        if (rc != 0) {
-            stop = rc < 0 ? -2 : i;
-            break;
-        }
+        int rc = merge_item(PyList_GET_ITEM(items, i), lay, key, lowest_at, highest_at);
+        if (rc != 0)
+            return rc < 0 ? -2 : i;
     }
-    PyBuffer_Release(&lowest_view);
-    PyBuffer_Release(&highest_view);
-    return stop;
+    return -1;
+}
+
+/* The layout's slot values (array('q') each), held for a call: 0, or -1 with an exception set (nothing held). */
+static int hold_slots(PyObject *lowest_obj, PyObject *highest_obj, const LayoutKey *key, Py_buffer *lowest_view,
+                      Py_buffer *highest_view) {
+    if (hold_slot_values(lowest_obj, lowest_view, key->counts_len) < 0)
+        return -1;
+    if (hold_slot_values(highest_obj, highest_view, key->counts_len) < 0) {
+        PyBuffer_Release(lowest_view);
+        return -1;
+    }
+    return 0;
 }
 
 static PyObject *merge_many(PyObject *Py_UNUSED(self), PyObject *args) {
@@ -543,7 +555,12 @@ static PyObject *merge_many(PyObject *Py_UNUSED(self), PyObject *args) {
     if (!PyArg_ParseTuple(args, "O!nOKKinOO", &PyList_Type, &items, &start, &lay, &key.lowest, &key.highest,
                           &key.digits, &key.counts_len, &lowest_obj, &highest_obj))
         return NULL;
-    Py_ssize_t stop = merge_items_from(items, start, lay, &key, lowest_obj, highest_obj);
+    Py_buffer lowest_view, highest_view;
+    if (hold_slots(lowest_obj, highest_obj, &key, &lowest_view, &highest_view) < 0)
+        return NULL;
+    Py_ssize_t stop = merge_items_at(items, start, lay, &key, lowest_view.buf, highest_view.buf);
+    PyBuffer_Release(&lowest_view);
+    PyBuffer_Release(&highest_view);
     return stop == -2 ? NULL : PyLong_FromSsize_t(stop);
 }
 
@@ -740,15 +757,14 @@ static PyObject *add_fields(PyObject *Py_UNUSED(self), PyObject *args) {
 }
 
 static PyObject *s_hists, *s_alias, *empty_dict; /* (wire.get("hists", {}): never written to) */
+static PyObject *s_hist_fn;                      /* "_hist": a stats object's make(metric) */
 
-static PyObject *merge_stats(PyObject *Py_UNUSED(self), PyObject *args) {
-    PyObject *obj, *wire, *kinds, *add_counts_fn, *make, *lay, *lowest_obj, *highest_obj;
-    int use_alias;
-    LayoutKey key;
-    if (!PyArg_ParseTuple(args, "OO!O!OOpOKKinOO", &obj, &PyDict_Type, &wire, &PyDict_Type, &kinds, &add_counts_fn,
-                          &make, &use_alias, &lay, &key.lowest, &key.highest, &key.digits, &key.counts_len,
-                          &lowest_obj, &highest_obj))
-        return NULL;
+/* merge_stats' work on the dict `wire` (the slot values held): a new reference to None (all done), False (nothing
+ * done: a form for the Python path), or (items, index) (the item at index left to the caller); NULL with an
+ * exception set. */
+static PyObject *merge_stats_held(PyObject *obj, PyObject *wire, PyObject *kinds, PyObject *add_counts_fn,
+                                  PyObject *make, int use_alias, PyObject *lay, const LayoutKey *key,
+                                  const int64_t *lowest_at, const int64_t *highest_at) {
     PyObject *hists = PyDict_GetItemWithError(wire, s_hists), *alias = Py_None;
     if (hists == NULL && PyErr_Occurred())
         return NULL;
@@ -775,7 +791,7 @@ static PyObject *merge_stats(PyObject *Py_UNUSED(self), PyObject *args) {
         Py_DECREF(items);
         Py_RETURN_FALSE;
     }
-    Py_ssize_t stop = merge_items_from(items, 0, lay, &key, lowest_obj, highest_obj);
+    Py_ssize_t stop = merge_items_at(items, 0, lay, key, lowest_at, highest_at);
     if (stop == -2) {
         Py_DECREF(items);
         return NULL;
@@ -786,6 +802,126 @@ static PyObject *merge_stats(PyObject *Py_UNUSED(self), PyObject *args) {
     if (add_fields_impl(obj, wire, kinds, add_counts_fn) < 0)
         return NULL;
     Py_RETURN_NONE;
+}
+
+static PyObject *merge_stats(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *obj, *wire, *kinds, *add_counts_fn, *make, *lay, *lowest_obj, *highest_obj;
+    int use_alias;
+    LayoutKey key;
+    if (!PyArg_ParseTuple(args, "OO!O!OOpOKKinOO", &obj, &PyDict_Type, &wire, &PyDict_Type, &kinds, &add_counts_fn,
+                          &make, &use_alias, &lay, &key.lowest, &key.highest, &key.digits, &key.counts_len,
+                          &lowest_obj, &highest_obj))
+        return NULL;
+    Py_buffer lowest_view, highest_view;
+    if (hold_slots(lowest_obj, highest_obj, &key, &lowest_view, &highest_view) < 0)
+        return NULL;
+    PyObject *r = merge_stats_held(obj, wire, kinds, add_counts_fn, make, use_alias, lay, &key, lowest_view.buf,
+                                   highest_view.buf);
+    PyBuffer_Release(&lowest_view);
+    PyBuffer_Release(&highest_view);
+    return r;
+}
+
+/* merge_rows' step for one row: 0 merged, 1 left whole to the caller, 2 with *left = (items, index) as merge_stats
+ * answers it; -1 with an exception set. */
+static int merge_row(PyObject *into, PyObject *row, Py_ssize_t nkey, PyObject *new_fn, PyObject *kinds,
+                     PyObject *add_counts_fn, int use_alias, PyObject *lay, const LayoutKey *key,
+                     const int64_t *lowest_at, const int64_t *highest_at, PyObject **left) {
+    if (!PyList_CheckExact(row))
+        return 1;
+    Py_ssize_t n = PyList_GET_SIZE(row);
+    if (n < 1 || (nkey >= 0 && n != nkey + 1) || !PyDict_CheckExact(PyList_GET_ITEM(row, n - 1)))
+        return 1;
+    PyObject *part = PyList_GetSlice(row, 0, n - 1), *wire = PyList_GET_ITEM(row, n - 1);
+    if (part == NULL)
+        return -1;
+    PyObject *k = PyList_AsTuple(part);
+    Py_DECREF(part);
+    if (k == NULL)
+        return -1;
+    if (PyObject_Hash(k) == -1) { /* a key the Python path rejects (or hashes its own way) */
+        Py_DECREF(k);
+        PyErr_Clear();
+        return 1;
+    }
+    Py_INCREF(wire); /* held: the calls below run Python (new(), make) */
+    int rc = -1;
+    PyObject *obj = PyDict_GetItemWithError(into, k), *make = NULL, *r = NULL;
+    if (obj == NULL) {
+        if (PyErr_Occurred())
+            goto done;
+        PyObject *fresh = PyObject_CallNoArgs(new_fn);
+        if (fresh == NULL)
+            goto done;
+        obj = PyDict_SetDefault(into, k, fresh);
+        Py_DECREF(fresh);
+        if (obj == NULL)
+            goto done;
+    }
+    Py_INCREF(obj);
+    make = PyObject_GetAttr(obj, s_hist_fn);
+    if (make == NULL)
+        goto done;
+    r = merge_stats_held(obj, wire, kinds, add_counts_fn, make, use_alias, lay, key, lowest_at, highest_at);
+    if (r == NULL)
+        goto done;
+    if (r == Py_None) {
+        rc = 0;
+    } else if (r == Py_False) {
+        rc = 1;
+    } else {
+        *left = r;
+        r = NULL;
+        rc = 2;
+    }
+done:
+    Py_XDECREF(r);
+    Py_XDECREF(make);
+    Py_XDECREF(obj);
+    Py_DECREF(wire);
+    Py_DECREF(k);
+    return rc;
+}
+
+static PyObject *merge_rows(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *into, *rows, *new_fn, *kinds, *add_counts_fn, *lay, *lowest_obj, *highest_obj;
+    Py_ssize_t start, nkey;
+    int use_alias;
+    LayoutKey key;
+    if (!PyArg_ParseTuple(args, "O!O!nnOO!OpOKKinOO", &PyDict_Type, &into, &PyList_Type, &rows, &start, &nkey,
+                          &new_fn, &PyDict_Type, &kinds, &add_counts_fn, &use_alias, &lay, &key.lowest, &key.highest,
+                          &key.digits, &key.counts_len, &lowest_obj, &highest_obj))
+        return NULL;
+    Py_buffer lowest_view, highest_view;
+    if (hold_slots(lowest_obj, highest_obj, &key, &lowest_view, &highest_view) < 0)
+        return NULL;
+    Py_INCREF(rows);
+    PyObject *result = NULL;
+    Py_ssize_t i = start < 0 ? 0 : start;
+    for (; i < PyList_GET_SIZE(rows); i++) {
+        PyObject *row = PyList_GET_ITEM(rows, i), *left = NULL;
+        Py_INCREF(row);
+        int rc = merge_row(into, row, nkey, new_fn, kinds, add_counts_fn, use_alias, lay, &key, lowest_view.buf,
+                           highest_view.buf, &left);
+        Py_DECREF(row);
+        if (rc < 0)
+            goto done;
+        if (rc == 1) {
+            result = Py_BuildValue("(nOO)", i, Py_None, Py_None);
+            goto done;
+        }
+        if (rc == 2) { /* left: (items, index) */
+            result = Py_BuildValue("(nOO)", i, PyTuple_GET_ITEM(left, 0), PyTuple_GET_ITEM(left, 1));
+            Py_DECREF(left);
+            goto done;
+        }
+    }
+    result = Py_BuildValue("(nOO)", (Py_ssize_t)-1, Py_None, Py_None);
+done:
+    Py_DECREF(rows);
+    PyBuffer_Release(&lowest_view);
+    PyBuffer_Release(&highest_view);
+    return result;
 }
 
 static PyObject *s_add, *s_bin_counts, *s_bin_lo, *s_errors;
@@ -1060,6 +1196,10 @@ static PyMethodDef methods[] = {
     {"merge_stats", merge_stats, METH_VARARGS,
      "merge_stats(obj, wire, kinds, add_counts, make, use_alias, lay, lowest, highest, digits, counts_len, lowest_at, "
      "highest_at) -> None | (items, index) | False: a group's or a slice's wire merged into it in one call"},
+    {"merge_rows", merge_rows, METH_VARARGS,
+     "merge_rows(into, rows, start, nkey, new, kinds, add_counts, use_alias, lay, lowest, highest, digits, "
+     "counts_len, lowest_at, highest_at) -> (index, items, stop): wire rows [*key, wire] merged into into[key] in "
+     "one call"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1078,8 +1218,9 @@ PyMODINIT_FUNC PyInit__hist_merge(void) {
     zero = PyLong_FromLong(0);
     s_hists = PyUnicode_InternFromString("hists");
     s_alias = PyUnicode_InternFromString("alias");
+    s_hist_fn = PyUnicode_InternFromString("_hist");
     empty_dict = PyDict_New();
-    if (!s_hists || !s_alias || !empty_dict)
+    if (!s_hists || !s_alias || !s_hist_fn || !empty_dict)
         return NULL;
     s_add = PyUnicode_InternFromString("_add");
     s_bin_counts = PyUnicode_InternFromString("counts");

@@ -48,3 +48,20 @@ def merge_stats(
     lowest_at: object,
     highest_at: object,
 ) -> None | tuple[list[Any], int] | Literal[False]: ...
+def merge_rows(
+    into: dict[Any, Any],
+    rows: list[Any],
+    start: int,
+    nkey: int,
+    new: Callable[[], Any],
+    kinds: dict[str, int],
+    add_counts: Callable[..., None],
+    use_alias: bool,
+    lay: object,
+    lowest: int,
+    highest: int,
+    digits: int,
+    counts_len: int,
+    lowest_at: object,
+    highest_at: object,
+) -> tuple[int, list[Any] | None, int | None]: ...

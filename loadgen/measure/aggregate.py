@@ -13,7 +13,7 @@ import math
 from typing import Any
 
 from loadgen.measure.fates import FATES, NOT_SENT, fate_of, latencies
-from loadgen.measure.group_stats import CENSORED_METRICS, CONNECTION_METRICS, GroupStats
+from loadgen.measure.group_stats import CENSORED_METRICS, CONNECTION_METRICS, GroupStats, merge_group_rows
 from loadgen.measure.latency_samples import LatencySamples
 from loadgen.measure.outputs import OutputSamples
 from loadgen.measure.pairs import PairSamples
@@ -256,16 +256,12 @@ class Aggregate:
     def merge_wire(self, wire: dict[str, Any]) -> None:
         if wire.get("v") != WIRE_VERSION:
             raise ValueError(f"aggregate wire version {wire.get('v')!r}, expected {WIRE_VERSION}")
-        for v, m, gw in wire.get("groups", []):
-            self.group(v, m).merge_wire(gw)
+        merge_group_rows(self.groups, wire.get("groups", []), self.group)
         for name in _SLICES:
             merge_slices(getattr(self, name), wire.get(name, []))
-        for v, c, cw in wire.get("classes", []):
-            self.priority_class(v, c).merge_wire(cw)
-        for v, a, aw in wire.get("adapters", []):
-            self.adapter(v, a).merge_wire(aw)
-        for v, st, sw in wire.get("starts", []):
-            self.start(v, st).merge_wire(sw)
+        merge_group_rows(self.classes, wire.get("classes", []), self.priority_class)
+        merge_group_rows(self.adapters, wire.get("adapters", []), self.adapter)
+        merge_slices(self.starts, wire.get("starts", []), nkey=2)
         for v, m, sw in wire.get("sessions", []):
             self.session(v, m).merge_wire(sw)
         self._merge_timeline(wire.get("timeline", []))

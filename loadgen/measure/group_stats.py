@@ -5,6 +5,7 @@ and ships them) so that neither passes 500 lines."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,9 +26,9 @@ from loadgen.measure.reasoning import add_reasoning
 from loadgen.measure.recording import record_values
 from loadgen.measure.records import RequestRecord
 from loadgen.measure.slices import tokens_in_window
-from loadgen.measure.wire_fields import COUNTER, COUNTS, add_counts, merge_stats
+from loadgen.measure.wire_fields import COUNTER, COUNTS, add_counts, merge_rows, merge_stats
 
-__all__ = ["CENSORED_METRICS", "CONNECTION_METRICS", "NOT_SENT", "GroupStats"]
+__all__ = ["CENSORED_METRICS", "CONNECTION_METRICS", "NOT_SENT", "GroupStats", "merge_group_rows"]
 
 # Opening a connection: beside TTFT, not in it (TTFT runs from the request write).
 CONNECTION_METRICS: tuple[str, ...] = ("connect", "tls")
@@ -298,3 +299,14 @@ class GroupStats:
     def merge_wire(self, w: dict[str, Any]) -> None:
         # A blob several metrics share (`to_wire`'s alias) is decoded once and added to each.
         merge_stats(self, w, _WIRE_KIND, self._hist, alias=True)
+
+
+def merge_group_rows(into: dict[Any, GroupStats], rows: Any, at: Callable[[str, str], GroupStats]) -> None:
+    """Wire rows `[variant, name, wire]` (an aggregate's groups, classes or adapters) merged into `into`, whose
+    `at(variant, name)` finds or makes a row's group: in one C call where built (`wire_fields.merge_rows`)."""
+
+    def one(row: Any) -> None:
+        v, name, w = row
+        at(v, name).merge_wire(w)
+
+    merge_rows(into, rows, 2, GroupStats, _WIRE_KIND, True, one)

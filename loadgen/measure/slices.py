@@ -12,7 +12,7 @@ from loadgen.measure.fates import RECORDED_METRICS, FateRow, LatencyPlan, latenc
 from loadgen.measure.histogram import LatencyHistogram
 from loadgen.measure.recording import record_values
 from loadgen.measure.records import RequestRecord
-from loadgen.measure.wire_fields import COUNTER, COUNTS, add_counts, merge_stats
+from loadgen.measure.wire_fields import COUNTER, COUNTS, add_counts, merge_rows, merge_stats
 
 __all__ = ["BucketStats", "merge_slices", "slice_at", "slices_wire", "tokens_in_window"]
 
@@ -118,11 +118,18 @@ def slices_wire(slices: dict[Any, BucketStats], histograms: bool) -> list[list[A
     return [[*key, s.to_wire(histograms)] for key, s in slices.items()]
 
 
-def merge_slices(into: dict[Any, BucketStats], other: dict[Any, BucketStats] | list[list[Any]]) -> None:
-    """Add another map of slices into `into`: the map itself, or its wire rows (`slices_wire`)."""
+def merge_slices(into: dict[Any, BucketStats], other: dict[Any, BucketStats] | list[list[Any]], nkey: int = -1) -> None:
+    """Add another map of slices into `into`: the map itself, or its wire rows (`slices_wire`; `nkey`, the length of
+    their keys where it is fixed: -1 for any)."""
     if isinstance(other, dict):
         for key, s in other.items():
             slice_at(into, key).merge(s)
         return
-    for *key, w in other:
+
+    def one(row: Any) -> None:
+        *key, w = row
+        if nkey >= 0 and len(key) != nkey:
+            raise ValueError(f"a slice's wire row: {nkey} key(s) and its stats, got {len(key)} key(s)")
         slice_at(into, tuple(key)).merge_wire(w)
+
+    merge_rows(into, other, nkey, BucketStats, _SLICE_WIRE_KIND, False, one)

@@ -23,6 +23,7 @@ __all__ = [
     "add_counts",
     "add_fields",
     "add_fields_python",
+    "merge_rows",
     "merge_stats",
     "wire_items_python",
 ]
@@ -109,3 +110,37 @@ def merge_stats(obj: Any, w: dict[str, Any], kinds: dict[str, int], make: Callab
     # (Where the C call handed the wire back whole, its histograms are a form only Python reads, or rejects.)
     merge_encoded_many(wire_items_python(obj.hists, w.get("hists", {}), w.get("alias") if alias else None, make))
     add_fields(obj, w, kinds)
+
+
+def merge_rows(
+    into: dict[Any, Any],
+    rows: Any,
+    nkey: int,
+    new: Callable[[], Any],
+    kinds: dict[str, int],
+    alias: bool,
+    merge_one: Callable[[Any], None],
+) -> None:
+    """Wire rows `[*key, wire]` (a map of groups' or of slices' wire form), each merged into `into[tuple(key)]`
+    (`new()` made and stored where absent) as `merge_stats` merges it; `nkey`: the key's length (-1: any). Where built,
+    one C call for all the rows (`_hist_merge.merge_rows`: no Python per row), which leaves a row it does not read
+    whole to `merge_one(row)` — the caller's Python path for one row, which the C must equal — or, as `merge_stats`
+    does, a histogram it hands back."""
+    if _native is None or type(rows) is not list or pure_python():
+        for row in rows:
+            merge_one(row)
+        return
+    lay = _layout()
+    args = (new, kinds, add_counts, alias, lay, *lay.merge_args())
+    start = 0
+    while True:
+        at, items, left = _native.merge_rows(into, rows, start, nkey, *args)
+        if at < 0:
+            return
+        row = rows[at]
+        if items is None or left is None:  # (both or neither)
+            merge_one(row)
+        else:  # its histograms merged up to `left`, which the C call hands back (another layout, a window to grow)
+            merge_encoded_rest(items, left)
+            add_fields(into[tuple(row[:-1])], row[-1], kinds)
+        start = at + 1

@@ -244,3 +244,96 @@ def test_merge_stats_leaves_what_it_does_not_read_untouched() -> None:
     assert _hist_merge.merge_stats(g, {"alias": "icl", "requests": 3}, {"requests": COUNTER}, *args) is False
     assert g.requests == 0 and g.hists == {}
     assert _hist_merge.merge_stats(g, {"requests": 3}, {"requests": COUNTER}, *args) is None and g.requests == 3
+
+
+def _rich_wire(seed: int) -> dict[str, Any]:
+    """An aggregate's wire with rows of every kind `merge_rows` reads: groups, classes, adapters, slices, starts."""
+    agg = _aggregate(seed)
+    for j in range(40):
+        r = RequestRecord(f"x{seed}-{j}", f"v{j % 2}", "m0", bucket="b0", sent=1.0 + j * 0.01)
+        r.priority_class, r.adapter, r.cold = ("hi", "lora-a", "cold") if j % 2 else ("lo", "", "")
+        r.chunk_times.extend([r.sent + 0.05, r.sent + 0.07])
+        r.chunk_tokens.extend([1, 2])
+        r.done, r.output_tokens, r.prompt_tokens = r.sent + 0.08, 3, 20
+        agg.add(r, 1000.0 + j * 0.01)
+    return agg.to_wire()
+
+
+def _merge_aggregate(wires: list[dict[str, Any]], pure: bool) -> tuple[Any, Any]:
+    """An Aggregate after merging `wires` in turn (LOADGEN_PURE_PYTHON as `pure`): the error, and its wire form."""
+    old = os.environ.get("LOADGEN_PURE_PYTHON")
+    os.environ["LOADGEN_PURE_PYTHON"] = "1" if pure else ""
+    agg = Aggregate()
+    try:
+        for w in wires:
+            agg.merge_wire(copy.deepcopy(w))
+        error = None
+    except Exception as e:  # noqa: BLE001 - the error is what is compared
+        error = (type(e).__name__, str(e))
+    finally:
+        if old is None:
+            del os.environ["LOADGEN_PURE_PYTHON"]
+        else:
+            os.environ["LOADGEN_PURE_PYTHON"] = old
+    return error, agg.to_wire()
+
+
+def _corrupt_row(field: str, at: int, row: Any) -> Any:
+    def corrupt(w: dict[str, Any]) -> dict[str, Any]:
+        rows = list(w[field])
+        rows[at] = row(rows[at]) if callable(row) else row
+        return {**w, field: rows}
+
+    return corrupt
+
+
+@pytest.mark.parametrize(
+    ("corrupt", "accepted"),
+    [
+        (lambda w: w, True),
+        (_corrupt_row("groups", 1, lambda r: tuple(r)), True),  # a row that is no list: the Python path reads it
+        (_corrupt_row("groups", 1, lambda r: r[:2]), False),  # too short
+        (_corrupt_row("groups", 1, lambda r: [*r[:2], "x", r[2]]), False),  # too long
+        (_corrupt_row("groups", 2, lambda r: [r[0], ["unhashable"], r[2]]), False),
+        (_corrupt_row("groups", 0, lambda r: [r[0], r[1], [r[2]]]), False),  # its wire no dict
+        (_corrupt_row("groups", 2, lambda r: [r[0], r[1], {**r[2], "requests": "x"}]), False),  # a field Python rejects
+        (_corrupt_row("groups", 2, lambda r: [r[0], r[1], {**r[2], "hists": "x"}]), False),  # a form handed back whole
+        (_corrupt_row("groups", 1, lambda r: [r[0], "new-mix", r[2]]), True),  # a group not seen yet
+        (_corrupt_row("buckets", 0, lambda r: [r[-1]]), True),  # a slice's key may be of any length
+        (_corrupt_row("buckets", 1, 7), False),
+        (_corrupt_row("starts", 0, lambda r: [r[0], r[-1]]), False),  # a start's key is (variant, state)
+        (_corrupt_row("classes", 0, lambda r: [r[0], r[1], {**r[2], "hists": {"ttft": b"not a histogram"}}]), False),
+        (_corrupt_row("adapters", 0, lambda r: [r[0], r[1], {**r[2], "alias": "icl"}]), False),
+        (lambda w: {**w, "groups": tuple(w["groups"])}, True),  # rows that are no list: the Python path reads them
+        (lambda w: {**w, "buckets": None}, False),
+    ],
+)
+def test_rows_merged_in_one_c_call_equal_the_python_path(corrupt: Any, accepted: bool) -> None:
+    """`merge_rows` (a delta's groups, classes, adapters, slices and starts, each kind in one C call) against the
+    Python path, row by row: well-formed rows, rows it leaves whole to the Python path (no list, a key of the wrong
+    length or unhashable, a wire that is no dict or holds a form it does not read) and fields the Python path rejects —
+    the same aggregate after, and the same error."""
+    wires = [_rich_wire(1), corrupt(_rich_wire(2)), _rich_wire(3)]
+    assert all(wires[0][k] for k in ("groups", "classes", "adapters", "buckets", "starts"))
+    c, py = _merge_aggregate(wires, pure=False), _merge_aggregate(wires, pure=True)
+    assert c == py
+    assert (c[0] is None) == accepted, c[0]
+
+
+def test_a_row_left_with_a_histogram_of_another_layout_is_finished_in_python() -> None:
+    from loadgen.measure.group_stats import GroupStats, merge_group_rows
+    from loadgen.measure.histogram import LatencyHistogram
+
+    wire = _rich_wire(4)
+    rows = copy.deepcopy(wire["groups"])
+    into: dict[Any, GroupStats] = {}
+    odd = into[(rows[0][0], rows[0][1])] = GroupStats()
+    odd.hists["e2e"] = LatencyHistogram(digits=2)  # not the C call's layout: handed back with the row's items
+    merge_group_rows(into, rows, lambda v, m: into.setdefault((v, m), GroupStats()))
+    expected = Aggregate()
+    expected.merge_wire(copy.deepcopy(wire))
+    assert odd.hists["e2e"].count == expected.groups[(rows[0][0], rows[0][1])].hists["e2e"].count > 0
+    assert odd.requests == expected.groups[(rows[0][0], rows[0][1])].requests > 0
+    assert {k: g.to_wire() for k, g in into.items() if k != (rows[0][0], rows[0][1])} == {
+        k: g.to_wire() for k, g in expected.groups.items() if k != (rows[0][0], rows[0][1])
+    }
