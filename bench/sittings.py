@@ -5,15 +5,16 @@
 This VM (2-core AMD EPYC) swings between two speeds from one minute to the next (the same `bench.hotpath` row reads
 3.4 µs in one sitting and 5.7 µs in the next), so one before/after pair can show a change the code did not make. The
 two trees — BEFORE (a commit, checked out in a temporary worktree with its C half built in place) and this working
-tree (or TREE, a checkout with its C half built) — are measured in alternating sittings, and each figure's range
-over the sittings is set beside the other tree's: ranges that overlap are within the noise of this machine; where
-the after median falls against the before range (below, inside, above: every figure is better lower) says which way
-a shift points. Each sitting runs, per tree, in a fresh interpreter:
+tree (or TREE, a checkout with its C half built) — are measured in alternating sittings, which of the two goes first
+alternating too, and each figure's range over the sittings is set beside the other tree's: ranges that overlap are
+within the noise of this machine; where the after median falls against the before range (below, inside, above: every
+figure is better lower) says which way a shift points. Each sitting runs, per tree, in a fresh interpreter:
 
 - `hotpath`: `python -m bench.hotpath` (µs per chunk, per request, per merged blob);
 - `fidelity`: `bench/run.py --parts fidelity --clients loadgen --k 4 --seconds 5 --streams 32,256` (added TTFT and
   ITL-error p99 against the bench server's truth, loop-lag p99, CPU);
-- `openloop`: `python -m bench.openloop --rates 1000` (send lag and schedule slip p99 at 1,000 req/s).
+- `openloop`: `python -m bench.openloop --rates 1000` (send lag, schedule slip and loop lag p99 at 1,000 req/s, and the
+  worker's CPU per request it sent: its runtime's CPU mean over the window / the rate it achieved).
 
 Writes bench/results/sittings-NAME.json (every sitting's figures, the ranges, the machine, both commits).
 """
@@ -83,6 +84,10 @@ def _openloop(tree: Path) -> dict[str, float]:
         "open loop 1,000 req/s: send lag p99 (ms)": row["send_lag_ms"]["p99"],
         "open loop 1,000 req/s: schedule slip p99 (ms)": row["schedule_slip_ms"]["p99"],
         "open loop 1,000 req/s: loop lag p99 (ms)": row["loop_lag_p99_ms"],
+        # The worker's own CPU (its runtime's samples, mean over the window) per request it sent.
+        "open loop 1,000 req/s: worker CPU per request (µs)": round(
+            row["worker_cpu_percent"]["mean"] / 100 / row["achieved_rate_per_s"] * 1e6, 1
+        ),
     }
 
 
@@ -142,7 +147,9 @@ def main() -> None:
             commits = {side: _commit(tree) for side, tree in trees.items()}
             for i in range(args.sittings):
                 sitting: dict[str, dict[str, float]] = {}
-                for side, tree in trees.items():
+                # Before first in odd sittings, after first in even ones: this VM slows and speeds up over minutes,
+                # and a fixed order would hand the drift to one side.
+                for side, tree in sorted(trees.items(), reverse=i % 2 == 1):
                     figures: dict[str, float] = {}
                     if "hotpath" in parts:
                         figures.update(_hotpath(tree))
