@@ -177,18 +177,14 @@ def _group_wire(seed: int) -> dict[str, Any]:
     return _aggregate(seed).groups[("v0", "m0")].to_wire()
 
 
-def _merge_group(wires: list[dict[str, Any]], pure: bool, before: Any = None) -> tuple[Any, Any]:
-    """A GroupStats after merging `wires` in turn (LOADGEN_PURE_PYTHON as `pure`): its wire form, or the error."""
-    from loadgen.measure.group_stats import GroupStats
-
-    g = GroupStats()
-    if before is not None:
-        before(g)
+def _merged(target: Any, wires: list[dict[str, Any]], pure: bool) -> tuple[Any, Any]:
+    """`target` (a GroupStats, an Aggregate) after merging `wires` in turn with LOADGEN_PURE_PYTHON as `pure`: the
+    error (None when none), and its wire form."""
     old = os.environ.get("LOADGEN_PURE_PYTHON")
     os.environ["LOADGEN_PURE_PYTHON"] = "1" if pure else ""
     try:
         for w in wires:
-            g.merge_wire(copy.deepcopy(w))
+            target.merge_wire(copy.deepcopy(w))
         error = None
     except Exception as e:  # noqa: BLE001 - the error is what is compared
         error = (type(e).__name__, str(e))
@@ -197,7 +193,17 @@ def _merge_group(wires: list[dict[str, Any]], pure: bool, before: Any = None) ->
             del os.environ["LOADGEN_PURE_PYTHON"]
         else:
             os.environ["LOADGEN_PURE_PYTHON"] = old
-    return error, g.to_wire()
+    return error, target.to_wire()
+
+
+def _merge_group(wires: list[dict[str, Any]], pure: bool, before: Any = None) -> tuple[Any, Any]:
+    """A GroupStats after merging `wires` in turn (LOADGEN_PURE_PYTHON as `pure`): the error, and its wire form."""
+    from loadgen.measure.group_stats import GroupStats
+
+    g = GroupStats()
+    if before is not None:
+        before(g)
+    return _merged(g, wires, pure)
 
 
 @pytest.mark.parametrize(
@@ -261,21 +267,7 @@ def _rich_wire(seed: int) -> dict[str, Any]:
 
 def _merge_aggregate(wires: list[dict[str, Any]], pure: bool) -> tuple[Any, Any]:
     """An Aggregate after merging `wires` in turn (LOADGEN_PURE_PYTHON as `pure`): the error, and its wire form."""
-    old = os.environ.get("LOADGEN_PURE_PYTHON")
-    os.environ["LOADGEN_PURE_PYTHON"] = "1" if pure else ""
-    agg = Aggregate()
-    try:
-        for w in wires:
-            agg.merge_wire(copy.deepcopy(w))
-        error = None
-    except Exception as e:  # noqa: BLE001 - the error is what is compared
-        error = (type(e).__name__, str(e))
-    finally:
-        if old is None:
-            del os.environ["LOADGEN_PURE_PYTHON"]
-        else:
-            os.environ["LOADGEN_PURE_PYTHON"] = old
-    return error, agg.to_wire()
+    return _merged(Aggregate(), wires, pure)
 
 
 def _corrupt_row(field: str, at: int, row: Any) -> Any:
