@@ -75,8 +75,11 @@ def _run(tmp_path: Path, heal_after: float) -> dict[str, Any]:
         scenario = write_scenario(
             tmp_path / "s.yaml",
             {"bench": f"http://{net.address('srv')}:8100"},
-            # Two users per worker; the run outlasts the cut by enough for the healed workers to report again.
-            load={"users": 2 * PER_HOST * len(WORKER_HOSTS), "spawn_rate": 100, "duration": "30s", "warmup": 0},
+            # Two users per worker; the run outlasts the heal by enough for every healed worker to report again: a
+            # 10-s cut leaves each TCP connection in retransmit backoff (its next try up to a few seconds after the
+            # heal), and on a slow start the cut itself comes late (it waits for the workers' first rows). With
+            # 30 s, one of w1's workers was still missing at the end of a fresh-clone run, and so named lost.
+            load={"users": 2 * PER_HOST * len(WORKER_HOSTS), "spawn_rate": 100, "duration": "45s", "warmup": 0},
             slos=[],
             run_trust={"loop_lag_p99_ms": 500, "cpu_percent_p90": 100, "schedule_slip_p99_ms": 500},
         )
@@ -138,7 +141,7 @@ def test_a_cut_host_that_heals_reports_again_and_one_that_never_does_is_named_lo
     # The master noticed: both cut hosts' workers missed their heartbeats; w1's came back.
     assert log.count("setting state to missing") >= 2 * PER_HOST, log[-3000:]
     # Locust logs a heal when a missing worker's heartbeat gets through again; whether each of w1's workers gets one
-    # in before the 30-s run ends depends on when the cut began on a slow start (3 of 4 seen once in CI). That w1's
+    # in before the run ends depends on when the cut began on a slow start (3 of 4 seen once in CI). That w1's
     # workers are not lost and their requests after the heal count is held below, from the report.
     assert log.count("self-healed with heartbeat") >= 1, log[-3000:]
     by_host = {h: [r for r in run["records"] if r["id"].split("-")[2] in pids] for h, pids in run["pids"].items()}
