@@ -15,7 +15,7 @@ holding up the loop?
   shows it).
 - **spawn** row: 1,000 closed-loop users spawned at 500 users/s (2 s of spawning, each user building its request
   stream, sampler fork and connection), think time 2 s: the loop-lag p99 / max the worker measured over the run,
-  spawn included.
+  spawn included (`--spawn-users 0`: no spawn row).
 
 `--sittings N` runs the rates N times in turn and adds each rate's spread over them (this VM's speed swings between
 sittings). Writes bench/results/openloop.json.
@@ -195,7 +195,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rates", default="1000,5000", help="comma-separated scheduled rates (requests/s)")
     ap.add_argument("--seconds", type=float, default=10.0, help="measured window per rate")
-    ap.add_argument("--spawn-users", type=int, default=1000)
+    ap.add_argument("--spawn-users", type=int, default=1000, help="the spawn row's users (0: no spawn row)")
     ap.add_argument("--target", choices=("bench", "sim"), default="bench", help="bench/server.py or the simulator")
     ap.add_argument("--workers", default="1", help="loadgen run --workers (0: master and worker in one process)")
     ap.add_argument("--sittings", type=int, default=1, help="run the rates this many times in turn (the spread)")
@@ -214,17 +214,20 @@ def main() -> None:
             print(
                 f"open loop {rate:>6g} req/s: achieved {row['achieved_rate_per_s']} ({row['achieved_share']}), "
                 f"send lag p50 {lag['p50']} p99 {lag['p99']} max {lag['max']} ms, slip p99 {slip['p99']} ms, "
-                f"loop lag p99 {row['loop_lag_p99_ms']} ms, trustworthy {row['trustworthy']}"
+                f"loop lag p99 {row['loop_lag_p99_ms']} ms, worker CPU mean {row['worker_cpu_percent']['mean']} %, "
+                f"trustworthy {row['trustworthy']}"
                 + (f" — {'; '.join(row['untrustworthy_reasons'])}" if row["untrustworthy_reasons"] else "")
             )
-        d = Path(tmp) / "spawn"
-        d.mkdir()
-        spawned = spawn(args.spawn_users, url, d)
-        lag = spawned["loop_lag_ms"]
-        print(
-            f"spawn {spawned['users']} users at 500/s: loop lag p50 {lag['p50']} p99 {lag['p99']} max {lag['max']} "
-            f"ms ({spawned['requests']} requests)"
-        )
+        spawned = None
+        if args.spawn_users > 0:  # 0: the precision rows alone
+            d = Path(tmp) / "spawn"
+            d.mkdir()
+            spawned = spawn(args.spawn_users, url, d)
+            lag = spawned["loop_lag_ms"]
+            print(
+                f"spawn {spawned['users']} users at 500/s: loop lag p50 {lag['p50']} p99 {lag['p99']} "
+                f"max {lag['max']} ms ({spawned['requests']} requests)"
+            )
     results = {"target": args.target, "precision": rows, "spread": _spread(rows), "spawn": spawned}
     print(f"(results: {write_results('openloop', results, machine)})")
 
