@@ -147,9 +147,12 @@ def main() -> None:
             commits = {side: _commit(tree) for side, tree in trees.items()}
             for i in range(args.sittings):
                 sitting: dict[str, dict[str, float]] = {}
-                # Before first in odd sittings, after first in even ones: this VM slows and speeds up over minutes,
-                # and a fixed order would hand the drift to one side.
-                for side, tree in sorted(trees.items(), reverse=i % 2 == 1):
+                # Before first in the 1st, 3rd, ... sitting, after first in the others: this VM slows and speeds up
+                # over minutes, and a fixed order would hand the drift to one side.
+                order = list(trees.items())
+                if i % 2:
+                    order.reverse()
+                for side, tree in order:
                     figures: dict[str, float] = {}
                     if "hotpath" in parts:
                         figures.update(_hotpath(tree))

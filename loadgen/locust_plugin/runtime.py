@@ -311,8 +311,8 @@ class Runtime:
 
     def _wake_recorder(self) -> None:
         # One recorder for the process's life, asleep while nothing is pending: a greenlet spawned afresh each time
-        # the queue empties (every request, at a few hundred a second) cost ~12 µs more each (a new greenlet's frame
-        # stack is an mmap, its end a munmap; /tmp benchmarks in the commit that made it so).
+        # the queue emptied (nearly every request in open loop) cost more CPU per request (a new greenlet's frame
+        # stack is an mmap, its end a munmap): bench/results/sittings-issue34-recorder.json, bench/README.md.
         if self._recorder is None or self._recorder.dead:
             self._recorder = gevent.spawn(self._record_pending)
         else:

@@ -13,7 +13,7 @@ import math
 from typing import Any
 
 from loadgen.measure.fates import FATES, NOT_SENT, fate_of, latencies
-from loadgen.measure.group_stats import CENSORED_METRICS, CONNECTION_METRICS, GroupStats, merge_group_rows
+from loadgen.measure.group_stats import CENSORED_METRICS, CONNECTION_METRICS, GroupStats, group_at, merge_group_rows
 from loadgen.measure.latency_samples import LatencySamples
 from loadgen.measure.outputs import OutputSamples
 from loadgen.measure.pairs import PairSamples
@@ -105,7 +105,7 @@ class Aggregate:
         self.window_end = math.inf
 
     def group(self, variant: str, mix: str) -> GroupStats:
-        return self.groups.get((variant, mix)) or self.groups.setdefault((variant, mix), GroupStats())
+        return group_at(self.groups, (variant, mix))
 
     def bucket(self, variant: str, mix: str, bucket: str) -> BucketStats:
         key = (variant, mix, bucket)
@@ -115,10 +115,10 @@ class Aggregate:
         return self.turns.get((variant, mix, turn)) or self.turns.setdefault((variant, mix, turn), BucketStats())
 
     def priority_class(self, variant: str, cls: str) -> GroupStats:
-        return self.classes.get((variant, cls)) or self.classes.setdefault((variant, cls), GroupStats())
+        return group_at(self.classes, (variant, cls))
 
     def adapter(self, variant: str, name: str) -> GroupStats:
-        return self.adapters.get((variant, name)) or self.adapters.setdefault((variant, name), GroupStats())
+        return group_at(self.adapters, (variant, name))
 
     def start(self, variant: str, state: str) -> BucketStats:
         return self.starts.get((variant, state)) or self.starts.setdefault((variant, state), BucketStats())
@@ -256,11 +256,11 @@ class Aggregate:
     def merge_wire(self, wire: dict[str, Any]) -> None:
         if wire.get("v") != WIRE_VERSION:
             raise ValueError(f"aggregate wire version {wire.get('v')!r}, expected {WIRE_VERSION}")
-        merge_group_rows(self.groups, wire.get("groups", []), self.group)
+        merge_group_rows(self.groups, wire.get("groups", []))
         for name in _SLICES:
             merge_slices(getattr(self, name), wire.get(name, []))
-        merge_group_rows(self.classes, wire.get("classes", []), self.priority_class)
-        merge_group_rows(self.adapters, wire.get("adapters", []), self.adapter)
+        merge_group_rows(self.classes, wire.get("classes", []))
+        merge_group_rows(self.adapters, wire.get("adapters", []))
         merge_slices(self.starts, wire.get("starts", []), nkey=2)
         for v, m, sw in wire.get("sessions", []):
             self.session(v, m).merge_wire(sw)

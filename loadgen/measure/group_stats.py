@@ -5,7 +5,6 @@ and ships them) so that neither passes 500 lines."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,7 +27,7 @@ from loadgen.measure.records import RequestRecord
 from loadgen.measure.slices import tokens_in_window
 from loadgen.measure.wire_fields import COUNTER, COUNTS, add_counts, merge_rows, merge_stats
 
-__all__ = ["CENSORED_METRICS", "CONNECTION_METRICS", "NOT_SENT", "GroupStats", "merge_group_rows"]
+__all__ = ["CENSORED_METRICS", "CONNECTION_METRICS", "NOT_SENT", "GroupStats", "group_at", "merge_group_rows"]
 
 # Opening a connection: beside TTFT, not in it (TTFT runs from the request write).
 CONNECTION_METRICS: tuple[str, ...] = ("connect", "tls")
@@ -301,12 +300,20 @@ class GroupStats:
         merge_stats(self, w, _WIRE_KIND, self._hist, alias=True)
 
 
-def merge_group_rows(into: dict[Any, GroupStats], rows: Any, at: Callable[[str, str], GroupStats]) -> None:
-    """Wire rows `[variant, name, wire]` (an aggregate's groups, classes or adapters) merged into `into`, whose
-    `at(variant, name)` finds or makes a row's group: in one C call where built (`wire_fields.merge_rows`)."""
+def group_at(groups: dict[Any, GroupStats], key: tuple[str, str]) -> GroupStats:
+    """The group at `key` (variant and mix, class or adapter) of a map of groups (an empty one on first use)."""
+    g = groups.get(key)
+    if g is None:
+        g = groups[key] = GroupStats()
+    return g
+
+
+def merge_group_rows(into: dict[Any, GroupStats], rows: Any) -> None:
+    """Wire rows `[variant, name, wire]` (an aggregate's groups, classes or adapters) merged into `into`'s group at
+    (variant, name): in one C call where built (`wire_fields.merge_rows`)."""
 
     def one(row: Any) -> None:
         v, name, w = row
-        at(v, name).merge_wire(w)
+        group_at(into, (v, name)).merge_wire(w)
 
     merge_rows(into, rows, 2, GroupStats, _WIRE_KIND, True, one)
